@@ -1,0 +1,65 @@
+"""What a served model family provides to the runtime: prepare → execute → finish.
+
+The runtime (app/runtime) knows only these shapes. Preparation validates the whole request and
+returns `Prepared`: the executor work plus the context finishing needs. The model's
+`BatchAdapter` packs the work of one or more requests into the session's input layout and
+unpacks outputs back to each request; finishing calibrates and decodes one request's outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+
+@dataclass
+class Prepared:
+    """One request, ready for the executor."""
+
+    rows: int                 # batch rows the work occupies
+    tokens: int               # real (unpadded) tokens: what `usage` counts
+    longest: int              # longest row, in tokens: decides the padded length
+    work: Any                 # adapter-specific input, packed with other requests' work
+    context: Any              # what finishing needs, never seen by the executor
+    questions: int = 0
+
+
+@dataclass
+class Packed:
+    """A batch in the session's input layout, with what telemetry reports about it."""
+
+    feeds: dict[str, np.ndarray]
+    rows: int
+    real_tokens: int
+    padded_tokens: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class BatchAdapter(Protocol):
+    def compatible(self, prepared: Prepared) -> Hashable:
+        """Work with equal keys may share one forward pass."""
+
+    def pack(self, works: Sequence[Any]) -> Packed: ...
+
+    def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[Any], packed: Packed) -> list[Any]:
+        """Split the batch outputs back into one result per work item, in order."""
+
+
+class ServedModel(Protocol):
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    onnx_path: str
+    adapter: BatchAdapter
+    manifest: Mapping[str, Any]
+
+    def prepare(self, body: Mapping[str, Any]) -> Prepared: ...
+
+    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str) -> dict: ...
+
+    def warmup_body(self) -> dict: ...
+
+    def limits(self) -> dict: ...
+
+    def describe(self) -> dict: ...

@@ -1,0 +1,52 @@
+"""Model-neutral request errors, raised by preparation and finishing, rendered by the app.
+
+Each carries the HTTP status and the stable `code` of the contract (reference/api.md), a
+`detail` for people and, for per-question problems, `errors` listing every invalid question.
+"""
+from __future__ import annotations
+
+
+class RequestError(Exception):
+    """A client mistake: never a 5xx."""
+
+    status = 422
+    code = "invalid_request"
+
+    def __init__(self, detail: str, *, errors: list[dict] | None = None,
+                 status: int | None = None, code: str | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors or []
+        if status is not None:
+            self.status = status
+        if code is not None:
+            self.code = code
+
+
+class InvalidQuestions(RequestError):
+    """One or more questions are invalid; `errors` has one entry per question id."""
+
+    code = "invalid_question"
+
+
+class UnknownModel(RequestError):
+    code = "unknown_model"
+
+
+class TooManyQuestions(RequestError):
+    status = 413
+    code = "too_many_questions"
+
+
+class InputTooLong(RequestError):
+    status = 413
+    code = "input_too_long"
+
+
+class TooLarge(RequestError):
+    status = 413
+    code = "too_large"
+
+
+class InferenceFailed(Exception):
+    """The forward pass failed or produced non-finite outputs (500 `inference_failed`)."""

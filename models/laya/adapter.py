@@ -1,0 +1,63 @@
+"""Pack Laya rows from one or more requests into one padded batch; split the outputs back.
+
+Rows are right-padded with the pad id to a multiple of `pad_to` tokens (a bounded set of shapes
+for the session) and to at least 2 marker columns (the graph's TopK(2) needs them; masked
+columns change nothing). Attention masks keep padding out of every real row, so a request's
+answers do not depend on what it was batched with.
+"""
+from __future__ import annotations
+
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from models.base import Packed, Prepared
+from models.laya.prepare import Row
+
+
+class LayaAdapter:
+    def __init__(self, pad_id: int, pad_to: int = 16, max_len: int = 512):
+        self.pad_id = pad_id
+        self.pad_to = pad_to
+        self.max_len = max_len
+
+    def compatible(self, prepared: Prepared) -> Hashable:
+        return "laya"   # any rows of one session can share a batch
+
+    def padded_length(self, longest: int) -> int:
+        return min(-(-longest // self.pad_to) * self.pad_to, max(self.max_len, longest))
+
+    def pack(self, works: Sequence[list[Row]]) -> Packed:
+        rows = [row for work in works for row in work]
+        n = len(rows)
+        longest = max(len(r.ids) for r in rows)
+        length = self.padded_length(longest)
+        k_cols = max(2, max(len(r.markers) for r in rows))
+        ids = np.full((n, length), self.pad_id, dtype=np.int64)
+        att = np.zeros((n, length), dtype=np.int64)
+        mpos = np.zeros((n, k_cols), dtype=np.int64)
+        mmask = np.zeros((n, k_cols), dtype=bool)
+        qtype = np.empty((n,), dtype=np.int64)
+        real = 0
+        for i, r in enumerate(rows):
+            ids[i, : len(r.ids)] = r.ids
+            att[i, : len(r.ids)] = 1
+            mpos[i, : len(r.markers)] = r.markers
+            mmask[i, : len(r.markers)] = True
+            qtype[i] = r.qtype
+            real += len(r.ids)
+        feeds = {"input_ids": ids, "attention_mask": att, "marker_pos": mpos,
+                 "marker_mask": mmask, "qtype": qtype}
+        return Packed(feeds, rows=n, real_tokens=real, padded_tokens=n * length,
+                      meta={"seq_len": length, "marker_columns": k_cols})
+
+    def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[list[Row]], packed: Packed) -> list:
+        logits, act_logits = outputs[0], outputs[1].astype(np.float32)
+        act = np.exp(act_logits - act_logits.max(-1, keepdims=True))
+        act /= act.sum(-1, keepdims=True)
+        out, start = [], 0
+        for work in works:
+            end = start + len(work)
+            out.append((logits[start:end], act[start:end]))
+            start = end
+        return out

@@ -1,0 +1,167 @@
+"""Laya checkpoint → one ONNX graph (encoder, decision layers, scorer, act head) + manifest.
+
+Export-time only (torch, transformers, onnx). The graph is exported with torch's dynamo exporter
+at opset 18 with dynamic batch, sequence and marker dimensions, traced at batch 2 with 3
+markers, then checked against torch on shapes it was not traced at before the manifest is
+written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+from models import hub, manifest as manifests
+from models.laya import checkpoint as ck
+
+ONNX_NAME = "model.onnx"
+OPSET = 18
+
+
+def _log(progress, msg: str) -> None:
+    if progress:
+        progress(msg)
+
+
+def _load_graph(path: str, agent_config: dict, encoder_config: dict):
+    import torch
+    from safetensors.torch import load_file
+
+    from models.laya.graph import LayaDecisionGraph, build_encoder
+
+    model = LayaDecisionGraph(build_encoder(encoder_config), agent_config["head_layers"],
+                              len(agent_config.get("act_costs", {})) + 1)
+    # Published weights are fp16 (the temperature buffer fp32); compute in fp32.
+    weights = {k: v.to(torch.float32) for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if k != "temperature"]
+    if missing or unexpected:
+        raise ValueError("checkpoint does not match Laya's DecisionModel: missing %s, unexpected %s"
+                         % (missing[:8], unexpected[:8]))
+    return model.eval()
+
+
+def _example(vocab: int, batch: int, seq: int, markers: int, seed: int):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(10, max(11, min(vocab, 1000)), (batch, seq), generator=g)
+    att = torch.ones(batch, seq, dtype=torch.long)
+    att[-1, seq // 2:] = 0
+    mpos = torch.arange(1, 1 + 2 * markers, 2).repeat(batch, 1)
+    mmask = torch.ones(batch, markers, dtype=torch.bool)
+    mmask[-1, -1] = False
+    qtype = torch.arange(batch) % 3
+    return ids, att, mpos, mmask, qtype
+
+
+def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
+           name: str | None = None, force: bool = False, progress=print) -> dict:
+    import torch
+
+    t0 = time.perf_counter()
+    _log(progress, "[1/5] resolving checkpoint %s" % checkpoint)
+    src = hub.resolve(checkpoint, ck.CHECKPOINT_FILES, revision=revision, subfolder=subfolder)
+    with open(os.path.join(src.path, "rl_agent_config.json"), encoding="utf-8") as f:
+        agent_config = json.load(f)
+    with open(os.path.join(src.path, "encoder", "config.json"), encoding="utf-8") as f:
+        encoder_config = json.load(f)
+    for key in ("encoder", "head_layers"):
+        if key not in agent_config:
+            raise ValueError("rl_agent_config.json lacks %r: not a Laya checkpoint" % key)
+    if agent_config.get("option_layout", "sequential") != "sequential":
+        raise ValueError("option_layout=%r: only the sequential layout exports (laya runs 'parallel' "
+                         "in torch eager only)" % agent_config["option_layout"])
+    variant = ck.infer_variant(src.source if src.repo else src.path, encoder_config)
+    served_name = name or variant
+    options = {"name": served_name, "opset": OPSET}
+    tok_dir = os.path.join(src.path, "tokenizer")
+    source_files = ["rl_agent_config.json", "model.safetensors", "encoder/config.json"] + [
+        "tokenizer/" + n for n in ck.TOKENIZER_FILES]
+    _log(progress, "[2/5] hashing sources")
+    sources = manifests.hash_files(src.path, source_files)
+    if not force and manifests.up_to_date(out, ck.FAMILY, sources, options):
+        _log(progress, "up to date: %s (nothing to do)" % out)
+        return manifests.read(out)
+
+    _log(progress, "[3/5] building the torch graph (%s, %d layers, hidden %d)"
+         % (variant, encoder_config.get("num_hidden_layers", 0), encoder_config.get("hidden_size", 0)))
+    model = _load_graph(src.path, agent_config, encoder_config)
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, ".export-tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    vocab = encoder_config.get("vocab_size", 1000)
+    # Batch >= 2 at trace time, or the head bakes batch 1 in (models.md §2.5).
+    example = _example(vocab, 2, 48, 3, seed=0)
+    batch, seq, marks = (torch.export.Dim("batch_size"), torch.export.Dim("seq_len"),
+                         torch.export.Dim("num_markers"))
+    dynamic = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq},
+               "marker_pos": {0: batch, 1: marks}, "marker_mask": {0: batch, 1: marks}, "qtype": {0: batch}}
+    _log(progress, "[4/5] exporting ONNX (opset %d, dynamo)" % OPSET)
+    with torch.no_grad():
+        program = torch.onnx.export(model, example, input_names=list(dynamic),
+                                    output_names=["logits", "act_logits"], dynamic_shapes=dynamic,
+                                    dynamo=True, opset_version=OPSET, external_data=True, verbose=False)
+    program.save(os.path.join(tmp, ONNX_NAME), external_data=True)
+
+    _log(progress, "[5/5] checking ONNX Runtime against torch on untraced shapes")
+    max_diff = _check(model, os.path.join(tmp, ONNX_NAME), vocab)
+    for n in ck.TOKENIZER_FILES:
+        if os.path.exists(os.path.join(tok_dir, n)):
+            shutil.copy(os.path.join(tok_dir, n), os.path.join(tmp, n))
+    for n in os.listdir(tmp):
+        os.replace(os.path.join(tmp, n), os.path.join(out, n))
+    os.rmdir(tmp)
+    import onnx
+    import transformers
+
+    outputs = sorted(n for n in os.listdir(out) if n != manifests.MANIFEST)
+    meta = {
+        "family": ck.FAMILY, "name": served_name, "variant": variant,
+        "aliases": [a for a in ck.VARIANTS.get(served_name, ())],
+        "description": ck.DESCRIPTIONS.get(variant, "Laya decision model"),
+        "random_weights": bool(agent_config.get("random_weights")),
+        "onnx": ONNX_NAME,
+        "source": {"checkpoint": src.repo and src.source or src.source, "revision": src.revision,
+                   "path": src.path if not src.repo else None, "sha256": sources},
+        "dims": {k: encoder_config.get(k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                                      "intermediate_size", "vocab_size")},
+        "config": {"max_len": agent_config.get("max_len", 512),
+                   "head_max_len": agent_config.get("head_max_len", 192),
+                   "head_layers": agent_config["head_layers"],
+                   "n_act": len(agent_config.get("act_costs", {})) + 1},
+        "calibration": ck.calibration(agent_config),
+        "inputs": list(dynamic), "outputs": ["logits", "act_logits"],
+        "weights_dtype": "float32",
+        "export_options": options,
+        "exporter": {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__,
+                     "transformers": transformers.__version__, "onnx": onnx.__version__, "opset": OPSET},
+        "check": {"max_abs_logit_diff": max_diff},
+        "files": manifests.hash_files(out, outputs),
+    }
+    manifests.write(out, meta)
+    _log(progress, "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e)"
+         % (served_name, out, time.perf_counter() - t0, max_diff))
+    return meta
+
+
+def _check(model, onnx_path: str, vocab: int) -> float:
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for batch, seq, markers in ((1, 16, 2), (3, 80, 4)):
+        feeds = _example(vocab, batch, seq, markers, seed=batch)
+        with torch.no_grad():
+            ref = [t.numpy() for t in model(*feeds)]
+        got = session.run(None, dict(zip(["input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"],
+                                         [t.numpy() for t in feeds])))
+        for a, b in zip(ref, got):
+            worst = max(worst, float(np.abs(a - b).max()))
+    if not worst < 1e-2:
+        raise RuntimeError("exported graph disagrees with torch: max |Δ| = %g" % worst)
+    return worst

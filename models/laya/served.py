@@ -1,0 +1,81 @@
+"""A Laya export, served: preparation, the batch adapter and finishing around one ONNX graph."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from models.base import Prepared
+from models.errors import InferenceFailed
+from models.laya import finish as finishing
+from models.laya.adapter import LayaAdapter
+from models.laya.prepare import LayaLimits, RowBuilder, prepare_rows
+from models.tokenizer import TokenizerHandle
+
+_WARMUP = {
+    "state": "I was charged twice for my order. Please refund the duplicate today.",
+    "questions": {
+        "department": {"type": "choice", "instructions": "Which team should handle this?",
+                       "criteria": {"billing": "Charges and refunds", "technical": "Software problems"}},
+        "urgency": {"type": "score", "instructions": "How urgent is the request?",
+                    "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
+        "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
+    },
+}
+
+
+class LayaModel:
+    family = "laya"
+
+    def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):
+        self.directory = directory
+        self.manifest = manifest
+        self.name = manifest["name"]
+        self.aliases = tuple(manifest.get("aliases", ()))
+        self.description = manifest.get("description", "Laya decision model")
+        self.onnx_path = os.path.join(directory, manifest["onnx"])
+        cfg = manifest["config"]
+        self.calibration = manifest["calibration"]
+        self.tok = TokenizerHandle.load(directory, ("cls_token", "sep_token", "pad_token", "mask_token"))
+        self.builder = RowBuilder(self.tok, cfg["max_len"], cfg["head_max_len"])
+        self.limits_ = limits or LayaLimits()
+        self.adapter = LayaAdapter(self.tok.ids["pad_token"], max_len=cfg["max_len"])
+        self.repo = manifest.get("source", {}).get("checkpoint")
+
+    def prepare(self, body: Mapping[str, Any]) -> Prepared:
+        questions, rows, usage = prepare_rows(body, self.builder, self.limits_)
+        return Prepared(rows=len(rows), tokens=usage["input_tokens"],
+                        longest=max(len(r.ids) for r in rows), work=rows,
+                        context=(questions, usage), questions=len(questions))
+
+    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
+               requested: str | None = None) -> dict:
+        questions, usage = prepared.context
+        logits, act = output
+        if logits.shape[0] != len(questions):
+            raise InferenceFailed("expected %d rows of logits, got %d" % (len(questions), logits.shape[0]))
+        answers = finishing.decode(questions, logits, act, self.calibration)
+        routing = {"model": self.name, "repo": self.repo,
+                   "reason": ("explicit model=%r" % requested) if requested else
+                   "the request named no model; %r is the default" % self.name,
+                   "detection": None, "workflow": None}
+        shape = finishing.jev_profile if profile == "jev" else finishing.reference_profile
+        return shape(model_name, answers, dict(usage), routing)
+
+    def warmup_body(self) -> dict:
+        return {"model": self.name, **_WARMUP}
+
+    def limits(self) -> dict:
+        cfg = self.manifest["config"]
+        lim = self.limits_
+        return {"max_questions": lim.max_questions, "max_choice_options": lim.max_choice_options,
+                "max_score_levels": lim.max_score_levels, "max_options_total": lim.max_options_total,
+                "max_state_chars": lim.max_state_chars, "max_len": cfg["max_len"],
+                "head_max_len": cfg["head_max_len"], "question_types": ["choice", "score", "noul"],
+                "truncates_state": True}
+
+    def describe(self) -> dict:
+        src = self.manifest.get("source", {})
+        return {"name": self.name, "description": self.description, "aliases": list(self.aliases),
+                "family": self.family, "checkpoint": src.get("checkpoint"),
+                "revision": src.get("revision"), "random_weights": bool(self.manifest.get("random_weights")),
+                "limits": self.limits()}

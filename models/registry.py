@@ -1,0 +1,17 @@
+"""Exported model directory → served model, by the family its manifest names."""
+from __future__ import annotations
+
+import importlib
+
+from models import manifest as manifests
+
+FAMILIES = {"laya": "models.laya"}
+
+
+def load(directory: str):
+    """The served model for one export directory (no sessions yet: the executor makes those)."""
+    meta = manifests.read(directory)
+    family = meta.get("family")
+    if family not in FAMILIES:
+        raise ValueError("%s: unknown model family %r (known: %s)" % (directory, family, ", ".join(FAMILIES)))
+    return importlib.import_module(FAMILIES[family]).load(directory, meta)
