@@ -124,7 +124,9 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "description": ck.DESCRIPTIONS.get(variant, "Laya decision model"),
         "random_weights": bool(agent_config.get("random_weights")),
         "onnx": ONNX_NAME,
-        "source": {"checkpoint": src.repo and src.source or src.source, "revision": src.revision,
+        # A local checkpoint is named by its folder only: health and answers never show paths.
+        "source": {"checkpoint": src.source if src.repo else "local:" + os.path.basename(
+                       os.path.normpath(src.path)), "revision": src.revision,
                    "path": src.path if not src.repo else None, "sha256": sources},
         "dims": {k: encoder_config.get(k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
                                                       "intermediate_size", "vocab_size")},

@@ -1,0 +1,1 @@
+"""System1-Omni: the HTTP server for System One decision models (model-neutral)."""

@@ -1,0 +1,162 @@
+"""Read, decompress and parse a JSON request body under the configured limits.
+
+The size limit is checked from `Content-Length` before any byte is read, then again while
+streaming (chunked bodies), and again after decompression (bombs). The parse is strict where
+the tokens depend on it: duplicate keys, NaN/Infinity, invalid UTF-8 and lone surrogates are
+400s, never passed on to a model.
+"""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import zlib
+from typing import Any
+
+from app.config import Settings
+from app.problems import Problem, malformed
+
+_ENCODINGS = ("identity", "gzip", "x-gzip", "zstd")
+
+
+def _too_large(limit: int, what: str = "body") -> Problem:
+    return Problem(413, "too_large", "request %s is over the %d-byte limit" % (what, limit))
+
+
+def check_headers(headers, settings: Settings) -> str:
+    """Validate content type, encoding and declared length; returns the content encoding."""
+    ctype = headers.get("content-type", "")
+    media = ctype.split(";", 1)[0].strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        raise Problem(415, "unsupported_media_type",
+                      "Content-Type must be application/json, got %r" % (ctype or "nothing"))
+    encoding = headers.get("content-encoding", "identity").strip().lower() or "identity"
+    if encoding not in _ENCODINGS:
+        raise Problem(415, "unsupported_media_type",
+                      "unknown Content-Encoding %r; use gzip, zstd or none" % encoding)
+    length = headers.get("content-length")
+    if length is not None:
+        try:
+            declared = int(length)
+        except ValueError:
+            raise malformed("Content-Length %r is not a number" % length) from None
+        if declared < 0:
+            raise malformed("Content-Length must not be negative")
+        if declared > settings.max_body_bytes:
+            raise _too_large(settings.max_body_bytes)
+    elif "chunked" not in headers.get("transfer-encoding", "").lower():
+        raise Problem(411, "length_required", "a request body needs Content-Length or chunked transfer")
+    return encoding
+
+
+async def read_raw(request, settings: Settings) -> bytes:
+    """The body bytes, at most `max_body_bytes`, within `body_timeout_s` (else 408)."""
+    chunks, size = [], 0
+
+    async def collect() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > settings.max_body_bytes:
+                raise _too_large(settings.max_body_bytes)
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(collect(), settings.body_timeout_s)
+    except asyncio.TimeoutError:
+        raise Problem(408, "request_timeout",
+                      "the body did not arrive within %g s" % settings.body_timeout_s) from None
+    return b"".join(chunks)
+
+
+def decompress(data: bytes, encoding: str, limit: int) -> bytes:
+    if encoding == "identity":
+        return data
+    try:
+        if encoding in ("gzip", "x-gzip"):
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = d.decompress(data, limit + 1)
+            if len(out) > limit:
+                raise _too_large(limit, "body after decompression")
+            if not d.eof:
+                raise malformed("gzip body is truncated")
+            return out
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+        out = reader.read(limit + 1)
+        if len(out) > limit:
+            raise _too_large(limit, "body after decompression")
+        return out
+    except Problem:
+        raise
+    except (zlib.error, gzip.BadGzipFile, EOFError, OSError, ValueError) as exc:
+        raise malformed("body is not valid %s data: %s" % (encoding, exc)) from None
+    except Exception as exc:  # zstandard.ZstdError and kin
+        raise malformed("body is not valid %s data: %s" % (encoding, exc)) from None
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError("duplicate key %r" % key)
+        obj[key] = value
+    return obj
+
+
+def _reject_constant(name: str):
+    raise ValueError("%s is not valid JSON" % name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("number %s is out of range" % text[:32])
+    return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def parse_json(data: bytes) -> dict:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise malformed("body is not valid UTF-8 (byte %d)" % exc.start) from None
+    if not text.strip():
+        raise malformed("body is empty; send a JSON object")
+    try:
+        obj = json.loads(text, object_pairs_hook=_pairs, parse_constant=_reject_constant,
+                         parse_float=_finite_float)
+    except RecursionError:
+        raise malformed("body nests too deeply") from None
+    except ValueError as exc:
+        raise malformed("body is not valid JSON: %s" % exc) from None
+    if not isinstance(obj, dict):
+        raise malformed("body must be a JSON object, got %s" % type(obj).__name__)
+    if _has_lone_surrogate(obj):
+        raise malformed("body holds a lone UTF-16 surrogate escape, which is not text")
+    return obj
+
+
+async def read_json(request, settings: Settings) -> dict:
+    encoding = check_headers(request.headers, settings)
+    raw = await read_raw(request, settings)
+    return parse_json(decompress(raw, encoding, settings.max_decompressed_bytes))

@@ -1,0 +1,48 @@
+"""`make serve`: serve the configured models, or build and serve the demo checkpoint.
+
+With OMNI_MODELS set, this execs Granian on them. Without it, it builds a small random-weight
+Laya checkpoint in the published layout (once), exports it, and serves that on CPU: the demo
+answers are random, and the server says so in its logs, /readyz and `served_by`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+DEMO_ROOT = os.environ.get("OMNI_DEMO_DIR", os.path.join(".omni", "demo"))
+
+
+def ensure_demo(root: str = DEMO_ROOT) -> str:
+    """Export directory of the demo model, building it on first use (needs the export extra)."""
+    out = os.path.join(root, "english")
+    if os.path.exists(os.path.join(out, "manifest.json")):
+        return out
+    try:
+        from models.laya import export, random_checkpoint
+    except ImportError as exc:  # pragma: no cover - the runtime image ships a prebuilt demo
+        sys.exit("no OMNI_MODELS configured and the demo cannot be built here (%s); install the "
+                 "`export` extra or point OMNI_MODELS at exported models" % exc)
+    print("building the random-weight demo checkpoint (first run only)...", file=sys.stderr, flush=True)
+    checkpoint = random_checkpoint.build(os.path.join(root, "checkpoint"), "english", "demo")
+    export.export(checkpoint, out, name="english",
+                  progress=lambda m: print(m, file=sys.stderr, flush=True))
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
+    ap.add_argument("--port", default=os.environ.get("PORT", "8000"))
+    args = ap.parse_args(argv)
+    if not os.environ.get("OMNI_MODELS") and not os.environ.get("OMNI_CONFIG"):
+        os.environ["OMNI_MODELS"] = ensure_demo()
+        print("serving the DEMO model (random weights: answers are random) from %s"
+              % os.environ["OMNI_MODELS"], file=sys.stderr, flush=True)
+    cmd = [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1",
+           "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30", "app.main:app"]
+    os.execv(sys.executable, cmd)
+
+
+if __name__ == "__main__":
+    main()

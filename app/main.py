@@ -1,0 +1,88 @@
+"""The app factory. Granian serves `app.main:app` (`granian --interface asgi --workers 1`)."""
+from __future__ import annotations
+
+import logging
+
+from litestar import Litestar, Request, Response
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+
+from app.config import Settings
+from app.metrics import Metrics
+from app.middleware import RequestContext
+from app.problems import Problem
+from app.routes.common import Omni, profile_of
+from app.routes import discovery, health, systemone
+from app.runtime.registry import Registry
+from app.serving import Engine
+from models import registry as model_registry
+
+log = logging.getLogger("omni")
+
+
+def _problem_response(request: Request, problem: Problem) -> Response:
+    o = request.app.state.omni
+    profile = request.scope.get("omni.profile") or profile_of(request, o.settings)
+    body, media = problem.render(request.scope.get("omni.request_id", ""), profile)
+    return Response(content=body, status_code=problem.status, media_type=media, headers=problem.headers)
+
+
+def _on_problem(request: Request, exc: Problem) -> Response:
+    return _problem_response(request, exc)
+
+
+def _on_http(request: Request, exc: HTTPException) -> Response:
+    if isinstance(exc, NotFoundException):
+        problem = Problem(404, "not_found", "no route %s %s" % (request.method, request.url.path))
+    elif isinstance(exc, MethodNotAllowedException):
+        problem = Problem(405, "method_not_allowed", "%s is not allowed on %s" % (request.method, request.url.path),
+                          headers={k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"})
+    elif exc.status_code == 413:
+        problem = Problem(413, "too_large", str(exc.detail))
+    elif exc.status_code < 500:
+        problem = Problem(exc.status_code, "invalid_request", str(exc.detail))
+    else:
+        log.error("HTTP error %s on %s: %s", exc.status_code, request.url.path, exc.detail)
+        problem = Problem(exc.status_code, "internal_error", "internal error")
+    return _problem_response(request, problem)
+
+
+def _on_unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _problem_response(request, Problem(500, "internal_error", "internal error; it is logged"))
+
+
+def create_app(settings: Settings | None = None) -> RequestContext:
+    """The ASGI app: Litestar routes wrapped in the request-context layer."""
+    settings = settings or Settings.from_env()
+    models = [model_registry.load(directory) for directory in settings.models]
+    registry = Registry(models, settings.default_model)
+    metrics = Metrics()
+    engine = Engine(settings, registry, metrics)
+    for model in models:
+        if model.manifest.get("random_weights"):
+            log.warning("model %s has RANDOM WEIGHTS (a demo/test checkpoint): its answers are random",
+                        model.name)
+    litestar = Litestar(
+        route_handlers=[systemone.systemone, health.livez, health.readyz, health.metrics,
+                        discovery.list_models, discovery.schema],
+        on_startup=[engine.start],
+        on_shutdown=[engine.stop],
+        exception_handlers={Problem: _on_problem, HTTPException: _on_http, Exception: _on_unexpected},
+        openapi_config=OpenAPIConfig(title="System1-Omni", version="0.1.0", path="/schema/docs",
+                                     render_plugins=[SwaggerRenderPlugin()],
+                                     description="System One decision models over POST /v1/systemone"),
+        state=State({"omni": Omni(settings, registry, engine, metrics)}),
+        request_max_body_size=None,
+    )
+    return RequestContext(litestar, metrics)
+
+
+def _lazy_app():
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return create_app()
+
+
+app = _lazy_app()

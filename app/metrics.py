@@ -1,0 +1,34 @@
+"""Prometheus metrics (served at /metrics), one registry per app instance."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter("omni_requests", "HTTP requests", ["route", "model", "status"], registry=r)
+        self.latency = Histogram("omni_request_seconds", "Request latency by stage", ["stage", "model"],
+                                 buckets=_LATENCY, registry=r)
+        self.queue_depth = Gauge("omni_queue_depth", "Requests waiting for the executor", registry=r)
+        self.batch_requests = Histogram("omni_batch_requests", "Requests per forward pass", ["model"],
+                                        buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r)
+        self.batch_rows = Histogram("omni_batch_rows", "Rows per forward pass", ["model"],
+                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), registry=r)
+        self.padded_tokens = Histogram("omni_batch_padding_tokens", "Padding tokens per forward pass",
+                                       ["model"], buckets=(0, 16, 64, 256, 1024, 4096, 16384, 65536),
+                                       registry=r)
+        self.input_tokens = Counter("omni_input_tokens", "Real input tokens served", ["model"], registry=r)
+        self.ready = Gauge("omni_model_ready", "1 when the model is warm and serving", ["model"], registry=r)
+        self.executor_failures = Counter("omni_executor_failures", "Failed forward passes", ["model"],
+                                         registry=r)
+
+    def observe_batch(self, info) -> None:
+        self.batch_requests.labels(info.model).observe(info.size)
+        self.batch_rows.labels(info.model).observe(info.rows)
+        self.padded_tokens.labels(info.model).observe(info.padded_tokens - info.real_tokens)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,61 @@
+"""Outermost ASGI layer: request id, Server-Timing and request metrics on every response.
+
+It wraps the whole Litestar app, so 404s and 405s raised by the router get the same headers.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+
+from app.timing import Timing
+
+_REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+UNTIMED = ("/livez", "/readyz", "/health", "/metrics")
+
+
+def request_id(headers: list[tuple[bytes, bytes]]) -> str:
+    for name, value in headers:
+        if name == b"x-request-id":
+            text = value.decode("latin-1")
+            if _REQUEST_ID.match(text):
+                return text
+            break
+    return uuid.uuid4().hex
+
+
+class RequestContext:
+    def __init__(self, app, metrics):
+        self.app = app
+        self.metrics = metrics
+
+    def __getattr__(self, name):   # expose the wrapped Litestar app's attributes
+        return getattr(self.app, name)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        rid = request_id(scope.get("headers", []))
+        timing = Timing()
+        scope["omni.request_id"] = rid
+        scope["omni.timing"] = timing
+        path = scope.get("path", "")
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers", [])
+                           if h[0].lower() not in (b"x-request-id", b"server-timing")]
+                headers.append((b"x-request-id", rid.encode("latin-1")))
+                headers.append((b"server-timing", timing.header().encode("latin-1")))
+                message = {**message, "headers": headers}
+                self._record(path, scope, message["status"], timing)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _record(self, path: str, scope, status: int, timing: Timing) -> None:
+        model = scope.get("omni.model", "")
+        route = path if path in UNTIMED or path.startswith("/v1/") or path.startswith("/schema") else "other"
+        self.metrics.requests.labels(route, model, str(status)).inc()
+        if path == "/v1/systemone":
+            for stage, seconds in timing.stages.items():
+                self.metrics.latency.labels(stage, model).observe(seconds)

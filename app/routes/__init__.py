@@ -1,0 +1,1 @@
+"""HTTP handlers: decisions, health, discovery."""

@@ -1,0 +1,43 @@
+"""Helpers the handlers share: the app's runtime objects, profile choice, auth."""
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from app.config import PROFILES, Settings
+from app.metrics import Metrics
+from app.problems import Problem
+from app.runtime.registry import Registry
+from app.serving import Engine
+
+
+@dataclass
+class Omni:
+    settings: Settings
+    registry: Registry
+    engine: Engine
+    metrics: Metrics
+
+
+def omni(request) -> Omni:
+    return request.app.state.omni
+
+
+def profile_of(request, settings: Settings) -> str:
+    """`Prefer: profile=jev|reference` per request, else the configured default."""
+    for part in request.headers.get("prefer", "").split(","):
+        key, _, value = part.strip().partition("=")
+        if key.strip().lower() == "profile" and value.strip().strip('"') in PROFILES:
+            return value.strip().strip('"')
+    return settings.profile
+
+
+def check_auth(request, settings: Settings) -> None:
+    if not settings.api_key:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    ok = scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), settings.api_key.encode())
+    if not ok:
+        raise Problem(401, "unauthorized", "a valid 'Authorization: Bearer <key>' header is required",
+                      headers={"WWW-Authenticate": 'Bearer realm="system1-omni"'})

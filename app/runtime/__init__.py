@@ -1,0 +1,1 @@
+"""The runtime: model slots, the admission queue and the one executor thread that owns sessions."""

@@ -1,0 +1,197 @@
+"""One background thread that owns every ONNX Runtime session and runs batches in FIFO order.
+
+Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees
+up, the thread takes the oldest waiting job and every later job of the same model that the
+model's adapter says may share its forward pass, within the row and padded-token budgets, packs
+them into one batch, runs it, and completes each caller's future on its event loop. A job
+cancelled before dispatch (deadline, disconnect) is dropped without running. A batch that raises
+fails only its own jobs; a session that cannot be created makes its model FAILED.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from app.runtime import sessions
+from app.runtime.registry import ModelSlot, SlotState
+from models.base import Packed, Prepared
+from models.errors import InferenceFailed
+
+log = logging.getLogger("omni.executor")
+
+
+class Overloaded(Exception):
+    pass
+
+
+@dataclass
+class BatchInfo:
+    """What one forward pass did, shared by every job it served."""
+
+    model: str
+    size: int                 # requests in the batch
+    rows: int
+    real_tokens: int
+    padded_tokens: int
+    device: str
+    started: float
+    ended: float
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Job:
+    slot: ModelSlot
+    prepared: Prepared
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    enqueued: float = field(default_factory=time.perf_counter)
+    dispatched: float = 0.0
+    batch: BatchInfo | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.future.done()
+
+
+class Executor:
+    def __init__(self, settings, on_loaded: Callable[[ModelSlot], None] | None = None,
+                 on_batch: Callable[[BatchInfo, list[Job]], None] | None = None):
+        self.settings = settings
+        self._queue: collections.deque[Job] = collections.deque()
+        self._cv = threading.Condition()
+        self._stopping = False
+        self._pending_loads: list[ModelSlot] = []
+        self._on_loaded = on_loaded
+        self._on_batch = on_batch
+        self._thread = threading.Thread(target=self._run, name="omni-executor", daemon=True)
+        self.batches = 0
+
+    # -- called from the event loop -------------------------------------------------------
+    def start(self, slots: list[ModelSlot]) -> None:
+        self._pending_loads = list(slots)
+        self._thread.start()
+
+    def depth(self) -> int:
+        return len(self._queue)
+
+    def submit(self, slot: ModelSlot, prepared: Prepared) -> Job:
+        loop = asyncio.get_running_loop()
+        job = Job(slot, prepared, loop.create_future(), loop)
+        with self._cv:
+            if self._stopping:
+                raise Overloaded("the server is shutting down")
+            if len(self._queue) >= self.settings.queue_size:
+                raise Overloaded("%d requests are already waiting" % len(self._queue))
+            self._queue.append(job)
+            self._cv.notify()
+        return job
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish what is queued, then end the thread."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # -- the executor thread --------------------------------------------------------------
+    def _run(self) -> None:
+        for slot in self._pending_loads:
+            self._load(slot)
+        while True:
+            with self._cv:
+                while not self._queue and not self._stopping:
+                    self._cv.wait()
+                if not self._queue and self._stopping:
+                    return
+                if self.settings.batch_window_ms > 0 and len(self._queue) < self.settings.max_batch_rows:
+                    self._cv.wait(self.settings.batch_window_ms / 1000.0)
+                jobs = self._take()
+            if jobs:
+                self._execute(jobs)
+
+    def _load(self, slot: ModelSlot) -> None:
+        t0 = time.perf_counter()
+        try:
+            info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads)
+        except Exception as exc:
+            log.exception("model %s failed to load", slot.name)
+            slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc
+        else:
+            slot.session, slot.device, slot.runtime = info.session, info.device, info.runtime
+            slot.load_ms = (time.perf_counter() - t0) * 1000.0
+            slot.state = SlotState.WARMING
+            log.info("model %s loaded on %s in %.0f ms", slot.name, info.device, slot.load_ms)
+        if self._on_loaded:
+            self._on_loaded(slot)
+
+    def _take(self) -> list[Job]:
+        """The oldest live job plus later compatible ones within budget (caller holds the lock)."""
+        while self._queue and self._queue[0].cancelled:
+            self._queue.popleft()
+        if not self._queue:
+            return []
+        head = self._queue.popleft()
+        adapter = head.slot.model.adapter
+        key = adapter.compatible(head.prepared)
+        jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
+        s = self.settings
+        keep: list[Job] = []
+        while self._queue:
+            job = self._queue.popleft()
+            if job.cancelled:
+                continue
+            if job.slot is head.slot and adapter.compatible(job.prepared) == key:
+                r, l = rows + job.prepared.rows, max(longest, job.prepared.longest)
+                if r <= s.max_batch_rows and r * l <= s.max_batch_tokens:
+                    jobs.append(job)
+                    rows, longest = r, l
+                    continue
+            keep.append(job)
+        self._queue.extendleft(reversed(keep))
+        return jobs
+
+    def _execute(self, jobs: list[Job]) -> None:
+        slot = jobs[0].slot
+        adapter = slot.model.adapter
+        started = time.perf_counter()
+        for job in jobs:
+            job.dispatched = started
+        try:
+            if slot.session is None:
+                raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
+            works = [j.prepared.work for j in jobs]
+            packed: Packed = adapter.pack(works)
+            outputs = slot.session.run(None, packed.feeds)
+            results = adapter.unpack(outputs, works, packed)
+        except Exception as exc:
+            log.exception("batch of %d requests for %s failed", len(jobs), slot.name)
+            error = exc if isinstance(exc, InferenceFailed) else InferenceFailed(str(exc))
+            for job in jobs:
+                job.loop.call_soon_threadsafe(_fail, job.future, error)
+            return
+        ended = time.perf_counter()
+        info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
+                         slot.device or "?", started, ended, packed.meta)
+        self.batches += 1
+        for job, result in zip(jobs, results):
+            job.batch = info
+            job.loop.call_soon_threadsafe(_succeed, job.future, result)
+        if self._on_batch:
+            self._on_batch(info, jobs)
+
+
+def _succeed(future: asyncio.Future, value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _fail(future: asyncio.Future, error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)

@@ -1,0 +1,76 @@
+"""Loaded models by name and alias, with their lifecycle state."""
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.errors import UnknownModel
+
+
+class SlotState(str, enum.Enum):
+    LOADING = "loading"      # sessions being created
+    WARMING = "warming"      # sessions ready, warm-up request in flight
+    READY = "ready"
+    FAILED = "failed"        # fatal: the server is not ready
+
+
+@dataclass(eq=False)
+class ModelSlot:
+    model: Any                             # a models.base.ServedModel
+    state: SlotState = SlotState.LOADING
+    error: str | None = None
+    session: Any = None                    # owned by the executor thread
+    device: str | None = None
+    runtime: str | None = None
+    load_ms: float | None = None
+    warmup_ms: float | None = None
+    created: float = field(default_factory=time.monotonic)
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    def served_by(self) -> dict:
+        src = self.model.manifest.get("source", {})
+        out = {"checkpoint": src.get("checkpoint"), "revision": src.get("revision"),
+               "device": self.device, "weights_dtype": self.model.manifest.get("weights_dtype", "float32"),
+               "runtime": self.runtime}
+        if self.model.manifest.get("random_weights"):
+            out["random_weights"] = True
+        return out
+
+
+class Registry:
+    def __init__(self, models: list, default: str | None = None):
+        self.slots = [ModelSlot(m) for m in models]
+        self.by_name: dict[str, ModelSlot] = {}
+        for slot in self.slots:
+            for key in (slot.name, *slot.model.aliases):
+                self.by_name.setdefault(key.lower(), slot)
+        if default is not None and default.lower() not in self.by_name:
+            raise ValueError("default model %r is not loaded (loaded: %s)"
+                             % (default, ", ".join(s.name for s in self.slots)))
+        self.default = self.by_name[default.lower()] if default else (self.slots[0] if self.slots else None)
+
+    def resolve(self, name: Any) -> ModelSlot:
+        if name is None:
+            if len(self.slots) == 1:
+                return self.slots[0]
+            raise UnknownModel("'model' is required when several models are loaded: %s"
+                               % ", ".join(s.name for s in self.slots))
+        if not isinstance(name, str):
+            raise UnknownModel("'model' must be a string naming a loaded model")
+        key = name.strip().lower()
+        if key == "jev-latest" and self.default is not None:
+            return self.default
+        slot = self.by_name.get(key)
+        if slot is None:
+            raise UnknownModel("unknown model %r; loaded: %s" % (name, ", ".join(
+                "%s (aliases: %s)" % (s.name, ", ".join(s.model.aliases) or "none") for s in self.slots)))
+        return slot
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.slots) and all(s.state is SlotState.READY for s in self.slots)

@@ -1,0 +1,133 @@
+"""The decision service: resolve the model, prepare, queue for the executor, finish.
+
+Used by the HTTP handler and by the warm-up that gates readiness, so warm-up exercises the
+same path as every request.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Mapping
+
+from app.config import Settings
+from app.metrics import Metrics
+from app.problems import Problem, retry_later
+from app.runtime.executor import Executor, Job, Overloaded
+from app.runtime.registry import ModelSlot, Registry, SlotState
+from app.timing import Timing
+from models.errors import InferenceFailed, RequestError
+
+log = logging.getLogger("omni.serving")
+
+
+class Engine:
+    def __init__(self, settings: Settings, registry: Registry, metrics: Metrics):
+        self.settings = settings
+        self.registry = registry
+        self.metrics = metrics
+        self.executor = Executor(settings, on_loaded=self._loaded_from_thread, on_batch=self._batch_from_thread)
+        self._loaded: dict[ModelSlot, asyncio.Event] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._warm_task: asyncio.Task | None = None
+        self.started_at = time.monotonic()
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start loading and warming in the background; returns at once so /livez answers."""
+        self._loop = asyncio.get_running_loop()
+        self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
+        self.executor.start(self.registry.slots)
+        self._warm_task = asyncio.create_task(self._warm_all(), name="omni-warmup")
+
+    async def stop(self) -> None:
+        if self._warm_task and not self._warm_task.done():
+            self._warm_task.cancel()
+        await asyncio.to_thread(self.executor.stop)
+
+    async def wait_ready(self, timeout: float) -> bool:
+        if self._warm_task:
+            await asyncio.wait_for(asyncio.shield(self._warm_task), timeout)
+        return self.registry.ready
+
+    def _loaded_from_thread(self, slot: ModelSlot) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loaded[slot].set)
+
+    def _batch_from_thread(self, info, jobs) -> None:
+        self.metrics.observe_batch(info)
+
+    async def _warm_all(self) -> None:
+        for slot in self.registry.slots:
+            await self._loaded[slot].wait()
+            if slot.state is not SlotState.WARMING:
+                self.metrics.ready.labels(slot.name).set(0)
+                continue
+            t0 = time.perf_counter()
+            try:
+                for _ in range(self.settings.warmup_requests):
+                    await self.decide(slot.model.warmup_body(), self.settings.profile, Timing(),
+                                      slot=slot, warmup=True)
+            except Exception as exc:
+                log.error("model %s failed its warm-up request: %s", slot.name, exc)
+                slot.state, slot.error = SlotState.FAILED, "warm-up request failed: %s" % exc
+                self.metrics.ready.labels(slot.name).set(0)
+                continue
+            slot.warmup_ms = (time.perf_counter() - t0) * 1000.0
+            slot.state = SlotState.READY
+            self.metrics.ready.labels(slot.name).set(1)
+            note = " (RANDOM WEIGHTS: answers are random)" if slot.model.manifest.get("random_weights") else ""
+            log.info("model %s ready on %s: load %.0f ms, warm-up %.1f ms%s", slot.name, slot.device,
+                     slot.load_ms or 0, slot.warmup_ms, note)
+
+    # -- one request ----------------------------------------------------------------------
+    async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
+                     slot: ModelSlot | None = None, warmup: bool = False) -> tuple[ModelSlot, dict]:
+        try:
+            slot = slot or self.registry.resolve(body.get("model"))
+        except RequestError as exc:
+            raise Problem.from_request_error(exc) from None
+        if not warmup and slot.state is not SlotState.READY:
+            detail = ("model %s is %s" % (slot.name, slot.state.value)) + (
+                ": %s" % slot.error if slot.state is SlotState.FAILED else "; retry shortly")
+            raise retry_later(503, "not_ready", detail, self.settings.retry_after_s)
+        model = slot.model
+        try:
+            with timing.stage("prepare"):
+                prepared = model.prepare(body)
+        except RequestError as exc:
+            raise Problem.from_request_error(exc) from None
+        try:
+            job: Job = self.executor.submit(slot, prepared)
+        except Overloaded as exc:
+            raise retry_later(503, "overloaded", "the server is at capacity: %s" % exc,
+                              self.settings.retry_after_s) from None
+        self.metrics.queue_depth.set(self.executor.depth())
+        # Warm-up has no deadline: a slow first run (CUDA init, autotuning) must not fail readiness.
+        remaining = None if warmup else max(
+            0.001, self.settings.request_timeout_s - (time.perf_counter() - timing.start))
+        try:
+            output = await asyncio.wait_for(job.future, remaining)
+        except asyncio.TimeoutError:
+            raise Problem(504, "deadline_exceeded", "the request was not served within %g s"
+                          % self.settings.request_timeout_s) from None
+        except InferenceFailed as exc:
+            self.metrics.executor_failures.labels(slot.name).inc()
+            log.error("inference failed for model %s: %s", slot.name, exc)
+            raise Problem(500, "inference_failed", "the forward pass failed; the error is logged") from None
+        finally:
+            if job.dispatched:
+                timing.add("queue", job.dispatched - job.enqueued)
+            if job.batch is not None:
+                timing.add("infer", job.batch.ended - job.batch.started)
+        try:
+            with timing.stage("finish"):
+                response = model.finish(prepared, output, profile, slot.name,
+                                        requested=body.get("model") if isinstance(body.get("model"), str) else None)
+        except InferenceFailed as exc:
+            self.metrics.executor_failures.labels(slot.name).inc()
+            log.error("inference failed for model %s: %s", slot.name, exc)
+            raise Problem(500, "inference_failed", "the model produced no usable output; the error is logged") from None
+        response["x_served_by" if profile == "jev" else "served_by"] = slot.served_by()
+        self.metrics.input_tokens.labels(slot.name).inc(prepared.tokens)
+        return slot, response
