@@ -123,6 +123,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "aliases": [a for a in ck.VARIANTS.get(served_name, ())],
         "description": ck.DESCRIPTIONS.get(variant, "Laya decision model"),
         "random_weights": bool(agent_config.get("random_weights")),
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": ONNX_NAME,
         # A local checkpoint is named by its folder only: health and answers never show paths.
         "source": {"checkpoint": src.source if src.repo else "local:" + os.path.basename(

@@ -76,6 +76,8 @@ class LayaModel:
     def describe(self) -> dict:
         src = self.manifest.get("source", {})
         return {"name": self.name, "description": self.description, "aliases": list(self.aliases),
+                # Jev clients expect a release date; an export carries the date it was made.
+                "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
                 "family": self.family, "checkpoint": src.get("checkpoint"),
                 "revision": src.get("revision"), "random_weights": bool(self.manifest.get("random_weights")),
                 "limits": self.limits()}
