@@ -1,0 +1,201 @@
+"""The executor thread: batching invariance, routing, model isolation, cancellation, faults."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from app.config import Settings
+from app.runtime.executor import Executor, Overloaded
+from app.runtime.registry import Registry, SlotState
+from models.errors import InferenceFailed
+from models.laya.finish import softmax_row
+from models.registry import load
+from tests.models.laya.cases import CASES
+
+
+def test_answers_are_the_same_alone_or_batched(pipeline_english):
+    bodies = [{"state": s, "questions": q} for _, s, q in CASES]
+    alone = [pipeline_english.outputs([b])[1][0] for b in bodies]
+    prepared, batched, packed = pipeline_english.outputs(bodies)
+    assert packed.rows == sum(len(q) for _, _, q in CASES)
+    assert packed.padded_tokens > packed.real_tokens          # real padding happened
+    calib = pipeline_english.model.calibration
+    for (la, aa), (lb, ab), p in zip(alone, batched, prepared):
+        for row, r in enumerate(p.work):
+            k = len(r.markers)
+            t = calib["temperature"][r.qtype]
+            pa, pb = softmax_row(la[row, :k], t), softmax_row(lb[row, :k], t)
+            np.testing.assert_allclose(pa, pb, atol=1e-6, rtol=0)      # fp32, before rounding
+        np.testing.assert_allclose(aa, ab, atol=1e-6, rtol=0)
+    for body, p, out_alone, out_batched in zip(bodies, prepared, alone, batched):
+        a = pipeline_english.model.finish(p, out_alone, "reference", "english")
+        b = pipeline_english.model.finish(p, out_batched, "reference", "english")
+        for qid in a["answers"]:
+            pa, pb = a["answers"][qid].get("probabilities"), b["answers"][qid].get("probabilities")
+            if pa:
+                assert max(abs(x - y) for x, y in zip(pa.values(), pb.values())) <= 1e-4
+        assert a["usage"] == b["usage"]                          # padding never counts
+
+
+class Harness:
+    """An executor over real exports, driven from one asyncio loop."""
+
+    def __init__(self, exports: list[str], **settings):
+        self.settings = Settings(models=tuple(exports), **settings)
+        self.registry = Registry([load(d) for d in exports])
+        self.loaded = threading.Semaphore(0)
+        self.batches = []
+        self.executor = Executor(self.settings, on_loaded=lambda s: self.loaded.release(),
+                                 on_batch=lambda info, jobs: self.batches.append((info, list(jobs))))
+        self.executor.start(self.registry.slots)
+        for _ in self.registry.slots:
+            assert self.loaded.acquire(timeout=60)
+
+    def slot(self, name):
+        return self.registry.resolve(name)
+
+    def close(self):
+        self.executor.stop()
+
+
+@pytest.fixture
+def two_models(english, multilingual):
+    h = Harness([english[1], multilingual[1]])
+    yield h
+    h.close()
+
+
+def test_batches_never_mix_models_and_route_results(two_models):
+    h = two_models
+    bodies = [{"state": s, "questions": q} for _, s, q in CASES[:10]]
+
+    async def main():
+        work = []
+        with h.executor._cv:      # queue everything before the thread can take any of it
+            for i, body in enumerate(bodies):
+                slot = h.slot("english" if i % 2 == 0 else "multilingual")
+                prepared = slot.model.prepare(body)
+                work.append((slot, body, prepared, h.executor.submit(slot, prepared)))
+        return [(slot, body, p, await job.future) for slot, body, p, job in work]
+
+    results = asyncio.run(main())
+    assert any(info.size > 1 for info, _ in h.batches)          # it did batch across requests
+    for info, jobs in h.batches:
+        assert len({j.slot.name for j in jobs}) == 1 and info.model == jobs[0].slot.name
+    for slot, body, p, output in results:
+        logits, act = output
+        assert logits.shape[0] == p.rows                       # each request got its own rows
+        alone = slot.model.finish(p, output, "reference", slot.name)["answers"]
+        assert list(alone) == list(body["questions"])
+
+
+def test_cancelled_before_dispatch_is_skipped(english):
+    h = Harness([english[1]])
+    try:
+        slot = h.slot("english")
+        body = {"state": CASES[0][1], "questions": CASES[0][2]}
+
+        async def main():
+            with h.executor._cv:
+                first = h.executor.submit(slot, slot.model.prepare(body))
+                dropped = h.executor.submit(slot, slot.model.prepare(body))
+                dropped.future.cancel()
+                third = h.executor.submit(slot, slot.model.prepare(body))
+            await first.future
+            await third.future
+            return first, dropped, third
+
+        first, dropped, third = asyncio.run(main())
+        assert dropped.dispatched == 0.0 and dropped.batch is None
+        served = [j for _, jobs in h.batches for j in jobs]
+        assert dropped not in served and first in served and third in served
+    finally:
+        h.close()
+
+
+def test_budgets_keep_fifo_order(english):
+    h = Harness([english[1]], max_batch_rows=4)
+    try:
+        slot = h.slot("english")
+        three = {"state": CASES[0][1], "questions": CASES[0][2]}          # 3 rows each
+
+        async def main():
+            with h.executor._cv:
+                jobs = [h.executor.submit(slot, slot.model.prepare(three)) for _ in range(4)]
+            for j in jobs:
+                await j.future
+            return jobs
+
+        jobs = asyncio.run(main())
+        order = [j for _, batch in h.batches for j in batch]
+        assert order == jobs                                             # FIFO
+        assert all(info.rows <= 4 for info, _ in h.batches)
+    finally:
+        h.close()
+
+
+def test_queue_full_is_overloaded(english):
+    h = Harness([english[1]], queue_size=2)
+    try:
+        slot = h.slot("english")
+        body = {"state": CASES[0][1], "questions": CASES[0][2]}
+
+        async def main():
+            with h.executor._cv:
+                jobs = [h.executor.submit(slot, slot.model.prepare(body)) for _ in range(2)]
+                with pytest.raises(Overloaded):
+                    h.executor.submit(slot, slot.model.prepare(body))
+            for j in jobs:
+                await j.future
+
+        asyncio.run(main())
+    finally:
+        h.close()
+
+
+class _FailingOnce:
+    """Wraps a real session; its first run raises, like a transient device error."""
+
+    def __init__(self, session):
+        self.session, self.failed = session, False
+
+    def run(self, *args, **kwargs):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("injected failure")
+        return self.session.run(*args, **kwargs)
+
+
+def test_a_failed_batch_fails_only_its_requests(english):
+    h = Harness([english[1]])
+    try:
+        slot = h.slot("english")
+        slot.session = _FailingOnce(slot.session)
+        body = {"state": CASES[0][1], "questions": CASES[0][2]}
+
+        async def main():
+            bad = h.executor.submit(slot, slot.model.prepare(body))
+            with pytest.raises(InferenceFailed):
+                await bad.future
+            good = h.executor.submit(slot, slot.model.prepare(body))
+            return await good.future
+
+        logits, act = asyncio.run(main())
+        assert np.isfinite(logits).all()
+        assert slot.state is SlotState.WARMING          # not fatal: the model stays usable
+    finally:
+        h.close()
+
+
+def test_non_finite_outputs_fail_the_request(pipeline_english):
+    from models.errors import InferenceFailed as Failed
+
+    body = {"state": "x", "questions": {"q": {"type": "noul", "instructions": "ok?"}}}
+    (p,), ((logits, act),), _ = pipeline_english.outputs([body])
+    logits = logits.copy()
+    logits[0, 0] = np.nan
+    with pytest.raises(Failed):
+        pipeline_english.model.finish(p, (logits, act), "reference", "english")

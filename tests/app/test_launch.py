@@ -1,0 +1,43 @@
+"""`make serve`'s job: with no models configured, build, export and serve the demo checkpoint."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+
+from tests.conftest import ROOT, free_port
+
+
+def test_launch_serves_the_demo(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_")}
+    env.update(OMNI_DEMO_DIR=str(tmp_path / "demo"), PORT=str(port), HOST="127.0.0.1", PYTHONUNBUFFERED="1")
+    log = open(tmp_path / "launch.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "app.launch"], cwd=ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, open(tmp_path / "launch.log").read()
+            try:
+                if httpx.get("http://127.0.0.1:%d/readyz" % port, timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        r = httpx.post("http://127.0.0.1:%d/v1/systemone" % port, json={
+            "state": "I was charged twice.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}})
+        assert r.status_code == 200
+        assert r.json()["served_by"]["random_weights"] is True
+        ready = httpx.get("http://127.0.0.1:%d/readyz" % port).json()
+        assert ready["models"][0]["random_weights"] is True
+        text = open(tmp_path / "launch.log").read()
+        assert "RANDOM WEIGHTS" in text and "DEMO" in text
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
