@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The Laya GPU session on the device machine, in two phases (each one `run` call):
+#   bash benchmarks/gpu/laya_h200.sh prepare   # wheels, full-size random english Laya, export
+#   bash benchmarks/gpu/laya_h200.sh bench     # serve on CUDA, HTTP load, in-process baselines
+# onnxruntime-gpu must already be unpacked in /tmp/ortsite (../shared/tools/ort-gpu-carry).
+set -euo pipefail
+phase=${1:?prepare or bench}
+OUT=${OUT:-/tmp/omni-out}
+mkdir -p "$OUT" /tmp/omni
+export PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD PYTHONUNBUFFERED=1
+if [ "$phase" = prepare ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  python3 - <<'PY'
+import onnxruntime as o, torch, transformers
+o.preload_dlls()
+print("onnxruntime", o.__version__, o.get_available_providers(), "torch", torch.__version__, "transformers", transformers.__version__)
+PY
+  t0=$(date +%s)
+  [ -f /tmp/omni/ck-english/model.safetensors ] || python3 -m models.laya.random_checkpoint /tmp/omni/ck-english --variant english --size full
+  python3 -m models.export laya --checkpoint /tmp/omni/ck-english --out /tmp/omni/ex-english
+  echo "build+export $(( $(date +%s) - t0 )) s"
+  du -sh /tmp/omni/ex-english
+  exit 0
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
+PORT=18080
+t0=$(python3 -c 'import time; print(time.time())')
+OMNI_MODELS=/tmp/omni/ex-english OMNI_DEVICE=cuda python3 -m granian --interface asgi --workers 1 \
+  --host 127.0.0.1 --port $PORT --log-level warning app.main:app > "$OUT/server.log" 2>&1 &
+SERVER=$!
+python3 - <<'PY' > "$OUT/readyz.json"
+import time, urllib.request, urllib.error
+while True:
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:18080/readyz").read().decode()); break
+    except (urllib.error.URLError, ConnectionError):
+        time.sleep(0.2)
+PY
+python3 - "$t0" <<'PY' | tee "$OUT/startup.txt"
+import sys, time, json, urllib.request
+t0 = float(sys.argv[1]); ready = time.time()
+body = json.dumps({"model": "english", "state": "I was charged twice.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}).encode()
+t1 = time.time(); urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:18080/v1/systemone", body, {"content-type": "application/json"})).read()
+print("start-to-ready %.1f s, first request %.1f ms" % (ready - t0, (time.time() - t1) * 1000))
+PY
+nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving.txt"
+python3 -m benchmarks.load --url http://127.0.0.1:$PORT --workload benchmarks/workloads/laya_1q.jsonl \
+  --concurrency 1,8,16,64 --out "$OUT/http_laya_1q.json" --label "laya english full-size, 1 question"
+python3 -m benchmarks.load --url http://127.0.0.1:$PORT --workload benchmarks/workloads/laya_3q.jsonl \
+  --concurrency 1,16 --out "$OUT/http_laya_3q.json" --label "laya english full-size, 3 questions"
+kill $SERVER; wait $SERVER 2>/dev/null || true
+python3 -m benchmarks.inprocess --checkpoint /tmp/omni/ck-english --export /tmp/omni/ex-english \
+  --out "$OUT/inprocess.json"

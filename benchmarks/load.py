@@ -1,0 +1,143 @@
+"""Closed-loop HTTP load generator for POST /v1/systemone.
+
+    python -m benchmarks.load --url http://127.0.0.1:8000 --workload benchmarks/workloads/laya_1q.jsonl \
+        --concurrency 1,8,16,64 --out results.json
+
+Per concurrency: one excluded warm-up pass, then two measured passes. Each of `c` clients keeps
+one HTTP/1.1 keep-alive connection and sends the workload's requests in turn, the next as soon
+as the last answered. A minimal asyncio HTTP client keeps the load generator cheap; clients are
+spread over several processes (`--procs`) so the generator is not what is measured.
+Reports p50/p95/p99 (nearest rank), requests/s, decisions/s (questions answered per second),
+errors by status, and the median of each Server-Timing stage.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from urllib.parse import urlparse
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[max(0, math.ceil(q / 100.0 * len(s)) - 1)]
+
+
+async def _client(host, port, bodies, count, start_index, results):
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        for i in range(count):
+            body, decisions = bodies[(start_index + i) % len(bodies)]
+            head = ("POST /v1/systemone HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %d\r\n\r\n" % (host, len(body))).encode()
+            t0 = time.perf_counter()
+            writer.write(head + body)
+            await writer.drain()
+            status_line = await reader.readline()
+            status = int(status_line.split()[1])
+            length, timing = 0, ""
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                name, _, value = line.decode("latin-1").partition(":")
+                name = name.strip().lower()
+                if name == "content-length":
+                    length = int(value)
+                elif name == "server-timing":
+                    timing = value.strip()
+            await reader.readexactly(length)
+            results.append((time.perf_counter() - t0, status, decisions, timing))
+    finally:
+        writer.close()
+
+
+def _proc(args):
+    host, port, bodies, per_client, clients, offset = args
+
+    async def main():
+        results = []
+        await asyncio.gather(*(_client(host, port, bodies, per_client, offset + k * 7, results)
+                               for k in range(clients)))
+        return results
+
+    return asyncio.run(main())
+
+
+def run_pass(url, bodies, concurrency, requests, procs, pool):
+    u = urlparse(url)
+    per_client = max(1, requests // concurrency)
+    procs = max(1, min(procs, concurrency))
+    split = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
+    t0 = time.perf_counter()
+    parts = pool.map(_proc, [(u.hostname, u.port, bodies, per_client, n, i * 131) for i, n in enumerate(split) if n])
+    wall = time.perf_counter() - t0
+    results = [r for part in parts for r in part]
+    lat = [r[0] * 1000.0 for r in results if r[1] == 200]
+    stages: dict[str, list[float]] = {}
+    for _, status, _, timing in results:
+        if status == 200 and timing:
+            for part in timing.split(","):
+                name, _, dur = part.strip().partition(";dur=")
+                stages.setdefault(name, []).append(float(dur))
+    errors: dict[str, int] = {}
+    for r in results:
+        if r[1] != 200:
+            errors[str(r[1])] = errors.get(str(r[1]), 0) + 1
+    ok = [r for r in results if r[1] == 200]
+    return {"concurrency": concurrency, "requests": len(results), "ok": len(ok), "errors": errors,
+            "wall_s": wall, "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
+            "p99_ms": nearest_rank(lat, 99), "mean_ms": statistics.fmean(lat) if lat else float("nan"),
+            "requests_per_s": len(ok) / wall, "decisions_per_s": sum(r[2] for r in ok) / wall,
+            "server_timing_p50_ms": {k: statistics.median(v) for k, v in stages.items()}}
+
+
+def load_workload(path):
+    bodies = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                obj = json.loads(line)
+                bodies.append((json.dumps(obj).encode(), len(obj["questions"])))
+    return bodies
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--concurrency", default="1,8,16,64")
+    ap.add_argument("--requests", type=int, default=0, help="requests per pass (default max(400, 50c))")
+    ap.add_argument("--procs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
+    ap.add_argument("--out")
+    ap.add_argument("--label", default="")
+    args = ap.parse_args(argv)
+    bodies = load_workload(args.workload)
+    report = {"url": args.url, "workload": os.path.basename(args.workload), "label": args.label,
+              "command": " ".join(sys.argv), "levels": []}
+    ctx = mp.get_context("fork")
+    with ctx.Pool(args.procs) as pool:
+        for c in [int(x) for x in args.concurrency.split(",")]:
+            n = args.requests or max(400, 50 * c)
+            run_pass(args.url, bodies, c, max(c, n // 4), args.procs, pool)        # warm-up, excluded
+            passes = [run_pass(args.url, bodies, c, n, args.procs, pool) for _ in range(2)]
+            report["levels"].append({"concurrency": c, "passes": passes})
+            for p in passes:
+                print("c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s"
+                      % (c, p["p50_ms"], p["p95_ms"], p["p99_ms"], p["requests_per_s"], p["decisions_per_s"],
+                         p["errors"] or 0), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
