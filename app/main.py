@@ -17,6 +17,7 @@ from app.routes.common import Omni, profile_of
 from app.routes import discovery, health, systemone
 from app.runtime.registry import Registry
 from app.serving import Engine
+from app.tracing import Tracing, provider_from_env
 from models import registry as model_registry
 
 log = logging.getLogger("omni")
@@ -26,6 +27,10 @@ def _problem_response(request: Request, problem: Problem) -> Response:
     o = request.app.state.omni
     profile = request.scope.get("omni.profile") or profile_of(request, o.settings)
     body, media = problem.render(request.scope.get("omni.request_id", ""), profile)
+    timing = request.scope.get("omni.timing")
+    if timing is not None and timing.span is not None:
+        timing.span.set_attributes({"omni.error.code": problem.code, "omni.error.detail": problem.detail[:500]})
+    request.scope["omni.error"] = problem.code
     return Response(content=body, status_code=problem.status, media_type=media, headers=problem.headers)
 
 
@@ -54,13 +59,14 @@ def _on_unexpected(request: Request, exc: Exception) -> Response:
     return _problem_response(request, Problem(500, "internal_error", "internal error; it is logged"))
 
 
-def create_app(settings: Settings | None = None) -> RequestContext:
+def create_app(settings: Settings | None = None, tracer_provider=None) -> RequestContext:
     """The ASGI app: Litestar routes wrapped in the request-context layer."""
     settings = settings or Settings.from_env()
     models = [model_registry.load(directory) for directory in settings.models]
     registry = Registry(models, settings.default_model)
     metrics = Metrics()
-    engine = Engine(settings, registry, metrics)
+    tracing = Tracing(provider_from_env() if tracer_provider is None else tracer_provider)
+    engine = Engine(settings, registry, metrics, tracing)
     for model in models:
         if model.manifest.get("random_weights"):
             log.warning("model %s has RANDOM WEIGHTS (a demo/test checkpoint): its answers are random",
@@ -77,7 +83,7 @@ def create_app(settings: Settings | None = None) -> RequestContext:
         state=State({"omni": Omni(settings, registry, engine, metrics)}),
         request_max_body_size=None,
     )
-    return RequestContext(litestar, metrics)
+    return RequestContext(litestar, metrics, tracing)
 
 
 def _lazy_app():

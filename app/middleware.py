@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import uuid
 
+from opentelemetry.trace import Status, StatusCode
+
 from app.timing import Timing
 
 _REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
@@ -24,9 +26,10 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
 
 
 class RequestContext:
-    def __init__(self, app, metrics):
+    def __init__(self, app, metrics, tracing=None):
         self.app = app
         self.metrics = metrics
+        self.tracing = tracing
 
     def __getattr__(self, name):   # expose the wrapped Litestar app's attributes
         return getattr(self.app, name)
@@ -35,10 +38,15 @@ class RequestContext:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         rid = request_id(scope.get("headers", []))
-        timing = Timing()
+        path = scope.get("path", "")
+        span = None
+        if self.tracing is not None and self.tracing.enabled and path.startswith("/v1/"):
+            span = self.tracing.request_span("%s %s" % (scope.get("method", ""), path), scope.get("headers", []))
+            span.set_attributes({"http.request.method": scope.get("method", ""), "url.path": path,
+                                 "http.route": path, "omni.request_id": rid})
+        timing = Timing(self.tracing, span) if span is not None else Timing()
         scope["omni.request_id"] = rid
         scope["omni.timing"] = timing
-        path = scope.get("path", "")
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
@@ -48,9 +56,22 @@ class RequestContext:
                 headers.append((b"server-timing", timing.header().encode("latin-1")))
                 message = {**message, "headers": headers}
                 self._record(path, scope, message["status"], timing)
+                if span is not None:
+                    span.set_attribute("http.response.status_code", message["status"])
+                    if message["status"] >= 500:
+                        span.set_status(Status(StatusCode.ERROR, scope.get("omni.error", "")))
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except BaseException as exc:
+            if span is not None:
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
+        finally:
+            if span is not None:
+                span.end()
 
     def _record(self, path: str, scope, status: int, timing: Timing) -> None:
         model = scope.get("omni.model", "")

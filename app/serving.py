@@ -16,17 +16,20 @@ from app.problems import Problem, retry_later
 from app.runtime.executor import Executor, Job, Overloaded
 from app.runtime.registry import ModelSlot, Registry, SlotState
 from app.timing import Timing
+from app.tracing import Tracing
 from models.errors import InferenceFailed, RequestError
 
 log = logging.getLogger("omni.serving")
 
 
 class Engine:
-    def __init__(self, settings: Settings, registry: Registry, metrics: Metrics):
+    def __init__(self, settings: Settings, registry: Registry, metrics: Metrics, tracing: Tracing | None = None):
         self.settings = settings
         self.registry = registry
         self.metrics = metrics
-        self.executor = Executor(settings, on_loaded=self._loaded_from_thread, on_batch=self._batch_from_thread)
+        self.tracing = tracing or Tracing(None)
+        self.executor = Executor(settings, on_loaded=self._loaded_from_thread, on_batch=self._batch_from_thread,
+                                 tracer=self.tracing.tracer)
         self._loaded: dict[ModelSlot, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
@@ -44,6 +47,7 @@ class Engine:
         if self._warm_task and not self._warm_task.done():
             self._warm_task.cancel()
         await asyncio.to_thread(self.executor.stop)
+        await asyncio.to_thread(self.tracing.shutdown)     # flush what the batches recorded
 
     async def wait_ready(self, timeout: float) -> bool:
         if self._warm_task:
@@ -92,13 +96,18 @@ class Engine:
                 ": %s" % slot.error if slot.state is SlotState.FAILED else "; retry shortly")
             raise retry_later(503, "not_ready", detail, self.settings.retry_after_s)
         model = slot.model
+        span = timing.span
+        if span is not None:
+            span.set_attribute("omni.model", slot.name)
         try:
             with timing.stage("prepare"):
                 prepared = model.prepare(body)
         except RequestError as exc:
             raise Problem.from_request_error(exc) from None
+        if span is not None:
+            span.set_attributes({"omni.questions": prepared.questions, "omni.input_tokens": prepared.tokens})
         try:
-            job: Job = self.executor.submit(slot, prepared)
+            job: Job = self.executor.submit(slot, prepared, span=span)
         except Overloaded as exc:
             raise retry_later(503, "overloaded", "the server is at capacity: %s" % exc,
                               self.settings.retry_after_s) from None
@@ -114,10 +123,12 @@ class Engine:
         except InferenceFailed as exc:
             self.metrics.executor_failures.labels(slot.name).inc()
             log.error("inference failed for model %s: %s", slot.name, exc)
+            if span is not None:
+                span.record_exception(exc)
             raise Problem(500, "inference_failed", "the forward pass failed; the error is logged") from None
         finally:
             if job.dispatched:
-                timing.add("queue", job.dispatched - job.enqueued)
+                timing.record("queue", job.enqueued_ns, job.dispatched_ns)
             if job.batch is not None:
                 timing.add("infer", job.batch.ended - job.batch.started)
         try:
@@ -127,6 +138,8 @@ class Engine:
         except InferenceFailed as exc:
             self.metrics.executor_failures.labels(slot.name).inc()
             log.error("inference failed for model %s: %s", slot.name, exc)
+            if span is not None:
+                span.record_exception(exc)
             raise Problem(500, "inference_failed", "the model produced no usable output; the error is logged") from None
         response["x_served_by" if profile == "jev" else "served_by"] = slot.served_by()
         self.metrics.input_tokens.labels(slot.name).inc(prepared.tokens)

@@ -1,4 +1,5 @@
-"""Per-request stage durations, reported as a W3C Server-Timing header on every response."""
+"""Per-request stage durations: the W3C Server-Timing header on every response, and, when
+tracing is on, one child span per stage of the request's span (the same clock readings)."""
 from __future__ import annotations
 
 import time
@@ -7,17 +8,24 @@ STAGES = ("decode", "prepare", "queue", "infer", "finish")
 
 
 class Timing:
-    __slots__ = ("start", "stages")
+    __slots__ = ("start", "stages", "tracing", "span")
 
-    def __init__(self) -> None:
+    def __init__(self, tracing=None, span=None) -> None:
         self.start = time.perf_counter()
         self.stages: dict[str, float] = {}
+        self.tracing, self.span = tracing, span
 
     def add(self, stage: str, seconds: float) -> None:
         self.stages[stage] = self.stages.get(stage, 0.0) + seconds
 
     def stage(self, name: str) -> "_Stage":
         return _Stage(self, name)
+
+    def record(self, name: str, start_ns: int, end_ns: int) -> None:
+        """A stage measured elsewhere (the queue wait, timed by the executor)."""
+        self.add(name, (end_ns - start_ns) / 1e9)
+        if self.tracing is not None and self.span is not None:
+            self.tracing.child(self.span, name, start_time=start_ns).end(end_time=end_ns)
 
     def header(self) -> str:
         parts = ["%s;dur=%.3f" % (name, self.stages[name] * 1000.0) for name in STAGES if name in self.stages]
@@ -26,15 +34,22 @@ class Timing:
 
 
 class _Stage:
-    __slots__ = ("timing", "name", "t0")
+    __slots__ = ("timing", "name", "t0", "span")
 
     def __init__(self, timing: Timing, name: str):
-        self.timing, self.name = timing, name
+        self.timing, self.name, self.span = timing, name, None
 
     def __enter__(self):
+        t = self.timing
+        if t.tracing is not None and t.span is not None:
+            self.span = t.tracing.child(t.span, self.name)
         self.t0 = time.perf_counter()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         self.timing.add(self.name, time.perf_counter() - self.t0)
+        if self.span is not None:
+            if exc is not None:
+                self.span.record_exception(exc)
+            self.span.end()
         return False

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from opentelemetry import trace
+
 from app.runtime import sessions
 from app.runtime.registry import ModelSlot, SlotState
 from models.base import Packed, Prepared
@@ -50,8 +52,11 @@ class Job:
     prepared: Prepared
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
+    span: Any = None                       # the request's span, for the batch span's links
     enqueued: float = field(default_factory=time.perf_counter)
+    enqueued_ns: int = field(default_factory=time.time_ns)
     dispatched: float = 0.0
+    dispatched_ns: int = 0
     batch: BatchInfo | None = None
 
     @property
@@ -61,8 +66,9 @@ class Job:
 
 class Executor:
     def __init__(self, settings, on_loaded: Callable[[ModelSlot], None] | None = None,
-                 on_batch: Callable[[BatchInfo, list[Job]], None] | None = None):
+                 on_batch: Callable[[BatchInfo, list[Job]], None] | None = None, tracer=None):
         self.settings = settings
+        self.tracer = tracer or trace.NoOpTracer()
         self._queue: collections.deque[Job] = collections.deque()
         self._cv = threading.Condition()
         self._stopping = False
@@ -80,9 +86,9 @@ class Executor:
     def depth(self) -> int:
         return len(self._queue)
 
-    def submit(self, slot: ModelSlot, prepared: Prepared) -> Job:
+    def submit(self, slot: ModelSlot, prepared: Prepared, span=None) -> Job:
         loop = asyncio.get_running_loop()
-        job = Job(slot, prepared, loop.create_future(), loop)
+        job = Job(slot, prepared, loop.create_future(), loop, span=span)
         with self._cv:
             if self._stopping:
                 raise Overloaded("the server is shutting down")
@@ -125,6 +131,7 @@ class Executor:
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc
         else:
             slot.session, slot.device, slot.runtime = info.session, info.device, info.runtime
+            slot.provider = info.provider
             slot.load_ms = (time.perf_counter() - t0) * 1000.0
             slot.state = SlotState.WARMING
             log.info("model %s loaded on %s in %.0f ms", slot.name, info.device, slot.load_ms)
@@ -160,9 +167,17 @@ class Executor:
     def _execute(self, jobs: list[Job]) -> None:
         slot = jobs[0].slot
         adapter = slot.model.adapter
-        started = time.perf_counter()
+        started, started_ns = time.perf_counter(), time.time_ns()
         for job in jobs:
-            job.dispatched = started
+            job.dispatched, job.dispatched_ns = started, started_ns
+        contexts = [j.span.get_span_context() for j in jobs if j.span is not None]
+        # Untraced work (warm-up, tracing off) gets no batch span.
+        span = trace.INVALID_SPAN if not contexts else self.tracer.start_span(
+            "execute", start_time=started_ns,
+            context=trace.set_span_in_context(jobs[0].span) if jobs[0].span is not None else None,
+            links=[trace.Link(c) for c in contexts if c.is_valid],
+            attributes={"omni.model": slot.name, "omni.device": slot.device or "", "omni.batch.requests": len(jobs),
+                        "omni.session.provider": getattr(slot, "provider", "") or ""})
         try:
             if slot.session is None:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
@@ -171,12 +186,19 @@ class Executor:
             outputs = slot.session.run(None, packed.feeds)
             results = adapter.unpack(outputs, works, packed)
         except Exception as exc:
+            span.record_exception(exc)
+            span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)[:200]))
+            span.end()
             log.exception("batch of %d requests for %s failed", len(jobs), slot.name)
             error = exc if isinstance(exc, InferenceFailed) else InferenceFailed(str(exc))
             for job in jobs:
                 job.loop.call_soon_threadsafe(_fail, job.future, error)
             return
         ended = time.perf_counter()
+        span.set_attributes({"omni.batch.rows": packed.rows, "omni.batch.real_tokens": packed.real_tokens,
+                             "omni.batch.padded_tokens": packed.padded_tokens,
+                             **{"omni.batch." + k: v for k, v in packed.meta.items()}})
+        span.end()
         info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
                          slot.device or "?", started, ended, packed.meta)
         self.batches += 1

@@ -23,6 +23,7 @@ class ModelSlot:
     error: str | None = None
     session: Any = None                    # owned by the executor thread
     device: str | None = None
+    provider: str | None = None
     runtime: str | None = None
     load_ms: float | None = None
     warmup_ms: float | None = None

@@ -1,0 +1,240 @@
+"""Traces: the span tree per request, the batch span and its links, traceparent, error classes,
+Server-Timing agreeing with the spans; and spans reaching a real OTLP/HTTP receiver."""
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+import time
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from app.config import Settings
+from app.main import create_app
+from tests.app.test_http import BODY, timing
+from tests.conftest import run_server
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = "00-%s-00f067aa0ba902b7-01" % TRACE_ID
+
+
+@pytest.fixture
+def traced(english):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = create_app(Settings(models=(english[1],)), tracer_provider=provider)
+    return app, exporter
+
+
+async def _with_client(app, fn):
+    """Run the app's lifespan and `fn(client)` on this event loop, requests truly concurrent."""
+    queue: asyncio.Queue = asyncio.Queue()
+    sent: list = []
+    await queue.put({"type": "lifespan.startup"})
+
+    async def receive():
+        return await queue.get()
+
+    async def send(message):
+        sent.append(message)
+
+    lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send))
+    while not any(m["type"].startswith("lifespan.startup.") for m in sent):
+        await asyncio.sleep(0.01)
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://omni") as client:
+            for _ in range(600):
+                if (await client.get("/readyz")).status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
+            return await fn(client)
+    finally:
+        await queue.put({"type": "lifespan.shutdown"})
+        await lifespan
+
+
+def _spans_of(exporter, trace_id: int):
+    return [s for s in exporter.get_finished_spans() if s.context.trace_id == trace_id]
+
+
+def test_span_tree_of_a_request(traced):
+    app, exporter = traced
+    exporter.clear()
+
+    async def go(client):
+        return await client.post("/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT,
+                                                                      "x-request-id": "trace-me"})
+
+    r = asyncio.run(_with_client(app, go))
+    assert r.status_code == 200
+    spans = _spans_of(exporter, int(TRACE_ID, 16))
+    by_name = {s.name: s for s in spans}
+    root = by_name["POST /v1/systemone"]
+    assert root.kind == SpanKind.SERVER
+    assert root.parent.span_id == 0x00f067aa0ba902b7                   # continues the caller's trace
+    assert root.attributes["omni.request_id"] == "trace-me"
+    assert root.attributes["omni.model"] == "english"
+    assert root.attributes["omni.questions"] == 3
+    assert root.attributes["omni.input_tokens"] == r.json()["usage"]["input_tokens"]
+    assert root.attributes["http.response.status_code"] == 200
+    for name in ("decode", "prepare", "queue", "finish", "execute"):
+        assert by_name[name].parent.span_id == root.context.span_id, name
+    execute = by_name["execute"]
+    assert any(link.context.span_id == root.context.span_id for link in execute.links)
+    assert execute.attributes["omni.batch.rows"] >= 3
+    assert execute.attributes["omni.batch.padded_tokens"] >= execute.attributes["omni.batch.real_tokens"]
+    assert execute.attributes["omni.device"] == "cpu"
+    # Server-Timing reports the same stages the spans measured.
+    st = timing(r)
+    for name in ("decode", "prepare", "queue", "finish"):
+        span_ms = (by_name[name].end_time - by_name[name].start_time) / 1e6
+        assert abs(span_ms - st[name]) <= 1.0 + 0.2 * span_ms, (name, span_ms, st[name])
+    exec_ms = (execute.end_time - execute.start_time) / 1e6
+    assert abs(exec_ms - st["infer"]) <= 2.0 + 0.2 * exec_ms
+
+
+def test_error_classes_are_on_the_span(traced, english):
+    app, exporter = traced
+    exporter.clear()
+    cases = [(b"{", 400, "malformed_request"),
+             (b'{"state": "x", "questions": {"q": {"type": "nope"}}}', 422, "invalid_question"),
+             (b'{"model": "zzz", "state": "x", "questions": {}}', 422, "unknown_model")]
+
+    async def go(client):
+        out = []
+        for i, (content, _, _) in enumerate(cases):
+            tp = "00-%032x-00f067aa0ba902b7-01" % (i + 1)
+            out.append(await client.post("/v1/systemone", content=content,
+                                         headers={"content-type": "application/json", "traceparent": tp}))
+        return out
+
+    responses = asyncio.run(_with_client(app, go))
+    for i, ((_, status, code), r) in enumerate(zip(cases, responses)):
+        assert r.status_code == status
+        root = [s for s in _spans_of(exporter, i + 1) if s.kind == SpanKind.SERVER][0]
+        assert root.attributes["omni.error.code"] == code
+        assert root.attributes["http.response.status_code"] == status
+    decode = [s for s in _spans_of(exporter, 1) if s.name == "decode"][0]
+    assert decode.events and decode.events[0].name == "exception"
+
+
+def test_inference_failure_marks_spans_as_errors(english):
+    from tests.app.test_executor import _FailingOnce
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = create_app(Settings(models=(english[1],)), tracer_provider=provider)
+
+    async def go(client):
+        slot = app.state.omni.registry.slots[0]
+        slot.session = _FailingOnce(slot.session)
+        bad = await client.post("/v1/systemone", json=BODY)
+        good = await client.post("/v1/systemone", json=BODY)
+        return bad, good
+
+    bad, good = asyncio.run(_with_client(app, go))
+    assert bad.status_code == 500 and bad.json()["code"] == "inference_failed" and good.status_code == 200
+    failed = [s for s in exporter.get_finished_spans() if s.status.status_code == StatusCode.ERROR]
+    assert {s.name for s in failed} == {"POST /v1/systemone", "execute"}
+    root = [s for s in failed if s.name == "POST /v1/systemone"][0]
+    assert any(e.name == "exception" for e in root.events)
+
+
+class _SlowFirst:
+    """A real session whose first run takes half a second longer, so later requests queue."""
+
+    def __init__(self, session):
+        self.session, self.first = session, True
+
+    def run(self, *args, **kwargs):
+        if self.first:
+            self.first = False
+            time.sleep(0.5)
+        return self.session.run(*args, **kwargs)
+
+
+def test_batch_span_links_every_request(traced):
+    app, exporter = traced
+    exporter.clear()
+
+    async def go(client):
+        slot = app.state.omni.registry.slots[0]
+        slot.session = _SlowFirst(slot.session)       # the rest queue up behind the first batch
+        return await asyncio.gather(*(client.post("/v1/systemone", json=BODY) for _ in range(12)))
+
+    responses = asyncio.run(_with_client(app, go))
+    assert all(r.status_code == 200 for r in responses)
+    spans = exporter.get_finished_spans()
+    roots = {s.context.span_id for s in spans if s.kind == SpanKind.SERVER}
+    executes = [s for s in spans if s.name == "execute"]
+    linked = {link.context.span_id for s in executes for link in s.links}
+    assert roots <= linked                                           # every request is linked
+    assert any(len(s.links) > 1 for s in executes)                  # and some batches served several
+    for s in executes:
+        assert s.attributes["omni.batch.requests"] == len(s.links)
+
+
+def test_health_routes_are_not_traced(traced):
+    app, exporter = traced
+    exporter.clear()
+
+    async def go(client):
+        for path in ("/livez", "/readyz", "/metrics"):
+            assert (await client.get(path)).status_code == 200
+
+    asyncio.run(_with_client(app, go))
+    assert exporter.get_finished_spans() == ()
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    requests: list = []
+
+    def do_POST(self):
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        body = self.rfile.read(int(self.headers["content-length"]))
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(body)
+        type(self).requests.append((self.path, message))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.end_headers()
+        self.wfile.write(b"")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    env = {"OMNI_MODELS": english[1], "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % receiver.server_port,
+           "OTEL_SERVICE_NAME": "omni-under-test", "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    try:
+        with run_server(tmp_path, env) as s:
+            r = httpx.post(s.url + "/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT})
+            assert r.status_code == 200
+            deadline = time.monotonic() + 20
+            names = set()
+            while time.monotonic() < deadline and not {"POST /v1/systemone", "execute", "queue"} <= names:
+                time.sleep(0.2)
+                names = set()
+                for path, message in _Receiver.requests:
+                    assert path == "/v1/traces"
+                    for rs in message.resource_spans:
+                        service = {a.key: a.value.string_value for a in rs.resource.attributes}["service.name"]
+                        assert service == "omni-under-test"
+                        for ss in rs.scope_spans:
+                            for span in ss.spans:
+                                if span.trace_id.hex() == TRACE_ID:
+                                    names.add(span.name)
+            assert {"POST /v1/systemone", "decode", "prepare", "queue", "finish", "execute"} <= names
+    finally:
+        receiver.shutdown()
