@@ -31,6 +31,7 @@ def _problem_response(request: Request, problem: Problem) -> Response:
     if timing is not None and timing.span is not None:
         timing.span.set_attributes({"omni.error.code": problem.code, "omni.error.detail": problem.detail[:500]})
     request.scope["omni.error"] = problem.code
+    o.metrics.errors.labels(problem.code, str(problem.status)).inc()
     return Response(content=body, status_code=problem.status, media_type=media, headers=problem.headers)
 
 

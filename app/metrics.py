@@ -21,6 +21,8 @@ class Metrics:
                                        ["model"], buckets=(0, 16, 64, 256, 1024, 4096, 16384, 65536),
                                        registry=r)
         self.input_tokens = Counter("omni_input_tokens", "Real input tokens served", ["model"], registry=r)
+        self.decisions = Counter("omni_decisions", "Questions answered", ["model"], registry=r)
+        self.errors = Counter("omni_errors", "Problem responses by stable code", ["code", "status"], registry=r)
         self.ready = Gauge("omni_model_ready", "1 when the model is warm and serving", ["model"], registry=r)
         self.executor_failures = Counter("omni_executor_failures", "Failed forward passes", ["model"],
                                          registry=r)

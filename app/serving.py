@@ -142,5 +142,7 @@ class Engine:
                 span.record_exception(exc)
             raise Problem(500, "inference_failed", "the model produced no usable output; the error is logged") from None
         response["x_served_by" if profile == "jev" else "served_by"] = slot.served_by()
-        self.metrics.input_tokens.labels(slot.name).inc(prepared.tokens)
+        if not warmup:
+            self.metrics.input_tokens.labels(slot.name).inc(prepared.tokens)
+            self.metrics.decisions.labels(slot.name).inc(prepared.questions)
         return slot, response
