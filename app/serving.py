@@ -40,6 +40,9 @@ class Engine:
         """Start loading and warming in the background; returns at once so /livez answers."""
         self._loop = asyncio.get_running_loop()
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
+        for slot in self.registry.slots:      # every series exists from the start, at 0
+            self.metrics.ready.labels(slot.name).set(0)
+            self.metrics.executor_failures.labels(slot.name)
         self.executor.start(self.registry.slots)
         self._warm_task = asyncio.create_task(self._warm_all(), name="omni-warmup")
 
