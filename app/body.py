@@ -19,8 +19,10 @@ from app.problems import Problem, malformed
 _ENCODINGS = ("identity", "gzip", "x-gzip", "zstd")
 
 
-def _too_large(limit: int, what: str = "body") -> Problem:
-    return Problem(413, "too_large", "request %s is over the %d-byte limit" % (what, limit))
+def _too_large(limit: int, what: str = "body", unread: bool = False) -> Problem:
+    # A body left unread makes the connection unusable: tell the client not to reuse it.
+    return Problem(413, "too_large", "request %s is over the %d-byte limit" % (what, limit),
+                   headers={"Connection": "close"} if unread else None)
 
 
 def check_headers(headers, settings: Settings) -> str:
@@ -43,7 +45,7 @@ def check_headers(headers, settings: Settings) -> str:
         if declared < 0:
             raise malformed("Content-Length must not be negative")
         if declared > settings.max_body_bytes:
-            raise _too_large(settings.max_body_bytes)
+            raise _too_large(settings.max_body_bytes, unread=True)
     elif "chunked" not in headers.get("transfer-encoding", "").lower():
         raise Problem(411, "length_required", "a request body needs Content-Length or chunked transfer")
     return encoding
@@ -58,14 +60,14 @@ async def read_raw(request, settings: Settings) -> bytes:
         async for chunk in request.stream():
             size += len(chunk)
             if size > settings.max_body_bytes:
-                raise _too_large(settings.max_body_bytes)
+                raise _too_large(settings.max_body_bytes, unread=True)
             chunks.append(chunk)
 
     try:
         await asyncio.wait_for(collect(), settings.body_timeout_s)
     except asyncio.TimeoutError:
-        raise Problem(408, "request_timeout",
-                      "the body did not arrive within %g s" % settings.body_timeout_s) from None
+        raise Problem(408, "request_timeout", "the body did not arrive within %g s" % settings.body_timeout_s,
+                      headers={"Connection": "close"}) from None
     return b"".join(chunks)
 
 

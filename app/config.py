@@ -32,12 +32,14 @@ class Settings:
     intra_op_threads: int = 0               # ONNX Runtime CPU threads (0: its default)
     retry_after_s: int = 1                  # Retry-After on 503 overloaded / not_ready
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
+    fatal_after_failures: int = 3           # consecutive failed batches that take a model out
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.profile not in PROFILES:
             raise ValueError("profile must be one of %s, got %r" % (PROFILES, self.profile))
-        for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests"):
+        for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests",
+                     "fatal_after_failures"):
             if getattr(self, name) <= 0:
                 raise ValueError("%s must be positive" % name)
 

@@ -83,6 +83,7 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
                                      description="System One decision models over POST /v1/systemone"),
         state=State({"omni": Omni(settings, registry, engine, metrics)}),
         request_max_body_size=None,
+        logging_config=None,       # logging is configured once, by the process (see _lazy_app)
     )
     return RequestContext(litestar, metrics, tracing)
 

@@ -24,6 +24,9 @@ class Metrics:
         self.decisions = Counter("omni_decisions", "Questions answered", ["model"], registry=r)
         self.errors = Counter("omni_errors", "Problem responses by stable code", ["code", "status"], registry=r)
         self.ready = Gauge("omni_model_ready", "1 when the model is warm and serving", ["model"], registry=r)
+        self.dropped = Counter("omni_dropped", "Queued requests dropped unrun (deadline, disconnect)", ["model"],
+                               registry=r)
+        self.disconnects = Counter("omni_client_disconnects", "Clients gone before their answer", registry=r)
         self.executor_failures = Counter("omni_executor_failures", "Failed forward passes", ["model"],
                                          registry=r)
 

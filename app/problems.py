@@ -8,7 +8,8 @@ from models.errors import RequestError
 TITLES = {
     400: "Malformed request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed",
     408: "Request timeout", 411: "Length required", 413: "Content too large",
-    415: "Unsupported media type", 422: "Unprocessable request", 500: "Inference failed",
+    415: "Unsupported media type", 422: "Unprocessable request", 499: "Client closed request",
+    500: "Inference failed",
     503: "Service unavailable", 504: "Deadline exceeded",
 }
 # What hosted-Jev clients branch on, for the codes that differ from ours.

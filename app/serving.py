@@ -29,7 +29,9 @@ class Engine:
         self.metrics = metrics
         self.tracing = tracing or Tracing(None)
         self.executor = Executor(settings, on_loaded=self._loaded_from_thread, on_batch=self._batch_from_thread,
-                                 tracer=self.tracing.tracer)
+                                 tracer=self.tracing.tracer,
+                                 on_drop=lambda job: metrics.dropped.labels(job.slot.name).inc(),
+                                 on_fatal=lambda slot: metrics.ready.labels(slot.name).set(0))
         self._loaded: dict[ModelSlot, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
@@ -43,6 +45,7 @@ class Engine:
         for slot in self.registry.slots:      # every series exists from the start, at 0
             self.metrics.ready.labels(slot.name).set(0)
             self.metrics.executor_failures.labels(slot.name)
+            self.metrics.dropped.labels(slot.name)
         self.executor.start(self.registry.slots)
         self._warm_task = asyncio.create_task(self._warm_all(), name="omni-warmup")
 
@@ -124,7 +127,8 @@ class Engine:
             raise Problem(504, "deadline_exceeded", "the request was not served within %g s"
                           % self.settings.request_timeout_s) from None
         except InferenceFailed as exc:
-            self.metrics.executor_failures.labels(slot.name).inc()
+            self.metrics.executor_failures.labels(slot.name)
+            self.metrics.dropped.labels(slot.name).inc()
             log.error("inference failed for model %s: %s", slot.name, exc)
             if span is not None:
                 span.record_exception(exc)
@@ -139,7 +143,8 @@ class Engine:
                 response = model.finish(prepared, output, profile, slot.name,
                                         requested=body.get("model") if isinstance(body.get("model"), str) else None)
         except InferenceFailed as exc:
-            self.metrics.executor_failures.labels(slot.name).inc()
+            self.metrics.executor_failures.labels(slot.name)
+            self.metrics.dropped.labels(slot.name).inc()
             log.error("inference failed for model %s: %s", slot.name, exc)
             if span is not None:
                 span.record_exception(exc)

@@ -1,10 +1,13 @@
 """POST /v1/systemone: one request, typed answers from one forward pass."""
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 from litestar import Request, Response, post
 
 from app.body import read_json
+from app.problems import Problem
 from app.routes.common import check_auth, omni, profile_of
 
 
@@ -18,6 +21,25 @@ async def systemone(request: Request) -> Response:
     check_auth(request, o.settings)
     with timing.stage("decode"):
         body = await read_json(request, o.settings)
-    slot, response = await o.engine.decide(body, profile, timing)
+    decide = asyncio.ensure_future(o.engine.decide(body, profile, timing))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((decide, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not decide.done():
+        # Nobody will read the answer: cancel, so queued work is dropped before dispatch.
+        decide.cancel()
+        o.metrics.disconnects.inc()
+        raise Problem(499, "client_disconnected", "the client closed the connection before its answer")
+    slot, response = decide.result()
     request.scope["omni.model"] = slot.name
     return Response(content=msgspec.json.encode(response), media_type="application/json")
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client goes away (the body has been read, so only disconnect remains)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return

@@ -66,8 +66,12 @@ class Job:
 
 class Executor:
     def __init__(self, settings, on_loaded: Callable[[ModelSlot], None] | None = None,
-                 on_batch: Callable[[BatchInfo, list[Job]], None] | None = None, tracer=None):
+                 on_batch: Callable[[BatchInfo, list[Job]], None] | None = None, tracer=None,
+                 on_drop: Callable[[Job], None] | None = None, on_fatal: Callable[[ModelSlot], None] | None = None):
         self.settings = settings
+        self._on_drop = on_drop
+        self._on_fatal = on_fatal
+        self._failures: dict[ModelSlot, int] = {}
         self.tracer = tracer or trace.NoOpTracer()
         self._queue: collections.deque[Job] = collections.deque()
         self._cv = threading.Condition()
@@ -138,10 +142,14 @@ class Executor:
         if self._on_loaded:
             self._on_loaded(slot)
 
+    def _drop(self, job: Job) -> None:
+        if self._on_drop:
+            self._on_drop(job)
+
     def _take(self) -> list[Job]:
         """The oldest live job plus later compatible ones within budget (caller holds the lock)."""
         while self._queue and self._queue[0].cancelled:
-            self._queue.popleft()
+            self._drop(self._queue.popleft())
         if not self._queue:
             return []
         head = self._queue.popleft()
@@ -153,6 +161,7 @@ class Executor:
         while self._queue:
             job = self._queue.popleft()
             if job.cancelled:
+                self._drop(job)
                 continue
             if job.slot is head.slot and adapter.compatible(job.prepared) == key:
                 r, l = rows + job.prepared.rows, max(longest, job.prepared.longest)
@@ -193,7 +202,9 @@ class Executor:
             error = exc if isinstance(exc, InferenceFailed) else InferenceFailed(str(exc))
             for job in jobs:
                 job.loop.call_soon_threadsafe(_fail, job.future, error)
+            self._count_failure(slot, exc)
             return
+        self._failures[slot] = 0
         ended = time.perf_counter()
         span.set_attributes({"omni.batch.rows": packed.rows, "omni.batch.real_tokens": packed.real_tokens,
                              "omni.batch.padded_tokens": packed.padded_tokens,
@@ -207,6 +218,17 @@ class Executor:
             job.loop.call_soon_threadsafe(_succeed, job.future, result)
         if self._on_batch:
             self._on_batch(info, jobs)
+
+
+    def _count_failure(self, slot: ModelSlot, exc: Exception) -> None:
+        """Consecutive failed batches past the limit mean the session is broken: not ready."""
+        n = self._failures[slot] = self._failures.get(slot, 0) + 1
+        if n >= self.settings.fatal_after_failures and slot.state is not SlotState.FAILED:
+            slot.state = SlotState.FAILED
+            slot.error = "%d consecutive forward passes failed; last: %s" % (n, str(exc)[:300])
+            log.critical("model %s is out of service: %s", slot.name, slot.error)
+            if self._on_fatal:
+                self._on_fatal(slot)
 
 
 def _succeed(future: asyncio.Future, value: Any) -> None:
