@@ -36,6 +36,23 @@ question = st.fixed_dictionaries(
     optional={"instructions": values, "criteria": criteria,
               "labels": st.one_of(values, st.fixed_dictionaries({"false": st.text(max_size=5), "true": st.text(max_size=5)})),
               "option_order": st.one_of(values, st.lists(st.integers(-1, 12), max_size=12))})
+texts = st.text(min_size=1, max_size=30)
+labels = st.one_of(texts, st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False), st.booleans())
+valid_question = st.one_of(
+    st.fixed_dictionaries({"type": st.just("choice"), "instructions": st.one_of(texts, values),
+                           "criteria": st.one_of(st.dictionaries(texts, st.one_of(st.none(), texts, values),
+                                                                 min_size=1, max_size=12),
+                                                 st.lists(labels, min_size=1, max_size=12))}),
+    st.fixed_dictionaries({"type": st.just("score"), "instructions": st.one_of(texts, values),
+                           "criteria": st.lists(st.one_of(texts, values), min_size=1, max_size=10)}),
+    st.fixed_dictionaries({"type": st.just("noul"), "instructions": st.one_of(texts, values)},
+                          optional={"criteria": st.dictionaries(st.sampled_from(["true", "false", "TRUE", "False"]),
+                                                                st.one_of(st.none(), texts, values), max_size=2),
+                                    "labels": st.fixed_dictionaries({"false": texts, "true": texts})}))
+valid_ish = st.fixed_dictionaries({"state": st.one_of(st.text(max_size=400), st.dictionaries(texts, values, max_size=6),
+                                                      st.lists(values, max_size=6)),
+                                   "questions": st.dictionaries(texts, valid_question, min_size=1, max_size=6)},
+                                  optional={"model": st.sampled_from(["english", "laya", "jev-latest", "EN"])})
 requests_ = st.fixed_dictionaries(
     {}, optional={"model": st.one_of(st.sampled_from(["english", "laya", "jev-latest", "nope"]), values),
                   "state": values, "questions": st.one_of(values, st.dictionaries(st.text(max_size=10), question,
@@ -84,7 +101,7 @@ def offline(pipeline_english):
 
 
 @FUZZ
-@given(body=requests_, ascii_only=st.booleans())
+@given(body=st.one_of(requests_, valid_ish, valid_ish), ascii_only=st.booleans())
 def test_structured_requests(offline, body, ascii_only):
     offline(json.dumps(body, ensure_ascii=ascii_only, allow_nan=True).encode())
 
