@@ -33,6 +33,7 @@ class Settings:
     retry_after_s: int = 1                  # Retry-After on 503 overloaded / not_ready
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
     fatal_after_failures: int = 3           # consecutive failed batches that take a model out
+    cuda_graphs: int = 64                   # CUDA graphs captured per session (bucketed shapes); 0: off
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):

@@ -40,7 +40,8 @@ class BatchAdapter(Protocol):
     def compatible(self, prepared: Prepared) -> Hashable:
         """Work with equal keys may share one forward pass."""
 
-    def pack(self, works: Sequence[Any]) -> Packed: ...
+    def pack(self, works: Sequence[Any], static: bool = False) -> Packed:
+        """`static`: pad to a small set of bucketed shapes (for sessions that replay CUDA graphs)."""
 
     def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[Any], packed: Packed) -> list[Any]:
         """Split the batch outputs back into one result per work item, in order."""

@@ -129,13 +129,14 @@ class Executor:
     def _load(self, slot: ModelSlot) -> None:
         t0 = time.perf_counter()
         try:
-            info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads)
+            info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
+                                   self.settings.cuda_graphs)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc
         else:
             slot.session, slot.device, slot.runtime = info.session, info.device, info.runtime
-            slot.provider = info.provider
+            slot.provider, slot.static_shapes = info.provider, info.static_shapes
             slot.load_ms = (time.perf_counter() - t0) * 1000.0
             slot.state = SlotState.WARMING
             log.info("model %s loaded on %s in %.0f ms", slot.name, info.device, slot.load_ms)
@@ -191,7 +192,7 @@ class Executor:
             if slot.session is None:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
-            packed: Packed = adapter.pack(works)
+            packed: Packed = adapter.pack(works, static=slot.static_shapes)
             outputs = slot.session.run(None, packed.feeds)
             results = adapter.unpack(outputs, works, packed)
         except Exception as exc:

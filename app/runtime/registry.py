@@ -24,6 +24,7 @@ class ModelSlot:
     session: Any = None                    # owned by the executor thread
     device: str | None = None
     provider: str | None = None
+    static_shapes: bool = False            # the session replays CUDA graphs per bucketed shape
     runtime: str | None = None
     load_ms: float | None = None
     warmup_ms: float | None = None

@@ -14,10 +14,55 @@ _preloaded = False
 
 @dataclass
 class SessionInfo:
-    session: object
+    session: object         # what the executor calls: `.run(None, feeds)`, like an InferenceSession
     device: str             # "cuda:0" or "cpu"
     provider: str
     runtime: str            # "onnxruntime 1.31.1"
+    static_shapes: bool = False   # ask adapters for bucketed shapes (CUDA graphs replay per shape)
+
+
+class GraphRunner:
+    """IO binding with one captured CUDA graph per input-shape bucket, replayed on later runs.
+
+    A plain export launches on the order of a thousand kernels per forward; replaying a captured
+    graph launches them at once (the H200 probe: 11.4 → 4.2 ms for one 96-token row). Each
+    distinct feed shape gets its own graph id, device buffers the new request's data is copied
+    into, and a graph-owned memory pool; past `max_graphs` shapes, runs go without capture.
+    """
+
+    def __init__(self, session, device_id: int, max_graphs: int):
+        import onnxruntime as ort
+
+        self.ort, self.session, self.device_id, self.max_graphs = ort, session, device_id, max_graphs
+        self.outputs = [o.name for o in session.get_outputs()]
+        self.graphs: dict[tuple, tuple] = {}
+        self.uncaptured = None
+
+    def _binding(self, feeds: dict, graph_id: int):
+        io = self.session.io_binding()
+        values = {}
+        for name, array in feeds.items():
+            values[name] = self.ort.OrtValue.ortvalue_from_numpy(array, "cuda", self.device_id)
+            io.bind_ortvalue_input(name, values[name])
+        for name in self.outputs:
+            io.bind_output(name, "cuda", self.device_id)
+        options = self.ort.RunOptions()
+        options.add_run_config_entry("gpu_graph_id", str(graph_id))
+        return io, values, options
+
+    def run(self, output_names, feeds: dict):
+        key = tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
+        entry = self.graphs.get(key)
+        if entry is None and len(self.graphs) < self.max_graphs:
+            entry = self.graphs[key] = self._binding(feeds, len(self.graphs) + 1)
+        if entry is None:    # beyond the cap: bind this run's arrays, no capture (graph id -1)
+            entry = self._binding(feeds, -1)
+        else:
+            for name, array in feeds.items():
+                entry[1][name].update_inplace(array)
+        io, _, options = entry
+        self.session.run_with_iobinding(io, options)
+        return [value.numpy() for value in io.get_outputs()]
 
 
 def _cuda_available(ort) -> bool:
@@ -34,7 +79,7 @@ def _cuda_available(ort) -> bool:
     return True
 
 
-def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0) -> SessionInfo:
+def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0) -> SessionInfo:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -49,11 +94,18 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0) -> S
     runtime = "onnxruntime %s" % ort.__version__
     if want_cuda:
         index = int(device.split(":", 1)[1]) if ":" in device else 0
-        session = ort.InferenceSession(
-            onnx_path, sess_options=options,
-            providers=[("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"])
+        cuda = {"device_id": index}
+        if cuda_graphs:
+            cuda["enable_cuda_graph"] = "1"
+        session = ort.InferenceSession(onnx_path, sess_options=options,
+                                       providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"])
         if session.get_providers()[0] != "CUDAExecutionProvider":
             raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
+        if cuda_graphs:
+            return SessionInfo(GraphRunner(session, index, cuda_graphs), "cuda:%d" % index,
+                               "CUDAExecutionProvider", runtime, static_shapes=True)
         return SessionInfo(session, "cuda:%d" % index, "CUDAExecutionProvider", runtime)
+    # Spinning intra-op threads burn the cores the event loop and tokenizer need.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(onnx_path, sess_options=options, providers=["CPUExecutionProvider"])
     return SessionInfo(session, "cpu", "CPUExecutionProvider", runtime)

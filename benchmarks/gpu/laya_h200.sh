@@ -23,31 +23,41 @@ PY
   exit 0
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
-PORT=18080
+# Two servers side by side on the same GPU: CUDA graphs off (18080) and on (18081, the default).
 t0=$(python3 -c 'import time; print(time.time())')
-OMNI_MODELS=/tmp/omni/ex-english OMNI_DEVICE=cuda python3 -m granian --interface asgi --workers 1 \
-  --host 127.0.0.1 --port $PORT --log-level warning app.main:app > "$OUT/server.log" 2>&1 &
-SERVER=$!
-python3 - <<'PY' > "$OUT/readyz.json"
-import time, urllib.request, urllib.error
-while True:
-    try:
-        print(urllib.request.urlopen("http://127.0.0.1:18080/readyz").read().decode()); break
-    except (urllib.error.URLError, ConnectionError):
-        time.sleep(0.2)
-PY
+OMNI_MODELS=/tmp/omni/ex-english OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=0 python3 -m granian --interface asgi \
+  --workers 1 --host 127.0.0.1 --port 18080 --log-level warning app.main:app > "$OUT/server-nographs.log" 2>&1 &
+A=$!
+OMNI_MODELS=/tmp/omni/ex-english OMNI_DEVICE=cuda python3 -m granian --interface asgi \
+  --workers 1 --host 127.0.0.1 --port 18081 --log-level warning app.main:app > "$OUT/server.log" 2>&1 &
+B=$!
 python3 - "$t0" <<'PY' | tee "$OUT/startup.txt"
-import sys, time, json, urllib.request
-t0 = float(sys.argv[1]); ready = time.time()
-body = json.dumps({"model": "english", "state": "I was charged twice.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}).encode()
-t1 = time.time(); urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:18080/v1/systemone", body, {"content-type": "application/json"})).read()
-print("start-to-ready %.1f s, first request %.1f ms" % (ready - t0, (time.time() - t1) * 1000))
+import sys, time, json, urllib.request, urllib.error
+t0 = float(sys.argv[1])
+for port in (18080, 18081):
+    while True:
+        try:
+            ready = urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port).read(); break
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.2)
+    t_ready = time.time()
+    body = json.dumps({"model": "english", "state": "I was charged twice.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}).encode()
+    t1 = time.time(); urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%d/v1/systemone" % port, body, {"content-type": "application/json"})).read()
+    print("port %d: start-to-ready %.1f s, first request %.1f ms" % (port, t_ready - t0, (time.time() - t1) * 1000))
+    open("/tmp/omni-readyz-%d.json" % port, "wb").write(ready)
 PY
+cp /tmp/omni-readyz-18081.json "$OUT/readyz.json"
 nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving.txt"
-python3 -m benchmarks.load --url http://127.0.0.1:$PORT --workload benchmarks/workloads/laya_1q.jsonl \
-  --concurrency 1,8,16,64 --out "$OUT/http_laya_1q.json" --label "laya english full-size, 1 question"
-python3 -m benchmarks.load --url http://127.0.0.1:$PORT --workload benchmarks/workloads/laya_3q.jsonl \
-  --concurrency 1,16 --out "$OUT/http_laya_3q.json" --label "laya english full-size, 3 questions"
-kill $SERVER; wait $SERVER 2>/dev/null || true
+for round in 1 2; do
+  for port in 18080 18081; do
+    python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_1q.jsonl \
+      --concurrency 1,8,16,64 --out "$OUT/http_1q_${port}_r$round.json" --label "1 question, port $port, round $round"
+  done
+done
+for port in 18080 18081; do
+  python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_3q.jsonl \
+    --concurrency 1,16 --out "$OUT/http_3q_$port.json" --label "3 questions, port $port"
+done
+kill $A $B; wait $A $B 2>/dev/null || true
 python3 -m benchmarks.inprocess --checkpoint /tmp/omni/ck-english --export /tmp/omni/ex-english \
   --out "$OUT/inprocess.json"

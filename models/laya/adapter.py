@@ -27,17 +27,24 @@ class LayaAdapter:
     def padded_length(self, longest: int) -> int:
         return min(-(-longest // self.pad_to) * self.pad_to, max(self.max_len, longest))
 
-    def pack(self, works: Sequence[list[Row]]) -> Packed:
+    def pack(self, works: Sequence[list[Row]], static: bool = False) -> Packed:
         rows = [row for work in works for row in work]
         n = len(rows)
         longest = max(len(r.ids) for r in rows)
         length = self.padded_length(longest)
         k_cols = max(2, max(len(r.markers) for r in rows))
-        ids = np.full((n, length), self.pad_id, dtype=np.int64)
-        att = np.zeros((n, length), dtype=np.int64)
-        mpos = np.zeros((n, k_cols), dtype=np.int64)
-        mmask = np.zeros((n, k_cols), dtype=bool)
-        qtype = np.empty((n,), dtype=np.int64)
+        total = n
+        if static:
+            # Few distinct shapes, so captured CUDA graphs get reused: rows and marker columns
+            # to powers of two, length to a multiple of 64. Filler rows attend to one pad token.
+            total, k_cols = _pow2(n), _pow2(k_cols)
+            length = min(-(-longest // 64) * 64, max(self.max_len, longest))
+        ids = np.full((total, length), self.pad_id, dtype=np.int64)
+        att = np.zeros((total, length), dtype=np.int64)
+        att[n:, 0] = 1
+        mpos = np.zeros((total, k_cols), dtype=np.int64)
+        mmask = np.zeros((total, k_cols), dtype=bool)
+        qtype = np.zeros((total,), dtype=np.int64)
         real = 0
         for i, r in enumerate(rows):
             ids[i, : len(r.ids)] = r.ids
@@ -48,7 +55,7 @@ class LayaAdapter:
             real += len(r.ids)
         feeds = {"input_ids": ids, "attention_mask": att, "marker_pos": mpos,
                  "marker_mask": mmask, "qtype": qtype}
-        return Packed(feeds, rows=n, real_tokens=real, padded_tokens=n * length,
+        return Packed(feeds, rows=total, real_tokens=real, padded_tokens=total * length,
                       meta={"seq_len": length, "marker_columns": k_cols})
 
     def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[list[Row]], packed: Packed) -> list:
@@ -61,3 +68,7 @@ class LayaAdapter:
             out.append((logits[start:end], act[start:end]))
             start = end
         return out
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())

@@ -199,3 +199,29 @@ def test_non_finite_outputs_fail_the_request(pipeline_english):
     logits[0, 0] = np.nan
     with pytest.raises(Failed):
         pipeline_english.model.finish(p, (logits, act), "reference", "english")
+
+
+def test_bucketed_shapes_change_no_answer(pipeline_english):
+    """The static (CUDA-graph) layout pads rows, length and marker columns to buckets; filler
+    rows and columns never change a real row's numbers."""
+    from models.laya.adapter import _pow2
+
+    bodies = [{"state": s, "questions": q} for _, s, q in CASES[:7]]
+    model, session = pipeline_english.model, pipeline_english.session
+    prepared = [model.prepare(b) for b in bodies]
+    works = [p.work for p in prepared]
+    plain = model.adapter.pack(works)
+    static = model.adapter.pack(works, static=True)
+    n = sum(len(w) for w in works)
+    ids = static.feeds["input_ids"]
+    assert ids.shape[0] == _pow2(n) > n and ids.shape[1] % 64 == 0
+    assert static.feeds["marker_mask"].shape[1] in (2, 4, 8, 16, 32)
+    assert static.real_tokens == plain.real_tokens
+    a = model.adapter.unpack(session.run(None, plain.feeds), works, plain)
+    b = model.adapter.unpack(session.run(None, static.feeds), works, static)
+    calib = model.calibration
+    for p, (la, aa), (lb, ab) in zip(prepared, a, b):
+        for row, r in enumerate(p.work):
+            k, t = len(r.markers), calib["temperature"][r.qtype]
+            np.testing.assert_allclose(softmax_row(la[row, :k], t), softmax_row(lb[row, :k], t), atol=1e-6, rtol=0)
+        np.testing.assert_allclose(aa, ab, atol=1e-6, rtol=0)

@@ -105,3 +105,18 @@ def test_bad_checkpoint_names():
         hub.resolve("./does/not/exist", ["x"])
     with pytest.raises(hub.CheckpointUnavailable):
         hub.resolve("not a repo id", ["x"])
+
+
+def test_typed_decisions_variant_exports(tmp_path):
+    """The third published variant: english-shaped encoder, 1024-token window, its own aliases."""
+    from models.laya import export, random_checkpoint
+    from models.registry import load
+
+    ck = random_checkpoint.build(str(tmp_path / "laya-typed-decisions"), "typed-decisions", "tiny", seed=3)
+    meta = export.export(ck, str(tmp_path / "out"), progress=None)
+    assert meta["variant"] == meta["name"] == "typed-decisions"
+    assert "decisions" in meta["aliases"]
+    assert meta["config"]["max_len"] == 1024 and meta["config"]["head_max_len"] == 256
+    model = load(str(tmp_path / "out"))
+    prepared = model.prepare({"state": "word " * 2000, "questions": {"q": {"type": "noul", "instructions": "ok?"}}})
+    assert prepared.longest == 1024 and prepared.context[1]["truncated"]
