@@ -2,7 +2,8 @@
 # The Laya GPU session on the device machine, in two phases (each one `run` call):
 #   bash benchmarks/gpu/laya_h200.sh prepare   # wheels, full-size random english Laya, export
 #   bash benchmarks/gpu/laya_h200.sh bench     # serve on CUDA, HTTP load, in-process baselines
-# onnxruntime-gpu must already be unpacked in /tmp/ortsite (../shared/tools/ort-gpu-carry).
+# onnxruntime-gpu must already be unpacked in /tmp/ortsite (../shared/tools/ort-gpu-carry), and
+# `.whl` carried in the prepare call (benchmarks/gpu/wheels.sh downloads what the machine lacks).
 set -euo pipefail
 phase=${1:?prepare or bench}
 OUT=${OUT:-/tmp/omni-out}
@@ -23,6 +24,7 @@ PY
   exit 0
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
+set -o pipefail
 # Two servers side by side on the same GPU: CUDA graphs off (18080) and on (18081, the default).
 t0=$(python3 -c 'import time; print(time.time())')
 OMNI_MODELS=/tmp/omni/ex-english OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=0 python3 -m granian --interface asgi \
@@ -31,14 +33,17 @@ A=$!
 OMNI_MODELS=/tmp/omni/ex-english OMNI_DEVICE=cuda python3 -m granian --interface asgi \
   --workers 1 --host 127.0.0.1 --port 18081 --log-level warning app.main:app > "$OUT/server.log" 2>&1 &
 B=$!
-python3 - "$t0" <<'PY' | tee "$OUT/startup.txt"
+python3 - "$t0" <<'PY' | tee "$OUT/startup.txt" || { tail -30 "$OUT"/server*.log; exit 1; }
 import sys, time, json, urllib.request, urllib.error
 t0 = float(sys.argv[1])
 for port in (18080, 18081):
+    deadline = time.time() + 180          # a server that cannot start must not eat the lease
     while True:
         try:
             ready = urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port).read(); break
         except (urllib.error.URLError, ConnectionError):
+            if time.time() > deadline:
+                sys.exit("server on port %d not ready in 180 s; see its log" % port)
             time.sleep(0.2)
     t_ready = time.time()
     body = json.dumps({"model": "english", "state": "I was charged twice.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}).encode()
