@@ -16,7 +16,8 @@ PROFILES = ("reference", "jev")
 
 @dataclass(frozen=True)
 class Settings:
-    models: tuple[str, ...] = ()            # exported model directories to serve
+    models: tuple[str, ...] = ()            # exported model directories (or names under model_root)
+    model_root: str | None = None           # where bare model names are looked up
     default_model: str | None = None        # what `jev-latest` and a missing `model` mean
     device: str = "auto"                    # auto | cpu | cuda | cuda:N
     profile: str = "reference"              # default response profile
@@ -43,6 +44,11 @@ class Settings:
                      "fatal_after_failures"):
             if getattr(self, name) <= 0:
                 raise ValueError("%s must be positive" % name)
+
+    def model_dirs(self) -> list[str]:
+        """`models` with bare names (no path separator) resolved under `model_root`."""
+        return [os.path.join(self.model_root, m) if self.model_root and os.sep not in m else m
+                for m in self.models]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":

@@ -63,7 +63,7 @@ def _on_unexpected(request: Request, exc: Exception) -> Response:
 def create_app(settings: Settings | None = None, tracer_provider=None) -> RequestContext:
     """The ASGI app: Litestar routes wrapped in the request-context layer."""
     settings = settings or Settings.from_env()
-    models = [model_registry.load(directory) for directory in settings.models]
+    models = [model_registry.load(directory) for directory in settings.model_dirs()]
     registry = Registry(models, settings.default_model)
     metrics = Metrics()
     tracing = Tracing(provider_from_env() if tracer_provider is None else tracer_provider)

@@ -33,3 +33,9 @@ def test_file_then_env_overrides(tmp_path):
 def test_invalid_settings_are_refused(env):
     with pytest.raises(ValueError):
         Settings.from_env(env)
+
+
+def test_bare_names_resolve_under_the_model_root():
+    s = Settings.from_env({"OMNI_MODELS": "english,/abs/other", "OMNI_MODEL_ROOT": "/models"})
+    assert s.model_dirs() == ["/models/english", "/abs/other"]
+    assert Settings.from_env({"OMNI_MODELS": "exports/english"}).model_dirs() == ["exports/english"]

@@ -1,0 +1,67 @@
+# syntax=docker/dockerfile:1
+# System1-Omni images.
+#   runtime (default): the server, no torch. ORT_EXTRA=gpu (onnxruntime-gpu + CUDA/cuDNN pip
+#                      packages, loaded with preload_dlls) or ORT_EXTRA=cpu (onnxruntime).
+#   export:            runtime + torch/transformers: turns checkpoints into ONNX directories.
+# BASE_IMAGE is any image with python3 (>= 3.11) and its venv module; air-gapped sites put
+# wheels in ./wheelhouse/ and build with PIP_OFFLINE=1.
+ARG BASE_IMAGE=python:3.12-slim-bookworm
+
+FROM ${BASE_IMAGE} AS base
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+RUN python3 -m venv /opt/venv \
+    && groupadd --system --gid 10001 omni \
+    && useradd --system --uid 10001 --gid omni --home-dir /opt/omni --no-create-home omni
+WORKDIR /opt/omni
+
+FROM base AS deps
+ARG ORT_EXTRA=gpu
+ARG PIP_OFFLINE=0
+COPY wheelhouse/ /wheelhouse/
+COPY pyproject.toml README.md ./
+COPY app/__init__.py app/__init__.py
+COPY models/__init__.py models/__init__.py
+# Dependencies only (the code comes later, so code edits keep this layer). Versions are pinned
+# in pyproject.toml, which hadolint cannot read.
+# hadolint ignore=DL3013
+RUN if [ "$PIP_OFFLINE" = 1 ]; then set -- --no-index; fi; \
+    pip install "$@" --find-links /wheelhouse ".[${ORT_EXTRA}]" \
+    && if [ "$ORT_EXTRA" = gpu ]; then pip install "$@" --find-links /wheelhouse "onnxruntime-gpu[cuda,cudnn]==1.31.1"; fi \
+    && pip uninstall -y system1-omni
+
+FROM base AS runtime
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="system1-omni" \
+      org.opencontainers.image.description="Server for System One decision models over POST /v1/systemone" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=deps /opt/venv /opt/venv
+COPY app/ app/
+COPY models/ models/
+USER 10001:10001
+EXPOSE 8000
+ENV OMNI_MODEL_ROOT=/models
+HEALTHCHECK --interval=10s --timeout=3s --start-period=120s --retries=3 \
+    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2)"]
+# One worker: the executor thread owns the sessions. SIGTERM drains in-flight work (see docs).
+ENTRYPOINT ["granian", "--interface", "asgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \
+            "--workers-kill-timeout", "30", "app.main:app"]
+
+FROM runtime AS export
+USER 0
+ARG PIP_OFFLINE=0
+ARG TORCH_INDEX_URL=
+# Pinned; hadolint reads the "$@" of the optional index flags as a package.
+# hadolint ignore=DL3013
+RUN if [ "$PIP_OFFLINE" = 1 ]; then set -- --no-index; fi; \
+    if [ -n "$TORCH_INDEX_URL" ]; then set -- "$@" --extra-index-url "$TORCH_INDEX_URL"; fi; \
+    pip install "$@" --find-links /wheelhouse "torch==2.13.0" "transformers==5.23.0" "onnx==1.23.2" "onnxscript==0.7.2"
+COPY deploy/export.sh /usr/local/bin/omni-export
+USER 10001:10001
+ENV HF_HOME=/cache/huggingface
+ENTRYPOINT ["omni-export"]
