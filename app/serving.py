@@ -90,6 +90,15 @@ class Engine:
             log.info("model %s ready on %s: load %.0f ms, warm-up %.1f ms%s", slot.name, slot.device,
                      slot.load_ms or 0, slot.warmup_ms, note)
 
+    def _failed(self, slot: ModelSlot, span, exc: Exception, detail: str) -> Problem:
+        """500 `inference_failed`: counted, logged with the cause, recorded on the span; the
+        client learns nothing about paths or device state."""
+        self.metrics.executor_failures.labels(slot.name).inc()
+        log.error("inference failed for model %s: %s", slot.name, exc)
+        if span is not None:
+            span.record_exception(exc)
+        return Problem(500, "inference_failed", detail)
+
     # -- one request ----------------------------------------------------------------------
     async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
                      slot: ModelSlot | None = None, warmup: bool = False) -> tuple[ModelSlot, dict]:
@@ -127,12 +136,7 @@ class Engine:
             raise Problem(504, "deadline_exceeded", "the request was not served within %g s"
                           % self.settings.request_timeout_s) from None
         except InferenceFailed as exc:
-            self.metrics.executor_failures.labels(slot.name)
-            self.metrics.dropped.labels(slot.name).inc()
-            log.error("inference failed for model %s: %s", slot.name, exc)
-            if span is not None:
-                span.record_exception(exc)
-            raise Problem(500, "inference_failed", "the forward pass failed; the error is logged") from None
+            raise self._failed(slot, span, exc, "the forward pass failed; the error is logged") from None
         finally:
             if job.dispatched:
                 timing.record("queue", job.enqueued_ns, job.dispatched_ns)
@@ -143,12 +147,7 @@ class Engine:
                 response = model.finish(prepared, output, profile, slot.name,
                                         requested=body.get("model") if isinstance(body.get("model"), str) else None)
         except InferenceFailed as exc:
-            self.metrics.executor_failures.labels(slot.name)
-            self.metrics.dropped.labels(slot.name).inc()
-            log.error("inference failed for model %s: %s", slot.name, exc)
-            if span is not None:
-                span.record_exception(exc)
-            raise Problem(500, "inference_failed", "the model produced no usable output; the error is logged") from None
+            raise self._failed(slot, span, exc, "the model produced no usable output; the error is logged") from None
         response["x_served_by" if profile == "jev" else "served_by"] = slot.served_by()
         if not warmup:
             self.metrics.input_tokens.labels(slot.name).inc(prepared.tokens)

@@ -122,11 +122,15 @@ def test_repeated_batch_failures_take_the_model_out(english, caplog):
         app.state.omni.registry.slots[0].session = _AlwaysFailing()
         codes = [(await client.post("/v1/systemone", json=BODY)).status_code for _ in range(5)]
         ready = await client.get("/readyz")
-        return codes, ready
+        metrics = (await client.get("/metrics")).text
+        return codes, ready, metrics
 
     with caplog.at_level(logging.CRITICAL, logger="omni.executor"):
-        codes, ready = asyncio.run(_with_client(app, go))
+        codes, ready, metrics = asyncio.run(_with_client(app, go))
     assert codes == [500, 500, 500, 503, 503]
+    assert 'omni_executor_failures_total{model="english"} 3.0' in metrics
+    assert 'omni_dropped_total{model="english"} 0.0' in metrics
+    assert 'omni_model_ready{model="english"} 0.0' in metrics
     assert ready.status_code == 503 and ready.json()["models"][0]["state"] == "failed"
     assert "consecutive" in ready.json()["models"][0]["error"]
     assert sum(1 for r in caplog.records if r.levelno == logging.CRITICAL) == 1     # logged once
