@@ -35,7 +35,6 @@ class Engine:
         self._loaded: dict[ModelSlot, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
-        self.started_at = time.monotonic()
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -54,11 +53,6 @@ class Engine:
             self._warm_task.cancel()
         await asyncio.to_thread(self.executor.stop)
         await asyncio.to_thread(self.tracing.shutdown)     # flush what the batches recorded
-
-    async def wait_ready(self, timeout: float) -> bool:
-        if self._warm_task:
-            await asyncio.wait_for(asyncio.shield(self._warm_task), timeout)
-        return self.registry.ready
 
     def _loaded_from_thread(self, slot: ModelSlot) -> None:
         if self._loop is not None:

@@ -80,7 +80,6 @@ class Executor:
         self._on_loaded = on_loaded
         self._on_batch = on_batch
         self._thread = threading.Thread(target=self._run, name="omni-executor", daemon=True)
-        self.batches = 0
 
     # -- called from the event loop -------------------------------------------------------
     def start(self, slots: list[ModelSlot]) -> None:
@@ -213,7 +212,6 @@ class Executor:
         span.end()
         info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
                          slot.device or "?", started, ended, packed.meta)
-        self.batches += 1
         for job, result in zip(jobs, results):
             job.batch = info
             job.loop.call_soon_threadsafe(_succeed, job.future, result)
