@@ -332,3 +332,11 @@ def test_fatal_load_failure_is_not_ready(english, tmp_path):
         assert "CUDA" in body["models"][0]["error"]
         assert_problem(post(s, BODY), 503, "not_ready")
         assert httpx.get(s.url + "/livez").status_code == 200
+
+
+def test_oversized_headers_are_refused_before_the_app(server):
+    """Granian's HTTP/1 header buffer (417,792 bytes by default) bounds header memory: 431."""
+    head = _raw(server, b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 600_000 +
+                b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+    assert head.startswith(b"HTTP/1.1 431")
+    assert post(server, BODY).status_code == 200
