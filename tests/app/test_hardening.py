@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import socket
-import threading
 import time
 
 import httpx
@@ -16,7 +15,7 @@ import pytest
 
 from benchmarks import soak
 from tests.app.test_http import BODY, HEAVY
-from tests.app.test_tracing import _Receiver, _with_client
+from tests.app.test_tracing import _with_client, otlp_receiver
 from tests.conftest import run_server
 
 
@@ -71,9 +70,7 @@ def test_disconnect_before_dispatch_drops_the_work(english, tmp_path):
 
 
 def test_sigterm_finishes_in_flight_work_and_flushes_traces(english, tmp_path):
-    receiver = __import__("http.server").server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    _Receiver.requests = []
+    receiver, received = otlp_receiver()
     # The default 5 s export delay outlasts the test: spans can only arrive through the flush.
     env = {"OMNI_MODELS": english[1], "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % receiver.server_port,
            "OTEL_BSP_SCHEDULE_DELAY": "60000"}
@@ -100,7 +97,7 @@ def test_sigterm_finishes_in_flight_work_and_flushes_traces(english, tmp_path):
             assert time.monotonic() - t0 < 30
         assert statuses == [b"HTTP/1.1 200"] * 16                    # nothing in flight was lost
         assert code == 0
-        served = sum(1 for _, m in _Receiver.requests for rs in m.resource_spans for ss in rs.scope_spans
+        served = sum(1 for _, m in received.requests for rs in m.resource_spans for ss in rs.scope_spans
                      for sp in ss.spans if sp.name == "POST /v1/systemone")
         assert served >= 16
     finally:

@@ -212,9 +212,16 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
-    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+def otlp_receiver():
+    """A running OTLP/HTTP receiver with its own list of received export requests."""
+    handler = type("Receiver", (_Receiver,), {"requests": []})
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    return receiver, handler
+
+
+def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
+    receiver, _Receiver = otlp_receiver()
     env = {"OMNI_MODELS": english[1], "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % receiver.server_port,
            "OTEL_SERVICE_NAME": "omni-under-test", "OTEL_BSP_SCHEDULE_DELAY": "100"}
     try:
