@@ -27,9 +27,10 @@ async def systemone(request: Request) -> Response:
         await asyncio.wait((decide, gone), return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
-    if not decide.done():
-        # Nobody will read the answer: cancel, so queued work is dropped before dispatch.
-        decide.cancel()
+        abandoned = not decide.done()
+        if abandoned:   # nobody will read the answer: queued work is dropped before dispatch
+            decide.cancel()
+    if abandoned:
         o.metrics.disconnects.inc()
         raise Problem(499, "client_disconnected", "the client closed the connection before its answer")
     slot, response = decide.result()
