@@ -24,7 +24,7 @@ def ensure_demo(root: str = DEMO_ROOT) -> str:
         sys.exit("no OMNI_MODELS configured and the demo cannot be built here (%s); install the "
                  "`export` extra or point OMNI_MODELS at exported models" % exc)
     print("building the random-weight demo checkpoint (first run only)...", file=sys.stderr, flush=True)
-    checkpoint = random_checkpoint.build(os.path.join(root, "checkpoint"), "english", "demo")
+    checkpoint = random_checkpoint.build(os.path.join(root, "laya-english-demo-random"), "english", "demo")
     export.export(checkpoint, out, name="english",
                   progress=lambda m: print(m, file=sys.stderr, flush=True))
     return out
