@@ -1,8 +1,9 @@
 """`make serve`: serve the configured models, or build and serve the demo checkpoint.
 
-With OMNI_MODELS set, this execs Granian on them. Without it, it builds a small random-weight
-Laya checkpoint in the published layout (once), exports it, and serves that on CPU: the demo
-answers are random, and the server says so in its logs, /readyz and `served_by`.
+With OMNI_MODELS set, this execs Granian on them. Without it, it builds the demo model once
+(models/demo.py: a small random-weight checkpoint in a published layout), exports it, and serves
+that on CPU: the demo answers are random, and the server says so in its logs, /readyz and
+`served_by`.
 """
 from __future__ import annotations
 
@@ -15,19 +16,13 @@ DEMO_ROOT = os.environ.get("OMNI_DEMO_DIR", os.path.join(".omni", "demo"))
 
 def ensure_demo(root: str = DEMO_ROOT) -> str:
     """Export directory of the demo model, building it on first use (needs the export extra)."""
-    out = os.path.join(root, "english")
-    if os.path.exists(os.path.join(out, "manifest.json")):
-        return out
+    from models.demo import ensure_demo as build
+
     try:
-        from models.laya import export, random_checkpoint
-    except ImportError as exc:  # pragma: no cover - the runtime image ships a prebuilt demo
+        return build(root)
+    except ImportError as exc:  # pragma: no cover - the runtime image ships no torch
         sys.exit("no OMNI_MODELS configured and the demo cannot be built here (%s); install the "
                  "`export` extra or point OMNI_MODELS at exported models" % exc)
-    print("building the random-weight demo checkpoint (first run only)...", file=sys.stderr, flush=True)
-    checkpoint = random_checkpoint.build(os.path.join(root, "laya-english-demo-random"), "english", "demo")
-    export.export(checkpoint, out, name="english",
-                  progress=lambda m: print(m, file=sys.stderr, flush=True))
-    return out
 
 
 def main(argv=None) -> None:
