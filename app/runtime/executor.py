@@ -186,7 +186,7 @@ class Executor:
             context=trace.set_span_in_context(jobs[0].span) if jobs[0].span is not None else None,
             links=[trace.Link(c) for c in contexts if c.is_valid],
             attributes={"omni.model": slot.name, "omni.device": slot.device or "", "omni.batch.requests": len(jobs),
-                        "omni.session.provider": getattr(slot, "provider", "") or ""})
+                        "omni.session.provider": slot.provider or ""})
         try:
             if slot.session is None:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))

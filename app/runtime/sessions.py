@@ -36,7 +36,6 @@ class GraphRunner:
         self.ort, self.session, self.device_id, self.max_graphs = ort, session, device_id, max_graphs
         self.outputs = [o.name for o in session.get_outputs()]
         self.graphs: dict[tuple, tuple] = {}
-        self.uncaptured = None
 
     def _binding(self, feeds: dict, graph_id: int):
         io = self.session.io_binding()

@@ -24,21 +24,20 @@ class LayaAdapter:
     def compatible(self, prepared: Prepared) -> Hashable:
         return "laya"   # any rows of one session can share a batch
 
-    def padded_length(self, longest: int) -> int:
-        return min(-(-longest // self.pad_to) * self.pad_to, max(self.max_len, longest))
+    def padded_length(self, longest: int, multiple: int) -> int:
+        return min(-(-longest // multiple) * multiple, max(self.max_len, longest))
 
     def pack(self, works: Sequence[list[Row]], static: bool = False) -> Packed:
         rows = [row for work in works for row in work]
         n = len(rows)
         longest = max(len(r.ids) for r in rows)
-        length = self.padded_length(longest)
         k_cols = max(2, max(len(r.markers) for r in rows))
         total = n
         if static:
             # Few distinct shapes, so captured CUDA graphs get reused: rows and marker columns
             # to powers of two, length to a multiple of 64. Filler rows attend to one pad token.
             total, k_cols = _pow2(n), _pow2(k_cols)
-            length = min(-(-longest // 64) * 64, max(self.max_len, longest))
+        length = self.padded_length(longest, 64 if static else self.pad_to)
         ids = np.full((total, length), self.pad_id, dtype=np.int64)
         att = np.zeros((total, length), dtype=np.int64)
         att[n:, 0] = 1

@@ -120,7 +120,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     outputs = sorted(n for n in os.listdir(out) if n != manifests.MANIFEST)
     meta = {
         "family": ck.FAMILY, "name": served_name, "variant": variant,
-        "aliases": [a for a in ck.VARIANTS.get(served_name, ())],
+        "aliases": list(ck.VARIANTS.get(served_name, ())),
         "description": ck.DESCRIPTIONS.get(variant, "Laya decision model"),
         "random_weights": bool(agent_config.get("random_weights")),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -6,13 +6,12 @@ token ids against the `laya` package itself.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from models.errors import InvalidQuestions, RequestError, TooLarge, TooManyQuestions
 from models.laya.checkpoint import QTYPES
-from models.render import json_key
+from models.render import render
 from models.tokenizer import TokenizerHandle
 
 OPTION_TOKENS = 48          # each option's text is cut to its first 48 tokens
@@ -48,9 +47,7 @@ class Question:
 
 
 def render_criterion(value) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return render(value, separators=(", ", ": "), default=str)
 
 
 def _noul_labels(labels) -> tuple[str, str]:
@@ -152,10 +149,7 @@ def to_internal(qid: str, qdef: dict) -> Question:
         crit = {c: None for c in crit}
     elif t == "noul" and isinstance(crit, dict):
         crit = {str(k).lower(): v for k, v in crit.items()}
-    ins = qdef["instructions"]
-    if not isinstance(ins, str):
-        ins = json.dumps(ins, ensure_ascii=False)
-    q = Question(qid, t, ins, crit, labels=qdef.get("labels"),
+    q = Question(qid, t, render(qdef["instructions"]), crit, labels=qdef.get("labels"),
                  option_order=[int(i) for i in qdef["option_order"]] if "option_order" in qdef else None)
     if t == "choice":
         q.keys = list(crit.keys())
@@ -177,7 +171,7 @@ def render_options(q: Question) -> list[str]:
 
 
 def serialize_state(state) -> str:
-    return state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
+    return render(state)
 
 
 class RowBuilder:
@@ -303,4 +297,4 @@ def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimit
     return internal, rows, usage
 
 
-__all__ = ["LayaLimits", "Row", "Question", "RowBuilder", "prepare_rows", "json_key"]
+__all__ = ["LayaLimits", "Row", "Question", "RowBuilder", "prepare_rows"]

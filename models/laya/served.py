@@ -11,7 +11,8 @@ from models.laya.adapter import LayaAdapter
 from models.laya.prepare import LayaLimits, RowBuilder, prepare_rows
 from models.tokenizer import TokenizerHandle
 
-_WARMUP = {
+# The api.md example: the warm-up request, and what tests send.
+WARMUP_REQUEST = {
     "state": "I was charged twice for my order. Please refund the duplicate today.",
     "questions": {
         "department": {"type": "choice", "instructions": "Which team should handle this?",
@@ -62,7 +63,7 @@ class LayaModel:
         return shape(model_name, answers, dict(usage), routing)
 
     def warmup_body(self) -> dict:
-        return {"model": self.name, **_WARMUP}
+        return {"model": self.name, **WARMUP_REQUEST}
 
     def limits(self) -> dict:
         cfg = self.manifest["config"]

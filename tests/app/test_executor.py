@@ -62,10 +62,22 @@ class Harness:
 
 
 @pytest.fixture
-def two_models(english, multilingual):
-    h = Harness([english[1], multilingual[1]])
-    yield h
-    h.close()
+def harness():
+    """Harness(exports, **settings) for a test; every executor it started is stopped after."""
+    made = []
+
+    def make(exports, **settings):
+        made.append(Harness(exports, **settings))
+        return made[-1]
+
+    yield make
+    for h in made:
+        h.close()
+
+
+@pytest.fixture
+def two_models(english, multilingual, harness):
+    return harness([english[1], multilingual[1]])
 
 
 def test_batches_never_mix_models_and_route_results(two_models):
@@ -92,68 +104,59 @@ def test_batches_never_mix_models_and_route_results(two_models):
         assert list(alone) == list(body["questions"])
 
 
-def test_cancelled_before_dispatch_is_skipped(english):
-    h = Harness([english[1]])
-    try:
-        slot = h.slot("english")
-        body = {"state": CASES[0][1], "questions": CASES[0][2]}
+def test_cancelled_before_dispatch_is_skipped(english, harness):
+    h = harness([english[1]])
+    slot = h.slot("english")
+    body = {"state": CASES[0][1], "questions": CASES[0][2]}
 
-        async def main():
-            with h.executor._cv:
-                first = h.executor.submit(slot, slot.model.prepare(body))
-                dropped = h.executor.submit(slot, slot.model.prepare(body))
-                dropped.future.cancel()
-                third = h.executor.submit(slot, slot.model.prepare(body))
-            await first.future
-            await third.future
-            return first, dropped, third
+    async def main():
+        with h.executor._cv:
+            first = h.executor.submit(slot, slot.model.prepare(body))
+            dropped = h.executor.submit(slot, slot.model.prepare(body))
+            dropped.future.cancel()
+            third = h.executor.submit(slot, slot.model.prepare(body))
+        await first.future
+        await third.future
+        return first, dropped, third
 
-        first, dropped, third = asyncio.run(main())
-        assert dropped.dispatched == 0.0 and dropped.batch is None
-        served = [j for _, jobs in h.batches for j in jobs]
-        assert dropped not in served and first in served and third in served
-    finally:
-        h.close()
+    first, dropped, third = asyncio.run(main())
+    assert dropped.dispatched == 0.0 and dropped.batch is None
+    served = [j for _, jobs in h.batches for j in jobs]
+    assert dropped not in served and first in served and third in served
 
 
-def test_budgets_keep_fifo_order(english):
-    h = Harness([english[1]], max_batch_rows=4)
-    try:
-        slot = h.slot("english")
-        three = {"state": CASES[0][1], "questions": CASES[0][2]}          # 3 rows each
+def test_budgets_keep_fifo_order(english, harness):
+    h = harness([english[1]], max_batch_rows=4)
+    slot = h.slot("english")
+    three = {"state": CASES[0][1], "questions": CASES[0][2]}          # 3 rows each
 
-        async def main():
-            with h.executor._cv:
-                jobs = [h.executor.submit(slot, slot.model.prepare(three)) for _ in range(4)]
-            for j in jobs:
-                await j.future
-            return jobs
+    async def main():
+        with h.executor._cv:
+            jobs = [h.executor.submit(slot, slot.model.prepare(three)) for _ in range(4)]
+        for j in jobs:
+            await j.future
+        return jobs
 
-        jobs = asyncio.run(main())
-        order = [j for _, batch in h.batches for j in batch]
-        assert order == jobs                                             # FIFO
-        assert all(info.rows <= 4 for info, _ in h.batches)
-    finally:
-        h.close()
+    jobs = asyncio.run(main())
+    order = [j for _, batch in h.batches for j in batch]
+    assert order == jobs                                             # FIFO
+    assert all(info.rows <= 4 for info, _ in h.batches)
 
 
-def test_queue_full_is_overloaded(english):
-    h = Harness([english[1]], queue_size=2)
-    try:
-        slot = h.slot("english")
-        body = {"state": CASES[0][1], "questions": CASES[0][2]}
+def test_queue_full_is_overloaded(english, harness):
+    h = harness([english[1]], queue_size=2)
+    slot = h.slot("english")
+    body = {"state": CASES[0][1], "questions": CASES[0][2]}
 
-        async def main():
-            with h.executor._cv:
-                jobs = [h.executor.submit(slot, slot.model.prepare(body)) for _ in range(2)]
-                with pytest.raises(Overloaded):
-                    h.executor.submit(slot, slot.model.prepare(body))
-            for j in jobs:
-                await j.future
+    async def main():
+        with h.executor._cv:
+            jobs = [h.executor.submit(slot, slot.model.prepare(body)) for _ in range(2)]
+            with pytest.raises(Overloaded):
+                h.executor.submit(slot, slot.model.prepare(body))
+        for j in jobs:
+            await j.future
 
-        asyncio.run(main())
-    finally:
-        h.close()
+    asyncio.run(main())
 
 
 class _FailingOnce:
@@ -169,25 +172,22 @@ class _FailingOnce:
         return self.session.run(*args, **kwargs)
 
 
-def test_a_failed_batch_fails_only_its_requests(english):
-    h = Harness([english[1]])
-    try:
-        slot = h.slot("english")
-        slot.session = _FailingOnce(slot.session)
-        body = {"state": CASES[0][1], "questions": CASES[0][2]}
+def test_a_failed_batch_fails_only_its_requests(english, harness):
+    h = harness([english[1]])
+    slot = h.slot("english")
+    slot.session = _FailingOnce(slot.session)
+    body = {"state": CASES[0][1], "questions": CASES[0][2]}
 
-        async def main():
-            bad = h.executor.submit(slot, slot.model.prepare(body))
-            with pytest.raises(InferenceFailed):
-                await bad.future
-            good = h.executor.submit(slot, slot.model.prepare(body))
-            return await good.future
+    async def main():
+        bad = h.executor.submit(slot, slot.model.prepare(body))
+        with pytest.raises(InferenceFailed):
+            await bad.future
+        good = h.executor.submit(slot, slot.model.prepare(body))
+        return await good.future
 
-        logits, act = asyncio.run(main())
-        assert np.isfinite(logits).all()
-        assert slot.state is SlotState.WARMING          # not fatal: the model stays usable
-    finally:
-        h.close()
+    logits, act = asyncio.run(main())
+    assert np.isfinite(logits).all()
+    assert slot.state is SlotState.WARMING          # not fatal: the model stays usable
 
 
 def test_non_finite_outputs_fail_the_request(pipeline_english):

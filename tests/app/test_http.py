@@ -12,16 +12,10 @@ import pytest
 import zstandard
 from prometheus_client.parser import text_string_to_metric_families
 
+from models.laya.served import WARMUP_REQUEST
 from tests.conftest import run_server
 
-BODY = {"model": "english",
-        "state": "I was charged twice for my order. Please refund the duplicate today.",
-        "questions": {
-            "department": {"type": "choice", "instructions": "Which team should handle this?",
-                           "criteria": {"billing": "Charges and refunds", "technical": "Software problems"}},
-            "urgency": {"type": "score", "instructions": "How urgent is the request?",
-                        "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
-            "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}
+BODY = {"model": "english", **WARMUP_REQUEST}          # reference/api.md's example request
 SERVER_TIMING = re.compile(r"^[a-z]+;dur=\d+(\.\d+)?$")
 
 
