@@ -1,0 +1,178 @@
+"""Random-weight Qwen3.5 checkpoints in the Hugging Face layout (export-time only: needs torch).
+
+`tiny` checkpoints are built and saved by transformers itself (`Qwen3_5ForConditionalGeneration`
+with a tiny vision tower, or text-only `Qwen3_5ForCausalLM`), so tests read the real layout.
+Full-size ones (`4b`, `9b`, `27b`: models.md §6.1 dims) are written tensor by tensor in 5 GB
+BF16 shards without building a torch model, which is what a GPU benchmark machine can afford.
+Every checkpoint carries a locally trained Qwen-style tokenizer (tokenizer_build).
+
+    python -m models.qwen35.random_checkpoint OUT --size 4b
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from models.qwen35 import tokenizer_build
+
+_FULL = {
+    "4b": dict(hidden_size=2560, intermediate_size=9216, num_hidden_layers=32, num_attention_heads=16,
+               num_key_value_heads=4, linear_num_value_heads=32, tie_word_embeddings=True),
+    "9b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=32, num_attention_heads=16,
+               num_key_value_heads=4, linear_num_value_heads=32, tie_word_embeddings=False),
+    "27b": dict(hidden_size=5120, intermediate_size=17408, num_hidden_layers=64, num_attention_heads=24,
+                num_key_value_heads=4, linear_num_value_heads=48, tie_word_embeddings=False),
+}
+_COMMON_FULL = dict(vocab_size=248320, head_dim=256, linear_num_key_heads=16, linear_key_head_dim=128,
+                    linear_value_head_dim=128, linear_conv_kernel_dim=4, rms_norm_eps=1e-6,
+                    rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0,
+                                     "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10],
+                                     "mrope_interleaved": True})
+
+
+def tiny_text_config(vocab_size: int, tied: bool, layers: int = 4) -> dict:
+    """Both layer kinds (3 GDN + 1 full attention per 4), GQA on both sides, small heads."""
+    return dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=96, num_hidden_layers=layers,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=32, linear_num_key_heads=2,
+                linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=tied,
+                max_position_embeddings=32768,
+                rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0,
+                                 "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1],
+                                 "mrope_interleaved": True})
+
+
+def text_keys(text: dict, prefix: str):
+    """(name, shape) of every text-stack tensor, named as transformers saves them."""
+    h, v = text["hidden_size"], text["vocab_size"]
+    kd = text["linear_num_key_heads"] * text["linear_key_head_dim"]
+    vd = text["linear_num_value_heads"] * text["linear_value_head_dim"]
+    hv, k = text["linear_num_value_heads"], text["linear_conv_kernel_dim"]
+    qh, kvh, hd, ffn = text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"], text["intermediate_size"]
+    yield prefix + "embed_tokens.weight", (v, h)
+    for i in range(text["num_hidden_layers"]):
+        p = "%slayers.%d." % (prefix, i)
+        if (i + 1) % 4:
+            a = p + "linear_attn."
+            yield from [(a + "dt_bias", (hv,)), (a + "A_log", (hv,)), (a + "conv1d.weight", (2 * kd + vd, 1, k)),
+                        (a + "norm.weight", (text["linear_value_head_dim"],)), (a + "out_proj.weight", (h, vd)),
+                        (a + "in_proj_qkv.weight", (2 * kd + vd, h)), (a + "in_proj_z.weight", (vd, h)),
+                        (a + "in_proj_b.weight", (hv, h)), (a + "in_proj_a.weight", (hv, h))]
+        else:
+            a = p + "self_attn."
+            yield from [(a + "q_proj.weight", (qh * hd * 2, h)), (a + "k_proj.weight", (kvh * hd, h)),
+                        (a + "v_proj.weight", (kvh * hd, h)), (a + "o_proj.weight", (h, qh * hd)),
+                        (a + "q_norm.weight", (hd,)), (a + "k_norm.weight", (hd,))]
+        yield from [(p + "mlp.gate_proj.weight", (ffn, h)), (p + "mlp.up_proj.weight", (ffn, h)),
+                    (p + "mlp.down_proj.weight", (h, ffn)), (p + "input_layernorm.weight", (h,)),
+                    (p + "post_attention_layernorm.weight", (h,))]
+    yield prefix + "norm.weight", (h,)
+
+
+def _random(name: str, shape, gen, device):
+    """Values shaped like a trained model's: norms near 0 (they scale by 1 + w), decays in range."""
+    import torch
+
+    if name.endswith("A_log"):
+        return torch.empty(shape, device=device).uniform_(0.0, 2.7, generator=gen).float()
+    if name.endswith("dt_bias"):
+        return torch.ones(shape, device=device)
+    if name.endswith("norm.weight"):
+        # The GDN output norm multiplies by w itself (no +1); the zero-centred ones use 1 + w.
+        base = 1.0 if ".linear_attn.norm." in name else 0.0
+        return base + 0.1 * torch.randn(shape, device=device, generator=gen)
+    if name.endswith("embed_tokens.weight") or name == "lm_head.weight":
+        return 0.3 * torch.randn(shape, device=device, generator=gen)
+    fan_in = shape[-1] if len(shape) == 2 else shape[-1] * shape[-2]
+    return torch.randn(shape, device=device, generator=gen) * (0.8 / fan_in ** 0.5)
+
+
+def build(out: str, size: str = "tiny", tied: bool | None = None, layout: str = "conditional",
+          seed: int = 0, layers: int = 4) -> str:
+    """Write a random checkpoint; `layout` is "conditional" (multimodal, as published) or "causal_lm"."""
+    import torch
+
+    os.makedirs(out, exist_ok=True)
+    tok = tokenizer_build.save(out)
+    if size == "tiny":
+        text = tiny_text_config(tok.get_vocab_size(), bool(tied), layers)
+        _build_tiny(out, text, layout, seed)
+    else:
+        text = dict(_COMMON_FULL, **_FULL[size])
+        if tied is not None:
+            text["tie_word_embeddings"] = tied
+        _write_full(out, text, seed, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    return out
+
+
+def _build_tiny(out: str, text: dict, layout: str, seed: int) -> None:
+    import torch
+    from transformers import (Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,
+                              Qwen3_5TextConfig)
+
+    torch.manual_seed(seed)
+    if layout == "conditional":
+        config = Qwen3_5Config(text_config=text, tie_word_embeddings=text["tie_word_embeddings"],
+                               vision_config=dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
+                                                  out_hidden_size=text["hidden_size"]))
+        model = Qwen3_5ForConditionalGeneration(config)
+    else:
+        model = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**text))
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "visual" not in name:
+                param.copy_(_random(name, tuple(param.shape), gen, "cpu"))
+    model.to(torch.bfloat16).save_pretrained(out)
+
+
+def _write_full(out: str, text: dict, seed: int, device) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    keys = list(text_keys(text, "model.language_model."))
+    if not text["tie_word_embeddings"]:
+        keys.append(("lm_head.weight", (text["vocab_size"], text["hidden_size"])))
+    shards, current, size, index = [], {}, 0, {}
+    for i, (name, shape) in enumerate(keys):
+        t = _random(name, shape, gen, device).to(torch.bfloat16).cpu()
+        current[name] = t
+        size += t.numel() * 2
+        if size >= 5_000_000_000 or i == len(keys) - 1:
+            shards.append(current)
+            current, size = {}, 0
+            print("random checkpoint: shard %d written (%d/%d tensors)" % (len(shards), i + 1, len(keys)), flush=True)
+            _save_shard(out, shards, save_file, index)
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": index}, f)
+    config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+              "tie_word_embeddings": text["tie_word_embeddings"],
+              "text_config": dict(text, model_type="qwen3_5_text"), "random_weights": True}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+def _save_shard(out, shards, save_file, index):
+    n = len(shards)
+    name = "model-%05d.safetensors" % n
+    save_file(shards[-1], os.path.join(out, name), metadata={"format": "pt"})
+    for key in shards[-1]:
+        index[key] = name
+    shards[-1] = None      # free the memory; only the count matters from here on
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--size", default="tiny", choices=["tiny", *_FULL])
+    ap.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None)
+    ap.add_argument("--layout", default="conditional", choices=["conditional", "causal_lm"])
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    print(build(args.out, args.size, args.tied, args.layout, args.seed))
+
+
+if __name__ == "__main__":
+    main()
