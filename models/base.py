@@ -34,6 +34,10 @@ class Packed:
     real_tokens: int
     padded_tokens: int
     meta: dict[str, Any] = field(default_factory=dict)
+    # Micro-batches: when set, the executor runs each feed dict in turn (within the device's
+    # budget, or one record per run for per-record graphs) and `unpack` receives one output
+    # list per part instead of one output list. `feeds` is then the first part.
+    parts: list[dict[str, np.ndarray]] | None = None
 
 
 class BatchAdapter(Protocol):

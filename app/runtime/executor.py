@@ -192,7 +192,10 @@ class Executor:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
             packed: Packed = adapter.pack(works, static=slot.static_shapes)
-            outputs = slot.session.run(None, packed.feeds)
+            if packed.parts is None:
+                outputs = slot.session.run(None, packed.feeds)
+            else:
+                outputs = [slot.session.run(None, feeds) for feeds in packed.parts]
             results = adapter.unpack(outputs, works, packed)
         except Exception as exc:
             span.record_exception(exc)

@@ -1,0 +1,131 @@
+"""The Gated DeltaNet recurrence as one torch custom op that exports to an ONNX Runtime kernel.
+
+transformers' chunked GDN loops over 64-token chunks in Python, so tracing it bakes the sequence
+length into the graph. Wrapping the recurrence in a custom op keeps the exported graph dynamic
+in batch and sequence and lets the exporter emit ONNX Runtime's own kernels
+(models.md §6.3):
+
+* "linear_attention": com.microsoft `LinearAttention(update_rule="gated_delta")`, with CPU and
+  CUDA kernels (what the tests run);
+* "gated_delta_net": com.microsoft `GatedDeltaNet`, the fused CUDA-only kernel (inverse GQA, q/k
+  L2 norm and the initial state handled inside).
+
+Inputs (one layer): q, k [B, T, Hk, Dk] after the causal conv (not yet normalised), v [B, T, Hv,
+Dv], g (log decay) and beta [B, T, Hv], all float32. Output [B, T, Hv, Dv] float32. The state
+starts at zero: a decision model reads one prefill, nothing carries over.
+"""
+from __future__ import annotations
+
+import torch
+
+KERNELS = ("linear_attention", "gated_delta_net")
+EPS = 1e-6
+
+
+def _l2norm(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + EPS)
+
+
+@torch.library.custom_op("omni_qwen35::gated_delta", mutates_args=())
+def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
+                beta: torch.Tensor) -> torch.Tensor:
+    """Token-by-token reference recurrence (models.md §6.2 step 5), used when torch runs the graph."""
+    b, t, hk, dk = q.shape
+    hv, dv = v.shape[-2:]
+    rep = hv // hk
+    q = _l2norm(q.float()).repeat_interleave(rep, dim=2) * dk ** -0.5
+    k = _l2norm(k.float()).repeat_interleave(rep, dim=2)
+    v, g, beta = v.float(), g.float(), beta.float()
+    state = q.new_zeros(b, hv, dk, dv)
+    out = q.new_empty(b, t, hv, dv)
+    for i in range(t):
+        state = state * g[:, i].exp()[..., None, None]
+        memory = (state * k[:, i, :, :, None]).sum(-2)                    # S^T k   [B, Hv, Dv]
+        delta = (v[:, i] - memory) * beta[:, i, :, None]
+        state = state + k[:, i, :, :, None] * delta[:, :, None, :]
+        out[:, i] = (state * q[:, i, :, :, None]).sum(-2)
+    return out
+
+
+@gated_delta.register_fake
+def _(q, k, v, g, beta):
+    return v.new_empty(v.shape, dtype=torch.float32)
+
+
+def translation(kernel: str):
+    """The ONNX translation of `gated_delta` for `kernel` (torch.onnx custom_translation_table)."""
+    from onnxscript import opset18 as op
+    from onnxscript.values import Opset
+
+    _register_schemas()
+    ms = Opset("com.microsoft", 1)
+
+    def _shape_bt(x):
+        return op.Slice(op.Shape(x), op.Constant(value_ints=[0]), op.Constant(value_ints=[2]))
+
+    def linear_attention(q, k, v, g, beta):
+        # Packed [B, T, H*D] layout with q/k expanded to the value heads (LinearAttention's GQA
+        # shares kv heads among query heads, the opposite of GDN's grouping).
+        hk, dk = q.shape[2], q.shape[3]
+        hv, dv = v.shape[2], v.shape[3]
+        rep = hv // hk
+        bt = _shape_bt(q)
+
+        def expand(x):
+            x = op.Mul(x, op.Reciprocal(op.Sqrt(op.Add(op.ReduceSum(op.Mul(x, x), op.Constant(value_ints=[-1]),
+                                                                    keepdims=1), op.Constant(value_float=EPS)))))
+            x = op.Unsqueeze(x, op.Constant(value_ints=[3]))                 # [B, T, Hk, 1, Dk]
+            x = op.Expand(x, op.Concat(bt, op.Constant(value_ints=[hk, rep, dk]), axis=0))
+            return op.Reshape(x, op.Concat(bt, op.Constant(value_ints=[hv * dk]), axis=0))
+
+        packed_v = op.Reshape(v, op.Concat(bt, op.Constant(value_ints=[hv * dv]), axis=0))
+        out, _state = ms.LinearAttention(expand(q), expand(k), packed_v, None, g, beta,
+                                         q_num_heads=hv, kv_num_heads=hv, update_rule="gated_delta",
+                                         scale=float(dk ** -0.5), _outputs=2)
+        return op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0))
+
+    def gated_delta_net(q, k, v, g, beta):
+        hv, dv, dk = v.shape[2], v.shape[3], q.shape[3]
+        batch = op.Slice(op.Shape(q), op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+        zeros = op.ConstantOfShape(op.Concat(batch, op.Constant(value_ints=[hv, dv, dk]), axis=0))
+        out, _final = ms.GatedDeltaNet(q, k, v, None, g, beta, zeros, qk_l2_norm=1,
+                                       update_rule="gated_delta", _outputs=2)
+        return out
+
+    if kernel not in KERNELS:
+        raise ValueError("unknown GDN kernel %r (known: %s)" % (kernel, ", ".join(KERNELS)))
+    return linear_attention if kernel == "linear_attention" else gated_delta_net
+
+
+def _register_schemas() -> None:
+    """Tell onnx (hence onnxscript) the signatures of the two ONNX Runtime contrib ops we emit;
+    onnx itself ships no com.microsoft schemas. Copied from ORT 1.31.1's registered schemas."""
+    from onnx import defs
+
+    if defs.has("LinearAttention", "com.microsoft"):
+        return
+    P, A = defs.OpSchema.FormalParameter, defs.OpSchema.Attribute
+    opt = defs.OpSchema.FormalParameterOption.Optional
+    floats = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
+    string, integer, real = (defs.OpSchema.AttrType.STRING, defs.OpSchema.AttrType.INT,
+                             defs.OpSchema.AttrType.FLOAT)
+    defs.register_schema(defs.OpSchema(
+        "LinearAttention", "com.microsoft", 1,
+        inputs=[P("query", "T"), P("key", "T"), P("value", "T"), P("past_state", "S", param_option=opt),
+                P("decay", "T", param_option=opt), P("beta", "T", param_option=opt)],
+        outputs=[P("output", "T"), P("present_state", "S")],
+        type_constraints=[("T", floats, ""), ("S", floats, "")],
+        attributes=[A("q_num_heads", integer), A("kv_num_heads", integer), A("update_rule", string),
+                    A("scale", real), A("chunk_size", integer), A("state_window", integer)]))
+    defs.register_schema(defs.OpSchema(
+        "GatedDeltaNet", "com.microsoft", 1,
+        inputs=[P("query", "T"), P("key", "T", param_option=opt), P("value", "T", param_option=opt),
+                P("cu_seqlens", "TI", param_option=opt), P("decay", "TS", param_option=opt),
+                P("beta", "TS", param_option=opt), P("initial_state", "TS", param_option=opt),
+                P("a_log", "TS", param_option=opt), P("dt_bias", "TS", param_option=opt),
+                P("capture_count", "TI", param_option=opt), P("state_update_active", "TI", param_option=opt)],
+        outputs=[P("output", "T"), P("final_state", "TS"), P("state_update", "TS", param_option=opt)],
+        type_constraints=[("T", floats, ""), ("TS", ["tensor(float)"], ""), ("TI", ["tensor(int32)"], "")],
+        attributes=[A("qk_l2_norm", integer), A("update_rule", string), A("scale", real),
+                    A("chunk_size", integer), A("beta_activation", string), A("gate_activation", string),
+                    A("state_update_capacity", integer)]))

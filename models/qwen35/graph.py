@@ -1,0 +1,183 @@
+"""The Qwen3.5 text stack as a torch module built for export: one prefill, no cache, no mask.
+
+Written from models.md §6.2 (transformers `qwen3_5` maths) with the same parameter names as
+`Qwen3_5TextModel`, so its state dict loads unchanged. Rows are right-padded: causality alone
+keeps trailing pads out of every real position, in attention and in the GDN recurrence, so no
+attention mask is needed and padding never changes a real row. The GDN recurrence is the
+`gated_delta` custom op (gdn.py); everything else is standard ops.
+
+Readouts (what the decision models read, §6.4):
+* "last": `hidden [B, H]`, the final-norm hidden state at `positions[b]` (last real token);
+* "letters": `hidden` plus `letter_logits [B, n]` = hidden · embed[letter_ids]ᵀ (Cua-S1);
+* "all": `hidden_states [B, T, H]`, every position (Clef-Flash's joint head reads them all).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from models.qwen35.dims import TextDims
+from models.qwen35.gdn import gated_delta
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
+    """y = x·rsqrt(mean x² + eps)·(offset + w), computed in fp32 (offset 1: zero-centred norms)."""
+    dtype = x.dtype
+    x = x.float()
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return (x * (offset + weight.float())).to(dtype)
+
+
+class Norm(nn.Module):
+    def __init__(self, dim: int, eps: float, offset: float = 1.0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(dim))
+        self.eps, self.offset = eps, offset
+
+    def forward(self, x):
+        return rms_norm(x, self.weight, self.eps, self.offset)
+
+
+class MLP(nn.Module):
+    def __init__(self, d: TextDims):
+        super().__init__()
+        self.gate_proj = nn.Linear(d.hidden_size, d.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(d.hidden_size, d.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(d.intermediate_size, d.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class GatedDeltaNet(nn.Module):
+    def __init__(self, d: TextDims):
+        super().__init__()
+        self.d = d
+        conv_dim = 2 * d.key_dim + d.value_dim
+        self.in_proj_qkv = nn.Linear(d.hidden_size, conv_dim, bias=False)
+        self.in_proj_z = nn.Linear(d.hidden_size, d.value_dim, bias=False)
+        self.in_proj_b = nn.Linear(d.hidden_size, d.linear_num_value_heads, bias=False)
+        self.in_proj_a = nn.Linear(d.hidden_size, d.linear_num_value_heads, bias=False)
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, d.linear_conv_kernel_dim, groups=conv_dim, bias=False,
+                                padding=d.linear_conv_kernel_dim - 1)
+        self.dt_bias = nn.Parameter(torch.ones(d.linear_num_value_heads))
+        self.A_log = nn.Parameter(torch.zeros(d.linear_num_value_heads))
+        self.norm = Norm(d.linear_value_head_dim, d.rms_norm_eps, offset=0.0)   # plain w, no +1
+        self.out_proj = nn.Linear(d.value_dim, d.hidden_size, bias=False)
+
+    def forward(self, x):
+        d = self.d
+        b, t, _ = x.shape
+        qkv = self.in_proj_qkv(x).transpose(1, 2)
+        qkv = F.silu(self.conv1d(qkv)[:, :, :t]).transpose(1, 2)            # causal depthwise conv
+        q, k, v = torch.split(qkv, [d.key_dim, d.key_dim, d.value_dim], dim=-1)
+        q = q.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim).float()
+        k = k.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim).float()
+        v = v.reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim).float()
+        beta = torch.sigmoid(self.in_proj_b(x).float())
+        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
+        o = gated_delta(q, k, v, g, beta)                                   # [B, T, Hv, Dv] fp32
+        z = self.in_proj_z(x).reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim)
+        o = rms_norm(o, self.norm.weight, d.rms_norm_eps, 0.0) * F.silu(z.float())
+        return self.out_proj(o.reshape(b, t, d.value_dim).to(x.dtype))
+
+
+class Attention(nn.Module):
+    """Gated full attention: q_proj gives [query | gate] per head, q/k norms, partial RoPE, GQA."""
+
+    def __init__(self, d: TextDims):
+        super().__init__()
+        self.d = d
+        hd = d.head_dim
+        self.q_proj = nn.Linear(d.hidden_size, d.num_attention_heads * hd * 2, bias=False)
+        self.k_proj = nn.Linear(d.hidden_size, d.num_key_value_heads * hd, bias=False)
+        self.v_proj = nn.Linear(d.hidden_size, d.num_key_value_heads * hd, bias=False)
+        self.o_proj = nn.Linear(d.num_attention_heads * hd, d.hidden_size, bias=False)
+        self.q_norm = Norm(hd, d.rms_norm_eps)
+        self.k_norm = Norm(hd, d.rms_norm_eps)
+
+    def forward(self, x, cos, sin):
+        d = self.d
+        b, t, _ = x.shape
+        hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
+        q, gate = self.q_proj(x).view(b, t, hq, 2 * hd).chunk(2, dim=-1)
+        q = self.q_norm(q).transpose(1, 2)                                  # [B, Hq, T, hd]
+        k = self.k_norm(self.k_proj(x).view(b, t, hkv, hd)).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, hkv, hd).transpose(1, 2)
+        q, k = _rope(q, cos, sin, d.rotary_dim), _rope(k, cos, sin, d.rotary_dim)
+        rep = hq // hkv
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd ** -0.5)
+        o = o.transpose(1, 2).reshape(b, t, hq * hd)
+        return self.o_proj(o * torch.sigmoid(gate.reshape(b, t, hq * hd)))
+
+
+def _rope(x, cos, sin, rot: int):
+    """Rotate-half RoPE on the first `rot` dims (pairs i, i + rot/2); the rest pass through."""
+    xr, rest = x[..., :rot], x[..., rot:]
+    half = rot // 2
+    rotated = torch.cat((-xr[..., half:], xr[..., :half]), dim=-1)
+    return torch.cat((xr * cos + rotated * sin, rest), dim=-1)
+
+
+class Layer(nn.Module):
+    def __init__(self, d: TextDims, kind: str):
+        super().__init__()
+        self.kind = kind
+        if kind == "linear_attention":
+            self.linear_attn = GatedDeltaNet(d)
+        else:
+            self.self_attn = Attention(d)
+        self.mlp = MLP(d)
+        self.input_layernorm = Norm(d.hidden_size, d.rms_norm_eps)
+        self.post_attention_layernorm = Norm(d.hidden_size, d.rms_norm_eps)
+
+    def forward(self, x, cos, sin):
+        h = self.input_layernorm(x)
+        x = x + (self.linear_attn(h) if self.kind == "linear_attention" else self.self_attn(h, cos, sin))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Backbone(nn.Module):
+    def __init__(self, d: TextDims, readout: str = "last", letter_ids: list[int] | None = None):
+        super().__init__()
+        self.d, self.readout = d, readout
+        self.embed_tokens = nn.Embedding(d.vocab_size, d.hidden_size)
+        self.layers = nn.ModuleList(Layer(d, kind) for kind in d.layer_types)
+        self.norm = Norm(d.hidden_size, d.rms_norm_eps)
+        rot = d.rotary_dim
+        self.register_buffer("inv_freq", 1.0 / (d.rope_theta ** (torch.arange(0, rot, 2).float() / rot)),
+                             persistent=False)
+        self.letter_ids = list(letter_ids or [])
+
+    def hidden_states(self, input_ids):
+        x = self.embed_tokens(input_ids)
+        t = input_ids.shape[1]
+        # Text positions are 0..T-1 on all three MRoPE axes, which reduces to plain 1-D RoPE.
+        freqs = torch.arange(t, device=input_ids.device).float()[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.norm(x)
+
+    def forward(self, input_ids, positions=None):
+        hs = self.hidden_states(input_ids)
+        if self.readout == "all":
+            return hs
+        idx = positions.view(-1, 1, 1).expand(-1, 1, hs.shape[-1])
+        hidden = torch.gather(hs, 1, idx).squeeze(1).float()
+        if self.readout == "letters":
+            rows = self.embed_tokens.weight[self.letter_ids].float()      # [n, H]
+            return hidden, hidden @ rows.T
+        return hidden
+
+    def load_text_state(self, state: dict) -> None:
+        """Load a weights.load_text_state dict; an untied lm_head is not part of the backbone."""
+        state = {k: v for k, v in state.items() if k != "lm_head.weight"}
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        if missing or unexpected:
+            raise ValueError("checkpoint does not match the Qwen3.5 text stack: missing %s, unexpected %s"
+                             % (missing[:6], unexpected[:6]))

@@ -1,0 +1,91 @@
+"""Batch adapter for models that read one hidden state per row (Cua-S1 questions, Open-Jev
+candidates): rows from one or more requests become right-padded micro-batches.
+
+Rows are sorted by length and cut into micro-batches within a row and padded-token budget,
+each padded only to its own longest row (a multiple of `pad_to`; of 64 with rows rounded to a
+power of two for CUDA-graph sessions), so a 3,000-token candidate never pads a batch of short
+ones. `positions` reads each row at its last real token; causality keeps the trailing pads out
+of every real row, so answers do not depend on what a row was batched with. Outputs come back in
+request order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from models.base import Packed, Prepared
+
+
+@dataclass
+class RowWork:
+    rows: list[list[int]]          # token ids, one list per row
+
+
+class LastTokenAdapter:
+    def __init__(self, pad_id: int, key: str, max_rows: int = 64, max_tokens: int = 32768, pad_to: int = 16):
+        self.pad_id, self.key = pad_id, key
+        self.max_rows, self.max_tokens, self.pad_to = max_rows, max_tokens, pad_to
+
+    def compatible(self, prepared: Prepared) -> Hashable:
+        return self.key
+
+    def _chunks(self, lengths: list[int], order: list[int], multiple: int):
+        """Consecutive runs of `order` (longest first) within the budgets."""
+        chunk: list[int] = []
+        for i in order:
+            longest = _round(lengths[chunk[0]] if chunk else lengths[i], multiple)
+            if chunk and (len(chunk) + 1 > self.max_rows or (len(chunk) + 1) * longest > self.max_tokens):
+                yield chunk
+                chunk = []
+            chunk.append(i)
+        if chunk:
+            yield chunk
+
+    def pack(self, works: Sequence[RowWork], static: bool = False) -> Packed:
+        rows = [r for work in works for r in work.rows]
+        lengths = [len(r) for r in rows]
+        order = sorted(range(len(rows)), key=lambda i: -lengths[i])
+        multiple = 64 if static else self.pad_to
+        parts, chunks, padded = [], [], 0
+        for chunk in self._chunks(lengths, order, multiple):
+            length = _round(lengths[chunk[0]], multiple)
+            total = _pow2(len(chunk)) if static else len(chunk)
+            ids = np.full((total, length), self.pad_id, dtype=np.int64)
+            positions = np.zeros((total,), dtype=np.int64)
+            for j, i in enumerate(chunk):
+                ids[j, :lengths[i]] = rows[i]
+                positions[j] = lengths[i] - 1
+            parts.append({"input_ids": ids, "positions": positions})
+            chunks.append(chunk)
+            padded += total * length
+        return Packed(parts[0], rows=sum(p["input_ids"].shape[0] for p in parts), real_tokens=sum(lengths),
+                      padded_tokens=padded, parts=parts,
+                      meta={"micro_batches": len(parts), "seq_len": int(parts[0]["input_ids"].shape[1]),
+                            "chunks": chunks})
+
+    def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[RowWork], packed: Packed) -> list:
+        """One tuple of arrays (one per graph output, rows in the work's order) per work."""
+        n = sum(len(w.rows) for w in works)
+        chunks = packed.meta.pop("chunks")
+        per_output = []
+        for k in range(len(outputs[0])):
+            full = np.empty((n,) + outputs[0][k].shape[1:], dtype=outputs[0][k].dtype)
+            for part, chunk in zip(outputs, chunks):
+                full[chunk] = part[k][: len(chunk)]
+            per_output.append(full)
+        out, start = [], 0
+        for work in works:
+            end = start + len(work.rows)
+            out.append(tuple(a[start:end] for a in per_output))
+            start = end
+        return out
+
+
+def _round(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())

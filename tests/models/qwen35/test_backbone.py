@@ -1,0 +1,119 @@
+"""The Qwen3.5 backbone against transformers on CPU fp32: our torch graph, then the ONNX export
+run by ONNX Runtime's LinearAttention kernel; padding invariance; sequences over one GDN chunk."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from models.qwen35 import export, weights
+from models.qwen35.dims import TextDims
+from tests.models.qwen35.conftest import reference
+
+LENGTHS = [150, 97, 64, 5]          # > 2 GDN chunks, a ragged one, exactly one chunk, short
+
+
+def _batch(vocab: int, lengths, pad_id: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.full((len(lengths), max(lengths)), pad_id, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        ids[i, :n] = torch.randint(0, vocab - 8, (n,), generator=g)
+    return ids, torch.tensor([n - 1 for n in lengths])
+
+
+def _reference_last(model, ids, lengths):
+    """transformers, one unpadded row at a time: hidden at the last token and the full logits."""
+    text = model.model.language_model if hasattr(model.model, "language_model") else model.model
+    hidden, logits = [], []
+    with torch.no_grad():
+        for i, n in enumerate(lengths):
+            h = text(input_ids=ids[i:i + 1, :n]).last_hidden_state[0, -1]
+            hidden.append(h)
+            logits.append(model.lm_head(h))
+    return torch.stack(hidden), torch.stack(logits)
+
+
+def _rel(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+@pytest.mark.parametrize("which", ["qwen_tied", "qwen_untied"])
+def test_torch_graph_matches_transformers(which, request):
+    directory = request.getfixturevalue(which)
+    dims = TextDims.from_dir(directory)
+    module = export.build_module(dims, weights.load_text_state(directory, torch.float32), "last")
+    ref = reference(directory)
+    ids, positions = _batch(dims.vocab_size, LENGTHS, pad_id=0)
+    want, _ = _reference_last(ref, ids, LENGTHS)
+    with torch.no_grad():
+        got = module(ids, positions)
+    assert _rel(got, want) <= 1e-4
+
+
+def test_onnx_matches_transformers_hidden_and_letter_probabilities(qwen_tied, tied_letters_export):
+    import onnxruntime as ort
+
+    _, path = tied_letters_export
+    dims = TextDims.from_dir(qwen_tied)
+    ref = reference(qwen_tied)
+    ids, positions = _batch(dims.vocab_size, LENGTHS, pad_id=dims.vocab_size - 5)
+    want_h, want_logits = _reference_last(ref, ids, LENGTHS)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    hidden, letters = session.run(None, {"input_ids": ids.numpy(), "positions": positions.numpy()})
+    assert _rel(hidden, want_h) <= 1e-4
+    # Tied embeddings: the letter logits are the lm_head rows 32..57 (A-Z).
+    want_letters = want_logits[:, 32:58]
+    assert _rel(letters, want_letters) <= 1e-4
+    p = torch.softmax(torch.from_numpy(letters).double(), -1)
+    q = torch.softmax(want_letters.double(), -1)
+    assert float((p - q).abs().max()) <= 1e-4
+
+
+def test_padding_and_batch_mates_do_not_change_a_row(tied_letters_export, qwen_tied):
+    import onnxruntime as ort
+
+    _, path = tied_letters_export
+    dims = TextDims.from_dir(qwen_tied)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ids, positions = _batch(dims.vocab_size, LENGTHS, pad_id=3)
+    together = session.run(None, {"input_ids": ids.numpy(), "positions": positions.numpy()})
+    for i, n in enumerate(LENGTHS):
+        alone = session.run(None, {"input_ids": ids[i:i + 1, :n].numpy(), "positions": np.array([n - 1])})
+        for a, b in zip(alone, together):
+            assert np.abs(a[0] - b[i]).max() <= 1e-5 * max(1.0, float(np.abs(a).max()))
+
+
+def test_export_check_on_untraced_shapes(tied_letters_export):
+    module, path = tied_letters_export
+    assert export.check_graph(module, path) < 1e-3
+
+
+def test_weights_read_both_layouts_and_tying(qwen_tied, qwen_untied):
+    tied = weights.load_text_state(qwen_tied)
+    untied = weights.load_text_state(qwen_untied)
+    assert "lm_head.weight" not in tied and "lm_head.weight" in untied
+    assert not any(k.startswith(("model.", "visual")) for k in tied)
+    assert TextDims.from_dir(qwen_tied).tie_word_embeddings
+    assert TextDims.from_dir(qwen_untied).layer_types.count("full_attention") == 2
+
+
+def test_weights_refuse_a_folder_without_weights(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError):
+        weights.load_text_state(str(tmp_path))
+
+
+def test_full_size_key_list_matches_transformers(qwen_tied):
+    """The full-size random writer names tensors exactly as transformers saves them."""
+    import json
+
+    from safetensors import safe_open
+
+    from models.qwen35.random_checkpoint import text_keys
+
+    with open(qwen_tied + "/config.json") as f:
+        text = json.load(f)["text_config"]
+    with safe_open(qwen_tied + "/model.safetensors", "pt") as f:
+        saved = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys() if k.startswith("model.language_model.")}
+    assert dict(text_keys(text, "model.language_model.")) == saved
