@@ -3,6 +3,8 @@
     python -m models.export laya --checkpoint convaiinnovations/laya --out exports/english
     python -m models.export laya --checkpoint convaiinnovations/laya/multilingual --out exports/multilingual
     python -m models.export laya --checkpoint ./my-laya-checkpoint --out exports/mine --name mine
+    python -m models.export cua-s1 --checkpoint Qwen/Qwen3.5-4B --adapter cua-ai/cua-s1-4b-0.2/text \
+        --out exports/cua-s1 --dtype float16
 
 `--checkpoint` is a local directory in the published layout or a Hugging Face repo id
 (optionally with a subfolder), downloaded with huggingface_hub (`--revision` pins a commit;
@@ -16,7 +18,9 @@ import sys
 
 from models.hub import CheckpointUnavailable
 
-EXPORTERS = {"laya": "models.laya.export"}
+EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export"}
+# Options only the Qwen3.5-backbone families take.
+QWEN_OPTIONS = ("adapter", "dtype", "gdn_kernel")
 
 
 def main(argv=None) -> int:
@@ -29,6 +33,12 @@ def main(argv=None) -> int:
     ap.add_argument("--subfolder", help="checkpoint subfolder inside the repo or directory")
     ap.add_argument("--name", help="served model name (default: the checkpoint's variant)")
     ap.add_argument("--force", action="store_true", help="export even when up to date")
+    qwen = ap.add_argument_group("Qwen3.5-backbone models (cua-s1, open-jev, clef-flash)")
+    qwen.add_argument("--adapter", help="PEFT LoRA adapter merged at export: local dir or owner/name[/sub]")
+    qwen.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
+                      help="weights and compute dtype of the graph (default float32)")
+    qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net"],
+                      help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net: CUDA only)")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 
@@ -36,8 +46,11 @@ def main(argv=None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     try:
+        extra = {k: getattr(args, k) for k in QWEN_OPTIONS if getattr(args, k) is not None}
+        if extra and args.model == "laya":
+            ap.error("--%s applies to Qwen3.5-backbone models only" % next(iter(extra)).replace("_", "-"))
         exporter.export(args.checkpoint, args.out, revision=args.revision, subfolder=args.subfolder,
-                        name=args.name, force=args.force, progress=progress)
+                        name=args.name, force=args.force, progress=progress, **extra)
     except CheckpointUnavailable as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2

@@ -5,7 +5,7 @@ import importlib
 
 from models import manifest as manifests
 
-FAMILIES = {"laya": "models.laya"}
+FAMILIES = {"laya": "models.laya", "cua_s1": "models.cua_s1.served"}
 
 
 def load(directory: str):

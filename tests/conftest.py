@@ -137,7 +137,8 @@ class Pipeline:
         prepared = [self.model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
         packed = self.model.adapter.pack(works)
-        raw = self.session.run(None, packed.feeds)
+        raw = (self.session.run(None, packed.feeds) if packed.parts is None
+               else [self.session.run(None, feeds) for feeds in packed.parts])
         return prepared, self.model.adapter.unpack(raw, works, packed), packed
 
     def __call__(self, body: dict, profile: str = "reference") -> dict:

@@ -101,3 +101,64 @@ def check_graph(model, onnx_path: str, tolerance: float = 1e-3) -> float:
     if not worst < tolerance:
         raise RuntimeError("exported graph disagrees with torch: max |Δ| = %g" % worst)
     return worst
+
+
+BASE_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors",
+              "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"]
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def source_files(directory: str) -> list[str]:
+    """The files an export reads from a base checkpoint directory (what its manifest hashes)."""
+    names = ["config.json", *[n for n in TOKENIZER_FILES if os.path.exists(os.path.join(directory, n))]]
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.exists(index):
+        import json
+
+        with open(index, encoding="utf-8") as f:
+            names += ["model.safetensors.index.json", *sorted(set(json.load(f)["weight_map"].values()))]
+    else:
+        names.append("model.safetensors")
+    return names
+
+
+def hash_sources(directory: str, names: list[str], progress=print) -> dict[str, str]:
+    """SHA-256 per source file; multi-GB shards take a while, so say so."""
+    from models import manifest as manifests
+
+    out = {}
+    for i, name in enumerate(names):
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            if os.path.getsize(path) > 1 << 30:
+                progress("hashing %s (%d/%d, %.1f GB)" % (name, i + 1, len(names), os.path.getsize(path) / 1e9))
+            out[name] = manifests.sha256_file(path)
+    return out
+
+
+def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool) -> dict:
+    """Export `model` into `out` atomically (a temp folder renamed into place), copy the tokenizer,
+    and return what the manifest records about the graph."""
+    import shutil
+
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, ".export-tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    path = export_graph(model, tmp, kernel=kernel, progress=progress)
+    info = {"gdn_kernel": kernel}
+    # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
+    if check and kernel == "linear_attention" and model_dtype(model) == "float32":
+        progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
+        info["check_max_abs_diff"] = check_graph(model, path)
+    for name in TOKENIZER_FILES:
+        if os.path.exists(os.path.join(tokenizer_dir, name)):
+            shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(tmp, name))
+    for name in os.listdir(tmp):
+        os.replace(os.path.join(tmp, name), os.path.join(out, name))
+    os.rmdir(tmp)
+    return info
+
+
+def model_dtype(model) -> str:
+    return str(model.embed_tokens.weight.dtype).replace("torch.", "")

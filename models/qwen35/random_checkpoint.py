@@ -125,6 +125,12 @@ def _build_tiny(out: str, text: dict, layout: str, seed: int) -> None:
             if "visual" not in name:
                 param.copy_(_random(name, tuple(param.shape), gen, "cpu"))
     model.to(torch.bfloat16).save_pretrained(out)
+    path = os.path.join(out, "config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config["random_weights"] = True          # exports and responses say so
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
 
 
 def _write_full(out: str, text: dict, seed: int, device) -> None:

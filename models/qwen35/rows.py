@@ -10,17 +10,13 @@ request order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 import numpy as np
 
 from models.base import Packed, Prepared
 
-
-@dataclass
-class RowWork:
-    rows: list[list[int]]          # token ids, one list per row
+Rows = list  # one work item: a list of token-id lists, one per row
 
 
 class LastTokenAdapter:
@@ -43,8 +39,8 @@ class LastTokenAdapter:
         if chunk:
             yield chunk
 
-    def pack(self, works: Sequence[RowWork], static: bool = False) -> Packed:
-        rows = [r for work in works for r in work.rows]
+    def pack(self, works: Sequence[Rows], static: bool = False) -> Packed:
+        rows = [r for work in works for r in work]
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
         multiple = 64 if static else self.pad_to
@@ -65,9 +61,9 @@ class LastTokenAdapter:
                       meta={"micro_batches": len(parts), "seq_len": int(parts[0]["input_ids"].shape[1]),
                             "chunks": chunks})
 
-    def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[RowWork], packed: Packed) -> list:
+    def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed) -> list:
         """One tuple of arrays (one per graph output, rows in the work's order) per work."""
-        n = sum(len(w.rows) for w in works)
+        n = sum(len(w) for w in works)
         chunks = packed.meta.pop("chunks")
         per_output = []
         for k in range(len(outputs[0])):
@@ -77,7 +73,7 @@ class LastTokenAdapter:
             per_output.append(full)
         out, start = [], 0
         for work in works:
-            end = start + len(work.rows)
+            end = start + len(work)
             out.append(tuple(a[start:end] for a in per_output))
             start = end
         return out

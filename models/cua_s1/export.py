@@ -1,0 +1,99 @@
+"""Cua-S1 export: Qwen3.5-4B base + the `text/` LoRA adapter → merged backbone ONNX + manifest.
+
+    python -m models.export cua-s1 --checkpoint Qwen/Qwen3.5-4B --adapter cua-ai/cua-s1-4b-0.2/text \
+        --out exports/cua-s1 [--dtype float16] [--gdn-kernel gated_delta_net]
+
+The adapter is merged into the text stack (W + (alpha/r)·B·A, rounded once to the weight dtype)
+before export; the graph reads the final-norm hidden state at each row's last real token, and
+the 26 letter rows of the tied embedding (ids 32-57) are saved next to it so finishing computes
+the letter logits on the host in float64, as the native worker does (finish.finish_hidden).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from models import hub, manifest as manifests
+from models.cua_s1 import checkpoint as ck
+from models.qwen35 import export as qexport
+from models.qwen35 import weights
+from models.qwen35.dims import TextDims
+
+LETTER_ROWS = "letter_rows.npy"
+
+
+def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
+           subfolder: str | None = None, name: str | None = None, force: bool = False,
+           dtype: str = "float32", gdn_kernel: str = "linear_attention", progress=print, **_ignored) -> dict:
+    import numpy as np
+    import torch
+
+    progress = progress or (lambda m: None)
+    t0 = time.perf_counter()
+    progress("[1/5] resolving base %s%s" % (checkpoint, " and adapter %s" % adapter if adapter else ""))
+    base = hub.resolve(checkpoint, qexport.BASE_FILES, revision=revision, subfolder=subfolder)
+    lora = None
+    if adapter:
+        ad = hub.resolve(adapter, ["adapter_config.json", "adapter_model.safetensors", "adapter_model.bin",
+                                   "text/*"])
+        dims = TextDims.from_dir(base.path)
+        lora = ck.resolve_adapter(ad.path, dims.layer_types)
+    served_name = name or ck.MODEL_NAME
+    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel, "opset": qexport.OPSET}
+    progress("[2/5] hashing sources")
+    sources = qexport.hash_sources(base.path, qexport.source_files(base.path), progress)
+    if lora is not None:
+        sources.update({"adapter/" + k: v for k, v in manifests.hash_files(
+            lora.directory, ["adapter_config.json", os.path.basename(lora.weights)]).items()})
+    if not force and manifests.up_to_date(out, ck.FAMILY, sources, options):
+        progress("up to date: %s (nothing to do)" % out)
+        return manifests.read(out)
+
+    dims = TextDims.from_dir(base.path)
+    if not dims.tie_word_embeddings:
+        progress("note: untied embeddings; the letter rows come from lm_head")
+    progress("[3/5] loading the text stack (%d layers, hidden %d) and merging the adapter"
+             % (len(dims.layer_types), dims.hidden_size))
+    state = weights.load_text_state(base.path, torch.float32)
+    merged = weights.merge_lora(state, lora.directory, allowed=[
+        "self_attn." + t for t in ck.ATTENTION_TARGETS] + ["mlp." + t for t in ck.MLP_TARGETS]) if lora else []
+    rows_from = state["embed_tokens.weight"] if dims.tie_word_embeddings else state["lm_head.weight"]
+    letter_rows = rows_from[list(ck.LETTER_IDS)].float().numpy()
+    model = qexport.build_module(dims, state, "last", dtype)
+    del state
+    progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
+    graph = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True)
+    np.save(os.path.join(out, LETTER_ROWS), letter_rows)
+    progress("[5/5] writing the manifest")
+    import onnx
+    import transformers
+
+    random = _random(base.path)
+    meta = {
+        "family": ck.FAMILY, "name": served_name, "aliases": [], "identity": ck.IDENTITY,
+        "description": "Cua-S1 4B 0.2 (text adapter): one-pass computer-use decisions over a closed "
+                       "list of lettered options",
+        "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "onnx": qexport.ONNX_NAME,
+        "source": {"checkpoint": base.source if base.repo else "local:" + os.path.basename(os.path.normpath(base.path)),
+                   "revision": base.revision, "adapter": adapter, "sha256": sources},
+        "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph,
+        "lora": lora.summary() if lora else None, "merged_modules": len(merged),
+        "inputs": ["input_ids", "positions"], "outputs": ["hidden"],
+        "export_options": options,
+        "exporter": {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__,
+                     "transformers": transformers.__version__, "onnx": onnx.__version__, "opset": qexport.OPSET},
+    }
+    ck.write_export_marker(out, lora)
+    meta["files"] = manifests.hash_files(out, sorted(n for n in os.listdir(out) if n != manifests.MANIFEST
+                                                    and not n.endswith(".data")))
+    manifests.write(out, meta)
+    progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
+    return meta
+
+
+def _random(directory: str) -> bool:
+    import json
+
+    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+        return bool(json.load(f).get("random_weights"))

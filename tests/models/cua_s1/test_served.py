@@ -1,0 +1,102 @@
+"""Cua-S1 end to end on a tiny random base + random `text/` LoRA: export (adapter merged), then
+ONNX Runtime through the served model's prepare/pack/finish against transformers + PEFT (the
+adapter unmerged, its LoRA branch in fp32), and over HTTP from a real Granian server."""
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from models.cua_s1 import finish as finishing
+from tests.conftest import Pipeline, run_server
+
+REQUESTS = [
+    {"model": "cua-s1-4b-0.2", "state": "Dialog: Delete 3 files permanently? Buttons: Delete, Cancel",
+     "questions": {"pick": {"type": "choice", "instructions": "Keep the files.",
+                            "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"}}}},
+    {"model": "cua-s1-4b-0.2",
+     "state": {"window": "Settings", "tree": ["button 'Save'", "link 'Help'", "textbox 'Email' empty"],
+               "focused": None},
+     "questions": {
+         "next": {"type": "choice", "instructions": None,
+                  "criteria": {"save": "Click Save", "help": None, "email": {"type": "Email", "n": 3}}},
+         "alt": {"type": "choice", "instructions": "Get help. " * 30,
+                 "criteria": {k: "Option %s" % k for k in "abcdefghij"}},
+         "one": {"type": "choice", "instructions": "", "criteria": {"only": "The only option"}}}},
+]
+
+
+@pytest.fixture(scope="module")
+def cua_export(random_cua, tmp_path_factory):
+    from models.cua_s1 import export
+
+    out = str(tmp_path_factory.mktemp("cua-export"))
+    export.export(random_cua.base, out, adapter=random_cua.adapter, progress=None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(random_cua):
+    """transformers' causal LM with the PEFT adapter applied unmerged, fp32."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(random_cua.base, dtype=torch.float32)
+    return PeftModel.from_pretrained(base, random_cua.text).eval()
+
+
+def test_export_merges_the_adapter_and_records_it(cua_export):
+    from models import manifest
+
+    meta = manifest.read(cua_export)
+    assert meta["family"] == "cua_s1" and meta["random_weights"] is True
+    assert meta["lora"]["r"] == 16 and meta["merged_modules"] > 0
+    assert meta["graph"]["check_max_abs_diff"] < 1e-3
+
+
+def test_onnx_matches_transformers_with_peft(cua_export, reference):
+    pipe = Pipeline(cua_export)
+    prepared, outputs, packed = pipe.outputs(REQUESTS)
+    assert packed.real_tokens == sum(p.tokens for p in prepared)
+    for prep, (hidden,) in zip(prepared, outputs):
+        ours = finishing.letter_logits(hidden, pipe.model.letter_rows)
+        for i, question in enumerate(prep.context.questions):
+            ids = torch.tensor([prep.work[i]])
+            with torch.no_grad():
+                want = reference(input_ids=ids).logits[0, -1, 32:58].double().numpy()
+            n = len(question.keys)
+            got = ours[i].astype(np.float64)
+            assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+            p_ref = np.exp(want[:n] - want[:n].max())
+            p_ref /= p_ref.sum()
+            assert np.abs(finishing.probabilities(got[:n], bf16=False) - p_ref).max() <= 1e-4
+
+
+def test_answers_do_not_depend_on_batch_mates(cua_export):
+    pipe = Pipeline(cua_export)
+    together = [pipe.model.finish(p, o, "reference", pipe.model.name) for p, o in zip(*pipe.outputs(REQUESTS)[:2])]
+    alone = [pipe(body) for body in REQUESTS]
+    for a, b in zip(alone, together):
+        for qid in a["answers"]:
+            pa, pb = a["answers"][qid]["probabilities"], b["answers"][qid]["probabilities"]
+            assert max(abs(pa[k] - pb[k]) for k in pa) <= 1e-6
+
+
+def test_served_over_http(cua_export, tmp_path):
+    with run_server(tmp_path, {"OMNI_MODELS": cua_export}) as server:
+        r = httpx.post(server.url + "/v1/systemone", json=REQUESTS[0], timeout=30)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["model"] == "cua-ai/cua-s1-4b-0.2@16818868b0cc7813808aae4e87b417657046ab79:text"
+        pick = body["answers"]["pick"]
+        assert pick["choice"] in ("delete", "cancel")
+        assert abs(sum(pick["probabilities"].values()) - 1) < 1e-6
+        assert body["usage"]["output_tokens"] == 0 and body["usage"]["input_tokens"] > 50
+        assert body["served_by"]["random_weights"] is True
+        assert "Server-Timing" in r.headers
+        bad = httpx.post(server.url + "/v1/systemone", json={**REQUESTS[0], "questions": {
+            "q": {"type": "noul", "instructions": "Is it?"}}}, timeout=30)
+        assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
+        models = httpx.get(server.url + "/v1/models", timeout=10).json()
+        assert "cua-s1-4b-0.2" in str(models)
