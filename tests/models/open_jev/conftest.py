@@ -1,0 +1,37 @@
+"""Open-Jev fixtures: the tiny locally trained Qwen-style tokenizer and merged-export settings
+whose head is the identity on a 1-wide hidden state (so a hidden row *is* its score)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.open_jev.checkpoint import CHAT_PREFIX, CHAT_SUFFIX, VARIANTS, MergedExport
+
+
+def make_export(variant: str = "27b-v1.1", *, max_length: int = 4096, weight=(1.0,), bias: float = 0.0,
+                temperature: float | None = None) -> MergedExport:
+    v = VARIANTS[variant]
+    return MergedExport(model_id=v.model_id, base_revision=v.base_revision, checkpoint_revision=v.revision,
+                        temperature=v.temperature if temperature is None else temperature,
+                        max_length=max_length, chat_prefix=CHAT_PREFIX, chat_suffix=CHAT_SUFFIX,
+                        head_weight=np.asarray(weight, dtype=np.float32), head_bias=bias)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tmp_path_factory):
+    from models.qwen35 import tokenizer_build
+    from models.tokenizer import TokenizerHandle
+
+    directory = str(tmp_path_factory.mktemp("open-jev-tokenizer"))
+    tokenizer_build.save(directory)
+    return TokenizerHandle.load(directory)
+
+
+@pytest.fixture
+def export27():
+    return make_export("27b-v1.1")
+
+
+@pytest.fixture
+def export9():
+    return make_export("9b")
