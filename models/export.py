@@ -18,9 +18,10 @@ import sys
 
 from models.hub import CheckpointUnavailable
 
-EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export"}
+EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
+             "open-jev": "models.open_jev.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "dtype", "gdn_kernel")
+QWEN_OPTIONS = ("adapter", "base", "dtype", "gdn_kernel", "max_length")
 
 
 def main(argv=None) -> int:
@@ -35,6 +36,8 @@ def main(argv=None) -> int:
     ap.add_argument("--force", action="store_true", help="export even when up to date")
     qwen = ap.add_argument_group("Qwen3.5-backbone models (cua-s1, open-jev, clef-flash)")
     qwen.add_argument("--adapter", help="PEFT LoRA adapter merged at export: local dir or owner/name[/sub]")
+    qwen.add_argument("--base", help="open-jev: the base checkpoint (default: the one model.json names)")
+    qwen.add_argument("--max-length", type=int, help="open-jev: tokens per candidate (default 4096, at most 16384)")
     qwen.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                       help="weights and compute dtype of the graph (default float32)")
     qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net"],

@@ -5,7 +5,8 @@ import importlib
 
 from models import manifest as manifests
 
-FAMILIES = {"laya": "models.laya", "cua_s1": "models.cua_s1.served"}
+FAMILIES = {"laya": "models.laya", "cua_s1": "models.cua_s1.served",
+            "open_jev": "models.open_jev.served"}
 
 
 def load(directory: str):

@@ -116,7 +116,9 @@ def merge_lora(state: dict, adapter_dir: str, allowed: Iterable[str] | None = No
         for prefix in ("base_model.model.",):
             if name.startswith(prefix):
                 name = name[len(prefix):]
-        name = text_name(name + ".weight")
+        # Adapters saved on the causal LM name `model.layers.*`, on the image-text model
+        # `model.language_model.layers.*`, on the bare text model `layers.*`.
+        name = text_name(name + ".weight") if name.startswith(("model.", "lm_head")) else name + ".weight"
         if name is None or name not in state:
             raise ValueError("%s: adapter targets %r, which is not a text-model weight" % (adapter_dir, module))
         if allowed is not None and not any(name.endswith(s + ".weight") for s in allowed):

@@ -1,0 +1,99 @@
+"""Open-Jev export: upstream package (PEFT adapter + scalar head) on its Qwen3.5 base → merged
+backbone ONNX, `open_jev_export.json` and a manifest.
+
+    python -m models.export open-jev --checkpoint ZefanCai/Open-Jev-9B/package/checkpoint \
+        --out exports/open-jev-9b [--base ./Qwen3.5-9B] [--dtype float16] [--max-length 4096]
+
+The package's `model.json` names the base (model id and revision), downloaded with
+huggingface_hub unless `--base` points at a local copy. The adapter is merged into the text
+stack (models/qwen35/weights.merge_lora); the graph returns the final-norm hidden state at each
+candidate's last token and the head runs on the host in float64 (finish.head_scores), which is
+the native worker's arithmetic exactly (models.md §4.3).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from models import hub, manifest as manifests
+from models.open_jev import checkpoint as ck
+from models.qwen35 import export as qexport
+from models.qwen35 import weights
+from models.qwen35.dims import TextDims
+
+FAMILY = "open_jev"
+PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
+
+
+def export(checkpoint: str, out: str, *, base: str | None = None, revision: str | None = None,
+           subfolder: str | None = None, name: str | None = None, force: bool = False,
+           dtype: str = "float32", gdn_kernel: str = "linear_attention", max_length: int = ck.MAX_LENGTH_DEFAULT,
+           progress=print, **_ignored) -> dict:
+    import torch
+
+    progress = progress or (lambda m: None)
+    t0 = time.perf_counter()
+    progress("[1/5] resolving package %s" % checkpoint)
+    src = hub.resolve(checkpoint, PACKAGE_FILES, revision=revision, subfolder=subfolder)
+    package = ck.read_package(src.path)
+    variant = package.variant
+    progress("      %s on %s@%s; resolving the base" % (variant.name, package.model_id, package.base_revision))
+    base_src = hub.resolve(base or package.model_id, qexport.BASE_FILES,
+                           revision=None if base else package.base_revision)
+    dims = TextDims.from_dir(base_src.path)
+    served_name = name or variant.alias
+    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel, "max_length": max_length,
+               "opset": qexport.OPSET}
+    progress("[2/5] hashing sources")
+    sources = qexport.hash_sources(base_src.path, qexport.source_files(base_src.path), progress)
+    sources.update({"package/" + k: v for k, v in manifests.hash_files(src.path, [
+        "model.json", "temperature.json", "head.pt", "adapter/adapter_config.json",
+        "adapter/adapter_model.safetensors", "adapter/adapter_model.bin"]).items()})
+    if not force and manifests.up_to_date(out, FAMILY, sources, options):
+        progress("up to date: %s (nothing to do)" % out)
+        return manifests.read(out)
+
+    meta_export = ck.export_metadata(package, max_length, hidden_size=dims.hidden_size,
+                                     checkpoint_revision=src.revision)
+    progress("[3/5] loading the text stack (%d layers, hidden %d) and merging the adapter"
+             % (len(dims.layer_types), dims.hidden_size))
+    state = weights.load_text_state(base_src.path, torch.float32)
+    merged = weights.merge_lora(state, package.adapter_path)
+    model = qexport.build_module(dims, state, "last", dtype)
+    del state
+    progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
+    graph = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True)
+    progress("[5/5] writing open_jev_export.json and the manifest")
+    import onnx
+    import transformers
+
+    random = bool(_json(os.path.join(src.path, "model.json")).get("random_weights")) or bool(
+        _json(os.path.join(base_src.path, "config.json")).get("random_weights"))
+    meta = {
+        "family": FAMILY, "name": served_name, # `jev-latest` is the registry's (it names the default model); the rest route here.
+        "aliases": [a for a in variant.names if a not in (served_name, "jev-latest")],
+        "description": "Open-Jev %s: independent-candidate Yes/No scoring with a calibrated scalar head "
+                       "on %s" % (variant.name, package.model_id),
+        "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "onnx": qexport.ONNX_NAME,
+        "source": {"checkpoint": src.source if src.repo else "local:" + os.path.basename(os.path.normpath(src.path)),
+                   "revision": src.revision, "base": package.model_id, "base_revision": package.base_revision,
+                   "sha256": sources},
+        "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "merged_modules": len(merged),
+        "inputs": ["input_ids", "positions"], "outputs": ["hidden"], "export_options": options,
+        "exporter": {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__,
+                     "transformers": transformers.__version__, "onnx": onnx.__version__, "opset": qexport.OPSET},
+    }
+    ck.write_export_metadata(out, meta_export)
+    meta["files"] = manifests.hash_files(out, sorted(n for n in os.listdir(out) if n != manifests.MANIFEST
+                                                    and not n.endswith(".data")))
+    manifests.write(out, meta)
+    progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
+    return meta
+
+
+def _json(path: str) -> dict:
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
