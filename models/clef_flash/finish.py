@@ -9,7 +9,11 @@ uncut request gets upstream's body exactly.
     question_probabilities(record: Record, logits: np.ndarray) -> list[dict[str, float]]
     answer(field: Field, probabilities: dict[str, float]) -> dict
     usage(record: Record) -> dict
-    finish(record: Record, logits: np.ndarray, model: str) -> dict   # {"model","answers","usage"}
+    jev_confidence(kind: str, p: list[float]) -> float
+    finish(record: Record, logits: np.ndarray, model: str, profile: str = "reference") -> dict
+
+`profile="jev"` (api.md): the hosted-Jev core with Jev's confidence formulas (§1.3, from the
+unrounded probabilities), Clef's own max-p confidence as `x_confidence`, truncation in `x_usage`.
 
 `logits` is the graph's float32 [o] in the record's option order; a wrong size or a non-finite
 value raises `InferenceFailed` (500 inference_failed).
@@ -71,11 +75,42 @@ def usage(record: Record) -> dict:
     return out
 
 
-def finish(record: Record, logits: np.ndarray, model: str) -> dict:
+def jev_confidence(kind: str, p: list[float]) -> float:
+    """Jev's choice (p_max − 1/n)/(1 − 1/n), or score 1 − Σp_i|i−k|/D floored at 0 (§1.3)."""
+    n = len(p)
+    if n == 1:
+        return 1.0
+    if kind == "choice":
+        return (max(p) - 1.0 / n) / (1.0 - 1.0 / n)
+    k = max(range(n), key=p.__getitem__)
+    spread = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
+    return max(0.0, 1.0 - sum(v * abs(i - k) for i, v in enumerate(p)) / spread)
+
+
+def _jev_answer(field: Field, probabilities: dict[str, float], a: dict) -> dict:
+    if field.type == "noul":
+        return a
+    p = [probabilities[k] for k in field.request_keys]
+    core = {"type": a["type"], a["type"]: a[a["type"]], "probabilities": a["probabilities"],
+            "confidence": round(jev_confidence(field.type, p), 4)}
+    if field.type == "score":
+        core["legend"] = a["legend"]
+    return {**core, "x_confidence": a["confidence"]}
+
+
+def finish(record: Record, logits: np.ndarray, model: str, profile: str = "reference") -> dict:
     """The response body: the request's `model` echoed, answers in request order, usage."""
     probabilities = question_probabilities(record, logits)
     answers = {f.qid: answer(f, p) for f, p in zip(record.fields, probabilities)}
-    return {"model": model, "answers": answers, "usage": usage(record)}
+    if profile != "jev":
+        return {"model": model, "answers": answers, "usage": usage(record)}
+    body = {"model": model,
+            "answers": {f.qid: _jev_answer(f, p, answers[f.qid]) for f, p in zip(record.fields, probabilities)},
+            "usage": {"input_tokens": record.tokens, "output_tokens": 0}}
+    extra = {k: v for k, v in usage(record).items() if k not in body["usage"]}
+    if extra:
+        body["x_usage"] = extra
+    return body
 
 
-__all__ = ["softmax", "question_probabilities", "answer", "usage", "finish"]
+__all__ = ["softmax", "question_probabilities", "answer", "usage", "jev_confidence", "finish"]

@@ -8,8 +8,8 @@ upstream head fails there on `GuardOnDataDependentSymNode`):
   * each question's routing softmax runs over its own options by masking a [q, o] score matrix;
   * per-option lookups of their question's vectors are gathers by `option_question`.
 Everything computes in fp32 (weights are published in BF16). Inputs may be right-padded to any
-T ≥ n: positions ≥ n (n = len(token_positions)) are masked out of the cross-attention memory,
-never fall in a span, and g is X[n−1], the last REAL token; so padding changes nothing.
+T ≥ n: positions ≥ n (n = len(token_positions)) are zeroed, masked out of the cross-attention
+memory, never fall in a span, and g is X[n−1], the last REAL token; so padding changes nothing.
 
     ClefJointHead(hidden_size, width, routing_layers, layers, heads, feedforward, dropout=0.0)
       .forward(hidden [1,T,H], lexical [1,T,H], token_positions [n], question_spans [q,2],
@@ -144,10 +144,11 @@ class ClefJointHead(nn.Module):
 
     def forward(self, hidden, lexical, token_positions, question_spans, question_types,
                 option_spans, option_question):
-        x = self.hidden_norm(hidden[0].float())                              # [T, H]
         n = token_positions.shape[0]
-        positions = torch.arange(x.shape[0], device=x.device)
+        positions = torch.arange(hidden.shape[1], device=hidden.device)
         keep = positions < n                                                 # real tokens
+        # Zero the pads first: a weight of 0 times a non-finite pad state would still be NaN.
+        x = self.hidden_norm(torch.where(keep[:, None], hidden[0].float(), 0.0))   # [T, H]
         memory = self.memory_projection(x)                                   # [T, W]
         g = x[n - 1]                                                         # last real token
         question_vectors = _span_means(x, question_spans, positions)         # [q, H]

@@ -216,8 +216,30 @@ def _schema_fragments(questions: dict) -> tuple[list[tuple[str, str | None]], li
     return frags, fields
 
 
+_LONGEST_TOKEN: dict[int, tuple[object, int]] = {}
+
+
+def _surely_over(tok: TokenizerHandle, text: str, limit: int) -> bool:
+    """True when `text` cannot fit in `limit` tokens however it splits: no token covers more bytes
+    than the longest vocabulary entry. Spares tokenizing megabytes (seconds) only to refuse them."""
+    if len(text) <= limit:          # short: tokenizing is cheap, the exact count decides
+        return False
+    entry = _LONGEST_TOKEN.get(id(tok.tokenizer))
+    if entry is None or entry[0] is not tok.tokenizer:
+        longest = max(len(t.encode("utf-8")) for t in tok.tokenizer.get_vocab(with_added_tokens=True))
+        entry = _LONGEST_TOKEN[id(tok.tokenizer)] = (tok.tokenizer, max(1, longest))
+    normalizer = tok.tokenizer.normalizer
+    size = len((normalizer.normalize_str(text) if normalizer else text).encode("utf-8", "surrogatepass"))
+    return size > limit * entry[1]
+
+
 def encode_record(tok: TokenizerHandle, state: Any, questions: dict, limits: ClefLimits) -> Record:
     """Upstream `encode_record` on validated input; the state is cut to fit, and the cut reported."""
+    # Every fragment is at least one token: refuse a hopeless schema before tokenizing it.
+    floor = 1 + sum(4 + 3 * len(question_options(q["type"], q.get("criteria"))) for q in questions.values())
+    if floor > limits.max_length:
+        raise InputTooLong("the questions alone take at least %d tokens; this model takes at most %d in all"
+                           % (floor, limits.max_length))
     frags, fields = _schema_fragments(questions)
     enc = _Fragments(tok)
     enc.prefetch([text for text, _ in frags])
@@ -236,7 +258,10 @@ def encode_record(tok: TokenizerHandle, state: Any, questions: dict, limits: Cle
     if fixed > limits.max_length:
         raise InputTooLong("the questions alone take %d tokens; this model takes at most %d in all"
                            % (fixed, limits.max_length))
-    state_ids = tok.encode(render(state))
+    text = render(state)
+    if _surely_over(tok, text, limits.max_state_tokens):
+        raise InputTooLong("the state is over %d tokens, the most this model takes" % limits.max_state_tokens)
+    state_ids = tok.encode(text)
     if len(state_ids) > limits.max_state_tokens:
         raise InputTooLong("the state is %d tokens; this model takes at most %d"
                            % (len(state_ids), limits.max_state_tokens))

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from models.clef_flash.finish import finish, question_probabilities, softmax
+from models.clef_flash.finish import finish, jev_confidence, question_probabilities, softmax
 from models.clef_flash.prepare import ClefLimits, prepare_record
 from models.errors import InferenceFailed
 
@@ -104,3 +104,34 @@ def test_unusable_logits_fail_inference(bad, tok):
     rec = prepare_record(body("x", {"n": {"type": "noul"}}), tok)
     with pytest.raises(InferenceFailed):
         finish(rec, bad, "m")
+
+
+def test_jev_confidence_golden():
+    # Open-Jev's golden fixture (models.md §4.5).
+    p3 = [0.21343437444688138, 0.3166841593736535, 0.4698814661794651]
+    assert jev_confidence("choice", p3) == pytest.approx(0.20482219926919762, abs=1e-12)
+    assert jev_confidence("score", p3) == 0.0
+    assert jev_confidence("choice", [1.0]) == 1.0
+    assert jev_confidence("choice", [0.5, 0.5]) == 0.0
+    assert jev_confidence("score", [0.0, 0.0, 1.0]) == 1.0
+    assert jev_confidence("score", [0.0, 1.0, 0.0]) == 1.0
+
+
+def test_jev_profile(tok):
+    state = "The customer wrote again about the invoice. " * 30
+    questions = {"c": {"type": "choice", "criteria": {"zeta": "z", "alpha": None}},
+                 "s": {"type": "score", "criteria": ["lo", "mid", "hi"]}, "n": {"type": "noul"}}
+    full = prepare_record(body(state, questions), tok)
+    rec = prepare_record(body(state, questions), tok, ClefLimits(max_length=full.tokens - 3))
+    logits = np.array([0.0, math.log(3.0), 0.0, 0.0, math.log(2.0), 1.0, 0.0], dtype=np.float32)
+    ref_body = finish(rec, logits, "m")
+    jev = finish(rec, logits, "m", profile="jev")
+    assert jev["usage"] == {"input_tokens": rec.tokens, "output_tokens": 0}
+    assert jev["x_usage"] == {"state_tokens": full.state_tokens, "state_tokens_dropped": 3, "truncated": True}
+    c, s, n = (jev["answers"][k] for k in "csn")
+    assert c == {"type": "choice", "choice": "zeta", "probabilities": {"zeta": 0.75, "alpha": 0.25},
+                 "confidence": 0.5, "x_confidence": 0.75}
+    assert list(s) == ["type", "score", "probabilities", "confidence", "legend", "x_confidence"]
+    assert s["x_confidence"] == ref_body["answers"]["s"]["confidence"] == 0.5
+    assert s["confidence"] == round(max(0.0, 1 - (0.25 * 2 + 0.25 * 1) / (2 / 3)), 4)
+    assert n == ref_body["answers"]["n"] and "confidence" not in n

@@ -112,8 +112,11 @@ def test_padding_changes_nothing(which, head, tok):
     with torch.no_grad():
         plain = head(*_inputs(rec, 5))
         padded = head(*_inputs(rec, 5, pad_to=64))
-    assert _inputs(rec, 5, pad_to=64)[0].shape[1] % 64 == 0
+        t = _inputs(rec, 5, pad_to=64)[0].shape[1]
+        broken = head(*_inputs(rec, 5, pad_to=64, fill=torch.full((1, t, 64), float("nan"))))
+    assert t % 64 == 0
     assert float((plain - padded).abs().max()) < 1e-5
+    assert float((plain - broken).abs().max()) < 1e-5         # even non-finite pad states
 
 
 def test_records_never_mix(head, ref_head, ref, tok):

@@ -179,10 +179,37 @@ def test_schema_over_max_length(tok):
     _reject(tok, body("x", {"q": {"type": "noul", "instructions": "word " * 60}}), 413, "input_too_long", small)
 
 
+def test_hopeless_schema_is_refused_before_tokenizing(tok, monkeypatch):
+    wide = {"c%d" % j: {"type": "choice", "criteria": {"o%03d" % i: None for i in range(255)}} for j in range(64)}
+    monkeypatch.setattr(tok, "encode_batch", None)      # would fail if called
+    err = _reject(tok, body("x", wide), 413, "input_too_long")
+    assert "at least" in err.detail
+
+
 def test_state_over_its_token_limit(tok):
     limits = ClefLimits(max_state_tokens=50)
     _reject(tok, body("word " * 200, Q), 413, "input_too_long", limits)
     assert prepare_record(body("word " * 10, Q), tok, limits).state_tokens <= 50
+
+
+def test_huge_state_is_refused_without_tokenizing_it(tok, monkeypatch):
+    calls = []
+    encode = tok.encode
+    monkeypatch.setattr(tok, "encode", lambda text: calls.append(len(text)) or encode(text))
+    longest = max(len(t.encode()) for t in tok.tokenizer.get_vocab(with_added_tokens=True))
+    _reject(tok, body("word " * (65_536 * longest // 2), Q), 413, "input_too_long")
+    assert max(calls) < 1000          # fragments only, never the megabytes of state
+
+
+def test_state_exactly_at_its_token_limit_is_accepted(tok):
+    """The shortcut never refuses what fits: a state of the longest token repeated k times."""
+    vocab = tok.tokenizer.get_vocab()
+    longest = max((t for t in vocab if not t.startswith("<")), key=len)
+    text = tok.tokenizer.decode([vocab[longest]])
+    k = 40
+    assert len(tok.encode(text * k)) <= k
+    rec = prepare_record(body(text * k, Q), tok, ClefLimits(max_state_tokens=len(tok.encode(text * k))))
+    assert rec.state_tokens == len(tok.encode(text * k))
 
 
 # -- truncation: the state is cut to fit, and the cut is reported ---------------------------------
