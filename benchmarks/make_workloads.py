@@ -41,9 +41,93 @@ def laya_requests(n: int, questions: int, seed: int, long_state: bool = False) -
     return out
 
 
+SCREENS = ["button 'Save' focused", "link 'Help'", "textbox 'Email' empty", "checkbox 'Remember me' unchecked",
+           "menu 'File' collapsed", "button 'Cancel'", "image 'Logo'", "list 'Recent files' 5 items"]
+
+
+def _qwen_tokenizer():
+    """The tokenizer the random-weight Qwen3.5 checkpoints carry (trained deterministically)."""
+    from models.qwen35 import tokenizer_build
+    from models.tokenizer import TokenizerHandle
+    import tempfile
+
+    directory = tempfile.mkdtemp()
+    tokenizer_build.save(directory, prompts=True)      # as random_checkpoint's full sizes
+    return TokenizerHandle.load(directory)
+
+
+CUA_QUESTIONS = [   # upstream-fixture-like (3 options and a goal), then a minimal one for short prompts
+    {"act": {"type": "choice", "instructions": "Save the document.",
+             "criteria": {"save": "Click Save", "cancel": "Click Cancel", "help": "Open Help"}}},
+    {"act": {"type": "choice", "instructions": None, "criteria": {"ok": "Click", "cancel": "Cancel"}}},
+]
+
+
+def cua_requests(n: int, tokens: int, seed: int, tok) -> list[dict]:
+    """Cua-S1 requests whose prompt is exactly `tokens` long with the benchmark tokenizer."""
+    from models.cua_s1.prepare import prepare_rows
+
+    def count(body):
+        return len(prepare_rows(body, tok)[1][0])
+
+    rng = random.Random(seed)
+    questions = next((q for q in CUA_QUESTIONS
+                      if count({"model": "cua-s1-4b-0.2", "state": "x", "questions": q}) < tokens - 4),
+                     CUA_QUESTIONS[-1])
+    out = []
+    while len(out) < n:
+        body = {"model": "cua-s1-4b-0.2", "state": "x", "questions": questions}
+        state_ids = tok.encode("\n".join(rng.choice(SCREENS) for _ in range(120)))
+        keep = tokens - count(body) + 1          # state tokens to keep, then nudge by the seams
+        for _ in range(8):
+            body["state"] = tok.tokenizer.decode(state_ids[:max(1, keep)])
+            got = count(body)
+            if got == tokens:
+                out.append(dict(body))
+                break
+            keep += tokens - got
+    return out
+
+
+def open_jev_noul(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
+    """Single-candidate noul requests, prompt lengths spread log-uniformly over [low, high]
+    tokens (each exact, counted as the served model counts them), shuffled."""
+    import math
+
+    import numpy as np
+
+    from models.open_jev.checkpoint import CHAT_PREFIX, CHAT_SUFFIX, VARIANTS, MergedExport
+    from models.open_jev.prepare import prepare
+
+    v = VARIANTS["9b"]
+    export = MergedExport(v.model_id, v.base_revision, v.revision, v.temperature, 4096, CHAT_PREFIX,
+                          CHAT_SUFFIX, np.zeros(1, dtype=np.float32), 0.0)
+    rng = random.Random(seed)
+    words = tok.encode(" ".join(rng.choice(TICKETS) for _ in range(900)))
+    out = []
+    for i in range(n):
+        tokens = round(math.exp(math.log(low) + (math.log(high) - math.log(low)) * i / (n - 1)))
+        body = {"model": "open-jev-9b", "state": "x",
+                "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}
+        keep = tokens - len(prepare(body, tok, export)[0][0].ids) + 1
+        for _ in range(8):
+            body["state"] = tok.tokenizer.decode(words[:max(1, keep)])
+            got = len(prepare(body, tok, export)[0][0].ids)
+            if got == tokens:
+                out.append(dict(body))
+                break
+            keep += tokens - got
+    rng.shuffle(out)
+    return out
+
+
 def main() -> None:
     os.makedirs(HERE, exist_ok=True)
     sets = {"laya_1q.jsonl": laya_requests(64, 1, 1), "laya_3q.jsonl": laya_requests(64, 3, 2, long_state=True)}
+    tok = _qwen_tokenizer()
+    for tokens in (139, 218, 292):
+        sets["cua_%d.jsonl" % tokens] = cua_requests(32, tokens, tokens, tok)
+    sets["open_jev_noul.jsonl"] = open_jev_noul(48, 80, 3399, 7, tok)
     for name, rows in sets.items():
         with open(os.path.join(HERE, name), "w", encoding="utf-8") as f:
             for row in rows:

@@ -69,13 +69,55 @@ def build(out: str, variant: str = "9b", seed: int = 0, rank: int = LORA_RANK) -
     return package
 
 
+def build_full(base: str, out: str, variant: str = "9b", seed: int = 0, rank: int = LORA_RANK) -> str:
+    """A package on an existing full-size random base (a GPU benchmark's), written without peft:
+    the adapter in PEFT's file layout (LoRA on every full-attention q_proj and MLP gate_proj),
+    a random head at the base's width, the variant's model.json and temperature."""
+    import torch
+    from safetensors.torch import save_file
+
+    from models.qwen35.dims import TextDims
+
+    pinned = VARIANTS[variant]
+    dims = TextDims.from_dir(base)
+    gen = torch.Generator().manual_seed(seed)
+    h, tensors = dims.hidden_size, {}
+    for i, kind in enumerate(dims.layer_types):
+        targets = [("mlp.gate_proj", dims.intermediate_size)]
+        if kind == "full_attention":
+            targets.append(("self_attn.q_proj", 2 * dims.num_attention_heads * dims.head_dim))
+        for module, out_features in targets:
+            key = "base_model.model.layers.%d.%s" % (i, module)
+            tensors[key + ".lora_A.weight"] = torch.randn(rank, h, generator=gen) * h ** -0.5
+            tensors[key + ".lora_B.weight"] = torch.randn(out_features, rank, generator=gen) * 0.01
+    package = os.path.join(out, "checkpoint")
+    adapter = os.path.join(package, "adapter")
+    os.makedirs(adapter, exist_ok=True)
+    save_file(tensors, os.path.join(adapter, "adapter_model.safetensors"))
+    with open(os.path.join(adapter, "adapter_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank, "target_modules": ["q_proj", "gate_proj"],
+                   "base_model_name_or_path": pinned.model_id, "bias": "none"}, f, indent=2)
+    torch.save({"weight": torch.randn(1, h, generator=gen) * h ** -0.5, "bias": torch.randn(1, generator=gen) * 0.1},
+               os.path.join(package, "head.pt"))
+    with open(os.path.join(package, "model.json"), "w", encoding="utf-8") as f:
+        json.dump({"model_id": pinned.model_id, "revision": pinned.base_revision, "lora_rank": rank,
+                   "random_weights": True}, f, indent=2)
+    with open(os.path.join(package, "temperature.json"), "w", encoding="utf-8") as f:
+        json.dump({"temperature": pinned.temperature}, f)
+    return package
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--variant", default="9b", choices=sorted(VARIANTS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--full", metavar="BASE", help="write only the package, on this full-size random base")
     args = ap.parse_args(argv)
-    print(build(args.out, args.variant, args.seed))
+    if args.full:
+        print(build_full(args.full, args.out, args.variant, args.seed))
+    else:
+        print(build(args.out, args.variant, args.seed))
 
 
 if __name__ == "__main__":

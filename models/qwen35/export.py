@@ -27,9 +27,9 @@ def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float3
 
     with torch.device("meta"):
         model = Backbone(dims, readout, letter_ids)
-    model = model.to_empty(device="cpu")
-    model.load_text_state({k: v.to(getattr(torch, dtype)) if v.is_floating_point() else v
-                           for k, v in state.items()})
+    torch_dtype = getattr(torch, dtype)
+    model = model.to_empty(device="cpu").to(torch_dtype)
+    model.load_text_state({k: v.to(torch_dtype) if v.is_floating_point() else v for k, v in state.items()})
     # to_empty leaves non-persistent buffers uninitialised: recompute the RoPE frequencies.
     rot = dims.rotary_dim
     model.inv_freq = 1.0 / (dims.rope_theta ** (torch.arange(0, rot, 2).float() / rot))
@@ -72,8 +72,24 @@ def export_graph(model, out_dir: str, kernel: str = "linear_attention", extra_in
     progress("traced and translated in %.1f s; writing %s and its external data ..."
              % (time.perf_counter() - t0, path))
     program.save(path, external_data=True)
+    _drop_unused_outputs(path)
     progress("wrote %s (%.1f MB of weights)" % (path, _size(path + ".data") / 1e6))
     return path
+
+
+def _drop_unused_outputs(path: str) -> None:
+    """GatedDeltaNet's optional `state_update` output is only produced with a capture capacity;
+    naming it anyway makes the node ask for it. Unname it (weights stay where they are)."""
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    changed = False
+    for node in model.graph.node:
+        if node.op_type == "GatedDeltaNet" and len(node.output) > 2:
+            del node.output[2:]
+            changed = True
+    if changed:
+        onnx.save(model, path)
 
 
 def _size(path: str) -> int:

@@ -88,9 +88,9 @@ def translation(kernel: str):
         hv, dv, dk = v.shape[2], v.shape[3], q.shape[3]
         batch = op.Slice(op.Shape(q), op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
         zeros = op.ConstantOfShape(op.Concat(batch, op.Constant(value_ints=[hv, dv, dk]), axis=0))
-        out, _final = ms.GatedDeltaNet(q, k, v, None, g, beta, zeros, qk_l2_norm=1,
-                                       update_rule="gated_delta", _outputs=2)
-        return out
+        outputs = ms.GatedDeltaNet(q, k, v, None, g, beta, zeros, qk_l2_norm=1,
+                                   update_rule="gated_delta", _outputs=2)
+        return outputs[0]
 
     if kernel not in KERNELS:
         raise ValueError("unknown GDN kernel %r (known: %s)" % (kernel, ", ".join(KERNELS)))

@@ -94,7 +94,7 @@ def build(out: str, size: str = "tiny", tied: bool | None = None, layout: str = 
     import torch
 
     os.makedirs(out, exist_ok=True)
-    tok = tokenizer_build.save(out)
+    tok = tokenizer_build.save(out, prompts=size != "tiny")
     if size == "tiny":
         text = tiny_text_config(tok.get_vocab_size(), bool(tied), layers)
         _build_tiny(out, text, layout, seed)

@@ -36,7 +36,23 @@ def byte_alphabet() -> list[str]:
     return chars
 
 
-def train(vocab_size: int = 1500):
+# Full-size benchmark checkpoints also learn the models' fixed prompt text, so their prompts
+# tokenize to lengths like the real tokenizer's (the Cua-S1 scaffold alone is ~120 real tokens).
+PROMPT_CORPUS = [
+    "You are a one-pass computer-use decision model. You are shown the current state of a screen "
+    "and a fixed, closed list of candidate (element, action) options, each given a single letter. "
+    "Choose exactly one option: the single best next action to take. Answer with ONLY that "
+    "option's letter -- no words, no punctuation, no explanation.",
+    "Read the complete state and schema. Decide every field jointly. Each answer must be exactly one "
+    "of that field's allowed options.",
+    "The proposition is true or the answer is yes. The proposition is false or the answer is no.",
+    "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nGoal: App: Cua Driver\nTask family: "
+    "closed-candidate decision\n\nAccessibility tree:\n\n\nOptions:\nA. Decision \"Click\" -> select\n"
+    "\n\nAnswer with a single letter.<|im_end|>\n<|im_start|>assistant\n<think>\n",
+]
+
+
+def train(vocab_size: int = 1500, prompts: bool = False):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     def fresh(model):
@@ -50,7 +66,8 @@ def train(vocab_size: int = 1500):
     alphabet = byte_alphabet()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=alphabet, show_progress=False)
     learner = fresh(models.BPE())
-    learner.train_from_iterator(corpus() + _EXTRA_TEXT * 20, trainer=trainer)
+    learner.train_from_iterator(corpus() + _EXTRA_TEXT * 20 + (PROMPT_CORPUS * 40 if prompts else []),
+                                trainer=trainer)
     learned = learner.get_vocab()
     # Renumber: the byte alphabet first in GPT-2 order, then the merges in the order learned.
     vocab = {ch: i for i, ch in enumerate(alphabet)}
@@ -64,8 +81,8 @@ def train(vocab_size: int = 1500):
     return tok
 
 
-def save(directory: str, model_max_length: int = 262144):
-    tok = train()
+def save(directory: str, model_max_length: int = 262144, prompts: bool = False):
+    tok = train(prompts=prompts)
     save_hf_tokenizer(tok, directory, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
                       model_max_length)
     return tok

@@ -1,0 +1,156 @@
+"""In-process GPU comparison for a Qwen3.5-backbone export, no HTTP: our ONNX Runtime graph
+(each GDN kernel exported, CUDA graphs off and on) against HF transformers eager on the same GPU,
+plus the fp16/bf16 parity gate against transformers in fp32.
+
+    python -m benchmarks.gpu.qwen_bench --checkpoint CK --exports la=EX1,gdn=EX2 \
+        --lengths 139,218,292 --out results.json
+
+Timings are p50/p95 of `--iters` synchronized calls after `--warmup`, variants interleaved per
+length; one row per call (batch 1) unless `--batch`. The parity gate (issue 5): for rows whose
+fp32 top-two margin is >= 0.05, the reduced-precision top choice must be identical, and no
+probability may drift by more than 0.02 (here over the 26 letter logits of each prompt).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+
+def _stats(samples):
+    s = sorted(samples)
+    return {"p50_ms": round(statistics.median(s) * 1e3, 3), "p95_ms": round(s[int(0.95 * (len(s) - 1))] * 1e3, 3),
+            "mean_ms": round(statistics.fmean(s) * 1e3, 3), "n": len(s)}
+
+
+def hf_model(checkpoint: str, dtype):
+    """transformers' Qwen3_5ForCausalLM (eager attention) with the checkpoint's text weights."""
+    import torch
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    from models.qwen35 import weights
+
+    with open(checkpoint + "/config.json") as f:
+        cfg = json.load(f)
+    text = dict(cfg.get("text_config", cfg))
+    text.pop("model_type", None)
+    config = Qwen3_5TextConfig(**text)
+    config._attn_implementation = "eager"
+    with torch.device("cuda"):
+        model = Qwen3_5ForCausalLM(config).to(dtype)
+    state = weights.load_text_state(checkpoint, dtype)
+    lm_head = state.pop("lm_head.weight", None)
+    model.model.load_state_dict(state, strict=True)
+    if lm_head is not None:
+        model.lm_head.weight.data.copy_(lm_head)
+    else:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.eval()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--exports", required=True, help="label=dir,label=dir")
+    ap.add_argument("--lengths", default="139,218,292")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=40)
+    ap.add_argument("--no-hf", action="store_true")
+    ap.add_argument("--parity-prompts", type=int, default=16)
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+
+    import numpy as np
+    import torch
+
+    from app.runtime import sessions
+
+    exports = dict(kv.split("=", 1) for kv in args.exports.split(","))
+    lengths = [int(x) for x in args.lengths.split(",")]
+    rng = np.random.default_rng(0)
+    runners = {}
+    for label, directory in exports.items():
+        t0 = time.perf_counter()
+        plain = sessions.create(directory + "/model.onnx", "cuda")
+        runners[label] = plain.session
+        runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64).session
+        print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
+    hf = None
+    if not args.no_hf:
+        try:
+            hf = hf_model(args.checkpoint, torch.bfloat16)
+        except Exception as exc:        # an older transformers without qwen3_5: say so, go on
+            print("HF baseline unavailable: %r" % exc, flush=True)
+    results = {"lengths": {}, "batch": args.batch, "gpu": torch.cuda.get_device_name(0)}
+    for n in lengths:
+        ids = rng.integers(0, 1000, size=(args.batch, n), dtype=np.int64)
+        feeds = {"input_ids": ids, "positions": np.full((args.batch,), n - 1, dtype=np.int64)}
+        calls = {label: (lambda r=r: r.run(None, feeds)) for label, r in runners.items()}
+        if hf is not None:
+            tids = torch.from_numpy(ids).cuda()
+
+            def hf_call():
+                with torch.no_grad():
+                    out = hf(input_ids=tids, use_cache=False, logits_to_keep=1).logits
+                torch.cuda.synchronize()
+                return out
+            calls["hf-eager-bf16"] = hf_call
+        times = {k: [] for k in calls}
+        for _ in range(args.warmup):
+            for f in calls.values():
+                f()
+        for _ in range(args.iters):
+            for k, f in calls.items():
+                t0 = time.perf_counter()
+                f()
+                times[k].append(time.perf_counter() - t0)
+        results["lengths"][n] = {k: _stats(v) for k, v in times.items()}
+        print(n, json.dumps(results["lengths"][n]), flush=True)
+    del hf
+    torch.cuda.empty_cache()
+    try:
+        results["parity"] = parity(args.checkpoint, runners, args.parity_prompts, rng)
+    except Exception as exc:
+        results["parity"] = {"error": repr(exc)}
+    print("parity", json.dumps(results["parity"]), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+def parity(checkpoint: str, runners: dict, prompts: int, rng) -> dict:
+    """Reduced-precision exports against transformers fp32 on the letter logits (A-Z rows)."""
+    import numpy as np
+    import torch
+
+    ref = hf_model(checkpoint, torch.float32)
+    rows = ref.lm_head.weight[32:58].float()
+    out = {}
+    cases = [rng.integers(0, 1000, size=(1, int(n)), dtype=np.int64) for n in rng.integers(80, 400, size=prompts)]
+    want = []
+    with torch.no_grad():
+        for ids in cases:
+            h = ref.model(input_ids=torch.from_numpy(ids).cuda()).last_hidden_state[0, -1].float()
+            want.append(torch.softmax(h @ rows.T, -1).double().cpu().numpy())
+    for label, runner in runners.items():
+        if label.endswith("+graphs"):
+            continue
+        drift, agree, gated = 0.0, 0, 0
+        for ids, p_ref in zip(cases, want):
+            (hidden,) = runner.run(None, {"input_ids": ids, "positions": np.array([ids.shape[1] - 1])})
+            logits = torch.from_numpy(hidden.astype(np.float32)).cuda() @ rows.T
+            p = torch.softmax(logits, -1).double().cpu().numpy()[0]
+            drift = max(drift, float(np.abs(p - p_ref).max()))
+            top = np.sort(p_ref)[::-1]
+            if top[0] - top[1] >= 0.05:
+                gated += 1
+                agree += int(p.argmax() == p_ref.argmax())
+        out[label] = {"max_prob_drift": drift, "top_choice_identical": "%d/%d" % (agree, gated),
+                      "passes": drift <= 0.02 and agree == gated}
+    return out
+
+
+if __name__ == "__main__":
+    main()
