@@ -59,6 +59,7 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--parity-prompts", type=int, default=16)
+    ap.add_argument("--profile", help="label of an export to profile per op type (batch 1 and 16, 218 tokens)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
 
@@ -115,9 +116,45 @@ def main(argv=None):
     except Exception as exc:
         results["parity"] = {"error": repr(exc)}
     print("parity", json.dumps(results["parity"]), flush=True)
+    if args.profile:
+        results["profile"] = profile(exports[args.profile] + "/model.onnx")
+        print("profile", json.dumps(results["profile"]), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)
+
+
+def profile(path: str, length: int = 218) -> dict:
+    """ONNX Runtime's own per-node timings, summed by op type, for batch 1 and 16."""
+    import collections
+
+    import numpy as np
+    import onnxruntime as ort
+
+    out = {}
+    for batch in (1, 16):
+        options = ort.SessionOptions()
+        options.enable_profiling = True
+        options.log_severity_level = 3
+        session = ort.InferenceSession(path, options, providers=["CUDAExecutionProvider"])
+        feeds = {"input_ids": np.random.default_rng(1).integers(0, 1000, (batch, length), dtype=np.int64),
+                 "positions": np.full((batch,), length - 1, dtype=np.int64)}
+        for _ in range(3):
+            session.run(None, feeds)
+        trace = session.end_profiling()
+        with open(trace) as f:
+            events = json.load(f)
+        runs = [e for e in events if e.get("name") == "model_run"]
+        by_op = collections.Counter()
+        for e in events:
+            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+                by_op[e["args"].get("op_name", "?")] += e["dur"]
+        # The last run only: the first ones include allocation and autotuning.
+        last = runs[-1]["dur"] / 1e3 if runs else None
+        total = sum(by_op.values()) / 3 / 1e3
+        out["batch%d" % batch] = {"model_run_ms": last, "kernel_ms_per_run": round(total, 3),
+                                  "top": [(op, round(us / 3 / 1e3, 3)) for op, us in by_op.most_common(12)]}
+    return out
 
 
 def parity(checkpoint: str, runners: dict, prompts: int, rng) -> dict:
@@ -125,8 +162,9 @@ def parity(checkpoint: str, runners: dict, prompts: int, rng) -> dict:
     import numpy as np
     import torch
 
+    torch.set_grad_enabled(False)
     ref = hf_model(checkpoint, torch.float32)
-    rows = ref.lm_head.weight[32:58].float()
+    rows = ref.lm_head.weight[32:58].float().detach()
     out = {}
     cases = [rng.integers(0, 1000, size=(1, int(n)), dtype=np.int64) for n in rng.integers(80, 400, size=prompts)]
     want = []

@@ -67,7 +67,8 @@ def export_graph(model, out_dir: str, kernel: str = "linear_attention", extra_in
         program = torch.onnx.export(
             model, args, input_names=list(dynamic), output_names=output_names(readout),
             dynamic_shapes=dynamic, dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
-            custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(kernel)})
+            custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(kernel),
+                                      torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation()})
     path = os.path.join(out_dir, ONNX_NAME)
     progress("traced and translated in %.1f s; writing %s and its external data ..."
              % (time.perf_counter() - t0, path))

@@ -52,6 +52,35 @@ def _(q, k, v, g, beta):
     return v.new_empty(v.shape, dtype=torch.float32)
 
 
+@torch.library.custom_op("omni_qwen35::causal_conv_silu", mutates_args=())
+def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """silu(causal depthwise conv1d) over [B, T, C] (channels last), weight [C, 1, K], no bias.
+    Exported as ORT's fused CausalConvWithState: no cuDNN algorithm search per new shape and no
+    transposes around it (the Conv it replaces needed both)."""
+    k = weight.shape[-1]
+    y = torch.nn.functional.conv1d(x.transpose(1, 2), weight, padding=k - 1, groups=weight.shape[0])
+    return torch.nn.functional.silu(y[:, :, : x.shape[1]]).transpose(1, 2).contiguous()
+
+
+@causal_conv_silu.register_fake
+def _(x, weight):
+    return torch.empty_like(x)
+
+
+def conv_translation():
+    from onnxscript.values import Opset
+
+    _register_schemas()
+    ms = Opset("com.microsoft", 1)
+
+    def causal_conv(x, weight):
+        outputs = ms.CausalConvWithState(x, weight, None, None, activation="silu", channels_last=1, ndim=1,
+                                         _outputs=2)
+        return outputs[0]
+
+    return causal_conv
+
+
 def translation(kernel: str):
     """The ONNX translation of `gated_delta` for `kernel` (torch.onnx custom_translation_table)."""
     from onnxscript import opset18 as op
@@ -104,6 +133,19 @@ def _register_schemas() -> None:
 
     if defs.has("LinearAttention", "com.microsoft"):
         return
+    defs.register_schema(defs.OpSchema(
+        "CausalConvWithState", "com.microsoft", 1,
+        inputs=[defs.OpSchema.FormalParameter("input", "T"), defs.OpSchema.FormalParameter("weight", "T"),
+                defs.OpSchema.FormalParameter("bias", "T", param_option=defs.OpSchema.FormalParameterOption.Optional),
+                defs.OpSchema.FormalParameter("past_state", "T",
+                                              param_option=defs.OpSchema.FormalParameterOption.Optional)],
+        outputs=[defs.OpSchema.FormalParameter("output", "T"), defs.OpSchema.FormalParameter("present_state", "T")],
+        type_constraints=[("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "")],
+        attributes=[defs.OpSchema.Attribute("activation", defs.OpSchema.AttrType.STRING),
+                    defs.OpSchema.Attribute("channels_last", defs.OpSchema.AttrType.INT),
+                    defs.OpSchema.Attribute("ndim", defs.OpSchema.AttrType.INT),
+                    defs.OpSchema.Attribute("dilation", defs.OpSchema.AttrType.INT),
+                    defs.OpSchema.Attribute("state_window", defs.OpSchema.AttrType.INT)]))
     P, A = defs.OpSchema.FormalParameter, defs.OpSchema.Attribute
     opt = defs.OpSchema.FormalParameterOption.Optional
     floats = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]

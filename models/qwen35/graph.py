@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from models.qwen35.dims import TextDims
-from models.qwen35.gdn import gated_delta
+from models.qwen35.gdn import causal_conv_silu, gated_delta
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
@@ -69,8 +69,7 @@ class GatedDeltaNet(nn.Module):
     def forward(self, x):
         d = self.d
         b, t, _ = x.shape
-        qkv = self.in_proj_qkv(x).transpose(1, 2)
-        qkv = F.silu(self.conv1d(qkv)[:, :, :t]).transpose(1, 2)            # causal depthwise conv
+        qkv = causal_conv_silu(self.in_proj_qkv(x), self.conv1d.weight)     # causal depthwise conv
         q, k, v = torch.split(qkv, [d.key_dim, d.key_dim, d.value_dim], dim=-1)
         q = q.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim).float()
         k = k.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim).float()
