@@ -1,10 +1,10 @@
-# syntax=docker/dockerfile:1
 # System1-Omni images.
 #   runtime (default): the server, no torch. ORT_EXTRA=gpu (onnxruntime-gpu + CUDA/cuDNN pip
 #                      packages, loaded with preload_dlls) or ORT_EXTRA=cpu (onnxruntime).
 #   export:            runtime + torch/transformers: turns checkpoints into ONNX directories.
 # BASE_IMAGE is any image with python3 (>= 3.11) and its venv module; air-gapped sites put
-# wheels in ./wheelhouse/ and build with PIP_OFFLINE=1.
+# wheels in ./wheelhouse/ and build with PIP_OFFLINE=1. No `# syntax=` line: BuildKit would fetch
+# that frontend image from a registry, and offline builds (CI's included) have none.
 ARG BASE_IMAGE=python:3.12-slim-bookworm
 
 FROM ${BASE_IMAGE} AS base
@@ -16,7 +16,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/venv/bin:$PATH
 RUN python3 -m venv /opt/venv \
     && groupadd --system --gid 10001 omni \
-    && useradd --system --uid 10001 --gid omni --home-dir /opt/omni --no-create-home omni
+    && useradd --system --uid 10001 --gid omni --home-dir /opt/omni --no-create-home omni \
+    && mkdir -p /models /cache/huggingface \
+    && chown omni:omni /models /cache/huggingface
 WORKDIR /opt/omni
 
 FROM base AS deps
