@@ -121,6 +121,30 @@ def open_jev_noul(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
     return out
 
 
+def clef_requests(n: int, questions: int, seed: int) -> list[dict]:
+    """Clef-Flash requests with `questions` questions over a support ticket, types mixed."""
+    rng = random.Random(seed)
+    kinds = [
+        ("department", {"type": "choice", "instructions": "Which team should handle this?",
+                        "criteria": {"billing": "Payments or invoices", "technical": "Software problems",
+                                     "logistics": "Shipping and delivery"}}),
+        ("urgency", {"type": "score", "instructions": "How urgent is the request?",
+                     "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]}),
+        ("refund", {"type": "noul", "instructions": "Does the customer ask for a refund?"}),
+        ("sentiment", {"type": "choice", "instructions": "What is the customer's tone?",
+                       "criteria": {"angry": None, "neutral": None, "happy": None}}),
+    ]
+    out = []
+    for _ in range(n):
+        qs = {}
+        for i in range(questions):
+            name, q = kinds[i % len(kinds)]
+            qs["%s_%d" % (name, i)] = q
+        out.append({"model": "clef-flash", "state": " ".join(rng.choice(TICKETS) for _ in range(3)),
+                    "questions": qs})
+    return out
+
+
 def main() -> None:
     os.makedirs(HERE, exist_ok=True)
     sets = {"laya_1q.jsonl": laya_requests(64, 1, 1), "laya_3q.jsonl": laya_requests(64, 3, 2, long_state=True)}
@@ -128,6 +152,8 @@ def main() -> None:
     for tokens in (139, 218, 292):
         sets["cua_%d.jsonl" % tokens] = cua_requests(32, tokens, tokens, tok)
     sets["open_jev_noul.jsonl"] = open_jev_noul(48, 80, 3399, 7, tok)
+    for q in (1, 4, 16):
+        sets["clef_%dq.jsonl" % q] = clef_requests(32, q, 20 + q)
     for name, rows in sets.items():
         with open(os.path.join(HERE, name), "w", encoding="utf-8") as f:
             for row in rows:

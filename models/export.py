@@ -19,7 +19,8 @@ import sys
 from models.hub import CheckpointUnavailable
 
 EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
-             "open-jev": "models.open_jev.export"}
+             "open-jev": "models.open_jev.export",
+             "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
 QWEN_OPTIONS = ("adapter", "base", "dtype", "gdn_kernel", "max_length")
 

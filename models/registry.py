@@ -6,7 +6,8 @@ import importlib
 from models import manifest as manifests
 
 FAMILIES = {"laya": "models.laya", "cua_s1": "models.cua_s1.served",
-            "open_jev": "models.open_jev.served"}
+            "open_jev": "models.open_jev.served",
+            "clef_flash": "models.clef_flash.served"}
 
 
 def load(directory: str):

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # A Qwen3.5-backbone GPU session on the device machine, in phases (each one `run` call):
-#   bash benchmarks/gpu/qwen_h200.sh prepare cua-s1      # wheels, random 4B, fp16 exports (both GDN kernels)
-#   bash benchmarks/gpu/qwen_h200.sh bench cua-s1        # in-process vs HF eager, parity, HTTP c=1/16
-# onnxruntime-gpu must already be unpacked in /tmp/ortsite (../shared/tools/ort-gpu-carry), and
-# `.whl` carried in the prepare call (benchmarks/gpu/wheels.sh downloads what the machine lacks).
+#   bash benchmarks/gpu/qwen_h200.sh prepare FAMILY    # wheels, full-size random checkpoint, export(s)
+#   bash benchmarks/gpu/qwen_h200.sh bench FAMILY      # in-process and HF baselines, HTTP load
+# FAMILY: cua-s1 (4B), open-jev (9B), clef-flash (9B). KERNELS="la gdn" exports with both GDN
+# kernels (default: gdn only); DTYPE (default float16). onnxruntime-gpu must already be unpacked in
+# /tmp/ortsite (../shared/tools/ort-gpu-carry) and `.whl` carried in the first prepare call.
 set -euo pipefail
 phase=${1:?prepare or bench}
 family=${2:?cua-s1, open-jev or clef-flash}
 OUT=${OUT:-/tmp/omni-out}
 DTYPE=${DTYPE:-float16}
+KERNELS=${KERNELS:-gdn}
 mkdir -p "$OUT" /tmp/omni
 export PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD PYTHONUNBUFFERED=1
 case $family in
@@ -17,35 +19,50 @@ case $family in
 esac
 CK=/tmp/omni/ck-$size
 EX=/tmp/omni/ex-$family
+SRC=$CK
+EXTRA=()
+[ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-9b/checkpoint; EXTRA=(--base $CK); }
+[ "$family" = clef-flash ] && SRC=/tmp/omni/clef-9b
 if [ "$phase" = prepare ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  fi
   python3 -c 'import onnxruntime as o, torch, transformers; o.preload_dlls(); print("onnxruntime", o.__version__, o.get_available_providers(), "torch", torch.__version__, "transformers", transformers.__version__)'
   t0=$(date +%s)
   [ -f $CK/config.json ] || python3 -m models.qwen35.random_checkpoint $CK --size $size
   echo "random checkpoint $(( $(date +%s) - t0 )) s"; du -sh $CK
-  src=$CK
-  if [ "$family" = open-jev ]; then
-    python3 -m models.open_jev.random_checkpoint --full $CK /tmp/omni/pkg-9b; src=/tmp/omni/pkg-9b/checkpoint
-  fi
-  extra=(); [ "$family" = open-jev ] && extra=(--base $CK)
-  python3 -m models.export $family --checkpoint $src "${extra[@]}" --out $EX-la --dtype $DTYPE > "$OUT/export-la.log" 2>&1 &
-  A=$!
-  python3 -m models.export $family --checkpoint $src "${extra[@]}" --out $EX-gdn --dtype $DTYPE --gdn-kernel gated_delta_net > "$OUT/export-gdn.log" 2>&1 &
-  B=$!
-  wait $A; wait $B
-  tail -3 "$OUT"/export-*.log
-  echo "build+export $(( $(date +%s) - t0 )) s"; du -sh $EX-la $EX-gdn
+  [ "$family" = open-jev ] && python3 -m models.open_jev.random_checkpoint --full $CK /tmp/omni/pkg-9b
+  [ "$family" = clef-flash ] && python3 -m models.clef_flash.random_checkpoint --full $CK /tmp/omni/clef-9b
+  pids=()
+  for k in $KERNELS; do
+    kernel=linear_attention; [ $k = gdn ] && kernel=gated_delta_net
+    python3 -m models.export $family --checkpoint $SRC "${EXTRA[@]}" --out $EX-$k --dtype $DTYPE \
+      --gdn-kernel $kernel > "$OUT/export-$family-$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait $p; done
+  for k in $KERNELS; do grep -v Warn "$OUT/export-$family-$k.log" | tail -3; done
+  echo "build+export $(( $(date +%s) - t0 )) s"; df -h /tmp | tail -1
   exit 0
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
-python3 -m benchmarks.gpu.qwen_bench --checkpoint $CK --exports la=$EX-la,gdn=$EX-gdn \
-  --out "$OUT/inprocess.json" ${BENCH_ARGS:-} 2>&1 | grep -v Warning | tail -20
-best=${BEST:-gdn}
+exports=$(for k in $KERNELS; do printf '%s=%s,' $k $EX-$k; done); exports=${exports%,}
+if [ "$family" != clef-flash ]; then
+  python3 -m benchmarks.gpu.qwen_bench --checkpoint $CK --exports $exports --out "$OUT/inprocess-$family.json" \
+    ${BENCH_ARGS:-} 2>&1 | grep -v -i warn | tail -8
+fi
+if [ "$family" != cua-s1 ]; then
+  ws=(); for w in ${WORKLOADS:?}; do ws+=(--workload benchmarks/workloads/$w.jsonl); done
+  base=$CK; [ "$family" = clef-flash ] && base=$SRC
+  python3 -m benchmarks.gpu.hf_baseline --family $family --checkpoint $base --export $EX-${KERNELS##* } \
+    "${ws[@]}" --out "$OUT/hf-$family.json" 2>&1 | grep -v -i warn | tail -5
+fi
+best=${KERNELS##* }
 t0=$(python3 -c 'import time; print(time.time())')
 OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 \
-  --port 18081 --log-level warning app.main:app > "$OUT/server.log" 2>&1 &
+  --port 18081 --log-level warning app.main:app > "$OUT/server-$family.log" 2>&1 &
 S=$!
-python3 - "$t0" <<'PY' | tee "$OUT/startup.txt" || { tail -30 "$OUT/server.log"; kill $S; exit 1; }
+python3 - "$t0" <<'PY' | tee "$OUT/startup-$family.txt" || { tail -30 "$OUT/server-$family.log"; kill $S; exit 1; }
 import sys, time, urllib.request, urllib.error
 t0 = float(sys.argv[1]); deadline = time.time() + 240
 while True:
@@ -56,8 +73,8 @@ while True:
         time.sleep(0.2)
 print("start-to-ready %.1f s" % (time.time() - t0))
 PY
-cp /tmp/omni-readyz.json "$OUT/readyz.json"
-nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving.txt"
+cp /tmp/omni-readyz.json "$OUT/readyz-$family.json"
+nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving-$family.txt"
 for w in ${WORKLOADS:?}; do
   python3 -m benchmarks.load --url http://127.0.0.1:18081 --workload benchmarks/workloads/$w.jsonl \
     --concurrency ${CONCURRENCY:-1,16} --requests ${REQUESTS:-200} --out "$OUT/http_$w.json" --label "$w"

@@ -77,13 +77,42 @@ def build(out: str, seed: int = 0, layers: int = 2) -> str:
     return out
 
 
+FULL_HEAD = {"width": 1024, "routing_layers": 2, "layers": 4, "heads": 16, "feedforward": 4096}
+
+
+def build_full(base: str, out: str, seed: int = 0) -> str:
+    """A full-size checkpoint for GPU benchmarks: the files of an existing full-size random
+    backbone (linked, not copied) plus a published-size random head. The head is our
+    head_graph module, whose state dict has the reference class's keys and shapes, so this needs
+    no clef-finetune; there is no joint_schema_model.py copy."""
+    import torch
+    from safetensors.torch import save_file
+
+    from models.clef_flash.head_graph import ClefJointHead
+
+    os.makedirs(out, exist_ok=True)
+    for name in os.listdir(base):
+        if not os.path.exists(os.path.join(out, name)):
+            os.symlink(os.path.abspath(os.path.join(base, name)), os.path.join(out, name))
+    config = dict(FULL_HEAD, hidden_size=TextDims.from_dir(base).hidden_size)
+    torch.manual_seed(seed)
+    head = ClefJointHead(**config)
+    scale_like_trained(head, seed)
+    weights = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in head.state_dict().items()}
+    save_file(weights, os.path.join(out, "joint_head.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "joint_head_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--full", metavar="BASE", help="a full-size head on this full-size random backbone")
     args = ap.parse_args(argv)
-    print(build(args.out, args.seed, args.layers))
+    print(build_full(args.full, args.out, args.seed) if args.full else build(args.out, args.seed, args.layers))
 
 
 if __name__ == "__main__":

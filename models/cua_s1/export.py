@@ -18,6 +18,7 @@ from models.cua_s1 import checkpoint as ck
 from models.qwen35 import export as qexport
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
+from models.qwen35.export import load_dtype as _load_dtype
 
 LETTER_ROWS = "letter_rows.npy"
 
@@ -54,7 +55,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         progress("note: untied embeddings; the letter rows come from lm_head")
     progress("[3/5] loading the text stack (%d layers, hidden %d) and merging the adapter"
              % (len(dims.layer_types), dims.hidden_size))
-    state = weights.load_text_state(base.path, torch.float32)
+    state = weights.load_text_state(base.path, _load_dtype(dtype))
     merged = weights.merge_lora(state, lora.directory, allowed=[
         "self_attn." + t for t in ck.ATTENTION_TARGETS] + ["mlp." + t for t in ck.MLP_TARGETS]) if lora else []
     rows_from = state["embed_tokens.weight"] if dims.tie_word_embeddings else state["lm_head.weight"]

@@ -20,6 +20,7 @@ from models.open_jev import checkpoint as ck
 from models.qwen35 import export as qexport
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
+from models.qwen35.export import load_dtype as _load_dtype
 
 FAMILY = "open_jev"
 PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
@@ -57,7 +58,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
                                      checkpoint_revision=src.revision)
     progress("[3/5] loading the text stack (%d layers, hidden %d) and merging the adapter"
              % (len(dims.layer_types), dims.hidden_size))
-    state = weights.load_text_state(base_src.path, torch.float32)
+    state = weights.load_text_state(base_src.path, _load_dtype(dtype))
     merged = weights.merge_lora(state, package.adapter_path)
     model = qexport.build_module(dims, state, "last", dtype)
     del state

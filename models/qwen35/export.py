@@ -19,6 +19,14 @@ OPSET = 18
 DTYPES = ("float32", "float16", "bfloat16")
 
 
+def load_dtype(dtype: str):
+    """The dtype to read checkpoint tensors in: fp32 for an fp32 graph; otherwise as stored (BF16),
+    which halves the host memory a 9B or 27B export needs (adapters still merge in fp32)."""
+    import torch
+
+    return torch.float32 if dtype == "float32" else None
+
+
 def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float32",
                  letter_ids: list[int] | None = None):
     import torch
@@ -49,9 +57,8 @@ def output_names(readout: str) -> list[str]:
     return {"last": ["hidden"], "letters": ["hidden", "letter_logits"], "all": ["hidden_states"]}[readout]
 
 
-def export_graph(model, out_dir: str, kernel: str = "linear_attention", extra_inputs: dict | None = None,
-                 progress=print) -> str:
-    """Write `out_dir/model.onnx` (+ external data) for a built module; returns the path."""
+def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress=print) -> str:
+    """Write `out_dir/model.onnx` (+ external data) for a built backbone; returns the path."""
     import torch
 
     readout = model.readout
@@ -61,11 +68,18 @@ def export_graph(model, out_dir: str, kernel: str = "linear_attention", extra_in
     dynamic = {"input_ids": {0: batch, 1: seq}}
     if readout != "all":
         dynamic["positions"] = {0: batch}
+    return export_program(model, args, list(dynamic), output_names(readout), dynamic, out_dir, kernel, progress)
+
+
+def export_program(module, args, input_names, output_names_, dynamic, out_dir: str, kernel: str, progress) -> str:
+    """torch.onnx dynamo export of any module holding the backbone, with the GDN ops lowered."""
+    import torch
+
     t0 = time.perf_counter()
     progress("exporting ONNX (opset %d, dynamo, GDN kernel %s) ..." % (OPSET, kernel))
     with torch.no_grad():
         program = torch.onnx.export(
-            model, args, input_names=list(dynamic), output_names=output_names(readout),
+            module, tuple(args), input_names=input_names, output_names=output_names_,
             dynamic_shapes=dynamic, dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
             custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(kernel),
                                       torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation()})

@@ -165,7 +165,7 @@ class Backbone(nn.Module):
     def forward(self, input_ids, positions=None):
         hs = self.hidden_states(input_ids)
         if self.readout == "all":
-            return hs
+            return hs.float()
         idx = positions.view(-1, 1, 1).expand(-1, 1, hs.shape[-1])
         hidden = torch.gather(hs, 1, idx).squeeze(1).float()
         if self.readout == "letters":

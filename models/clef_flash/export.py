@@ -1,0 +1,129 @@
+"""Clef-Flash export: Qwen3.5-9B backbone + joint schema head → one `clef-joint-v1` ONNX graph.
+
+    python -m models.export clef-flash --checkpoint Cloudflare/clef-flash --out exports/clef-flash \
+        [--dtype float16] [--gdn-kernel gated_delta_net]
+
+The backbone returns the final-norm hidden state at every position; the head (head_graph.py:
+the published head's maths with its per-record loops as masked matrix products, in fp32) reads
+them with the BF16 `lm_head` rows of the record's tokens and returns one logit per option
+(models.md §5.5 signature; softmax per question on the host). One record per forward pass: the
+joint head relates every question of a request, so records are never packed together.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from models import hub, manifest as manifests
+from models.clef_flash import head_graph
+from models.qwen35 import export as qexport
+from models.qwen35 import weights
+from models.qwen35.dims import TextDims
+from models.qwen35.export import load_dtype as _load_dtype
+
+FAMILY = "clef_flash"
+NAME = "clef-flash"
+REPO = "Cloudflare/clef-flash"
+HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
+INPUTS = ["input_ids", "token_positions", "question_spans", "question_types", "option_spans", "option_question"]
+
+
+def _example(vocab: int):
+    """A padded record (T = 128, 100 real tokens, 3 questions of 2-4 options) to trace at."""
+    _, input_ids, positions, q_spans, q_types, o_spans, o_question = head_graph.example_inputs(8, vocab)
+    return input_ids, positions, q_spans, q_types, o_spans, o_question
+
+
+def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
+           name: str | None = None, force: bool = False, dtype: str = "float32",
+           gdn_kernel: str = "linear_attention", progress=print, **_ignored) -> dict:
+    import torch
+
+    progress = progress or (lambda m: None)
+    t0 = time.perf_counter()
+    progress("[1/5] resolving checkpoint %s" % checkpoint)
+    src = hub.resolve(checkpoint, qexport.BASE_FILES + HEAD_FILES, revision=revision, subfolder=subfolder)
+    missing = [n for n in HEAD_FILES[:2] if not os.path.exists(os.path.join(src.path, n))]
+    if missing:
+        raise ValueError("%s is not a Clef-Flash checkpoint: no %s" % (src.path, ", ".join(missing)))
+    served_name = name or NAME
+    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel, "opset": qexport.OPSET}
+    progress("[2/5] hashing sources")
+    sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
+    if not force and manifests.up_to_date(out, FAMILY, sources, options):
+        progress("up to date: %s (nothing to do)" % out)
+        return manifests.read(out)
+
+    dims = TextDims.from_dir(src.path)
+    progress("[3/5] loading the backbone (%d layers, hidden %d) and the joint head"
+             % (len(dims.layer_types), dims.hidden_size))
+    backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype)
+    graph = head_graph.compose(backbone, src.path)
+    progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, ".export-tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    seq, tokens, questions, opts = (torch.export.Dim("seq_len"), torch.export.Dim("tokens"),
+                                    torch.export.Dim("questions"), torch.export.Dim("options"))
+    dynamic = {"input_ids": {1: seq}, "token_positions": {0: tokens}, "question_spans": {0: questions},
+               "question_types": {0: questions}, "option_spans": {0: opts}, "option_question": {0: opts}}
+    path = qexport.export_program(graph, _example(dims.vocab_size), INPUTS, ["logits"], dynamic,
+                                  tmp, gdn_kernel, progress)
+    info = {"gdn_kernel": gdn_kernel}
+    if dtype == "float32" and gdn_kernel == "linear_attention":
+        progress("checking ONNX Runtime (CPU) against torch on an untraced record ...")
+        info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size)
+    for n in qexport.TOKENIZER_FILES:
+        if os.path.exists(os.path.join(src.path, n)):
+            shutil.copy(os.path.join(src.path, n), os.path.join(tmp, n))
+    for n in os.listdir(tmp):
+        os.replace(os.path.join(tmp, n), os.path.join(out, n))
+    os.rmdir(tmp)
+    progress("[5/5] writing the manifest")
+    import json
+
+    import onnx
+    import transformers
+
+    with open(os.path.join(src.path, "config.json"), encoding="utf-8") as f:
+        random = bool(json.load(f).get("random_weights"))
+    with open(os.path.join(src.path, head_graph.HEAD_CONFIG), encoding="utf-8") as f:
+        head_config = json.load(f)
+    meta = {
+        "family": FAMILY, "name": served_name, "aliases": [REPO] if served_name != REPO else [],
+        "description": "Clef-Flash: every question of a request answered jointly from one sequence "
+                       "by the joint schema head on a Qwen3.5-9B backbone",
+        "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "onnx": qexport.ONNX_NAME,
+        "source": {"checkpoint": src.source if src.repo else "local:" + os.path.basename(os.path.normpath(src.path)),
+                   "revision": src.revision, "sha256": sources},
+        "dims": dims.as_dict(), "head": head_config, "weights_dtype": dtype, "graph": info,
+        "inputs": INPUTS, "outputs": ["logits"], "signature": "clef-joint-v1", "export_options": options,
+        "exporter": {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__,
+                     "transformers": transformers.__version__, "onnx": onnx.__version__, "opset": qexport.OPSET},
+    }
+    meta["files"] = manifests.hash_files(out, sorted(n for n in os.listdir(out) if n != manifests.MANIFEST
+                                                    and not n.endswith(".data")))
+    manifests.write(out, meta)
+    progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
+    return meta
+
+
+def _check(graph, path: str, vocab: int) -> float:
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    _, ids, pos, qs, qt, os_, oq = head_graph.example_inputs(8, vocab, seq=192, tokens=130,
+                                                              options_per_question=(5, 2, 3, 2), seed=3)
+    feeds = (ids, pos, qs, qt, os_, oq)
+    with torch.no_grad():
+        want = graph(*feeds).numpy()
+    got = session.run(None, dict(zip(INPUTS, (t.numpy() for t in feeds))))[0]
+    worst = float(np.abs(want - got).max())
+    if not worst < 1e-3:
+        raise RuntimeError("exported graph disagrees with torch: max |Δlogit| = %g" % worst)
+    return worst

@@ -1,0 +1,99 @@
+"""A Clef-Flash export, served. Each request is ONE record (its questions answered jointly), so
+the adapter runs one record per forward pass: requests batched together by the executor become
+consecutive runs, and no record ever shares a sequence or the head with another."""
+from __future__ import annotations
+
+import os
+from typing import Any, Hashable, Mapping, Sequence
+
+import numpy as np
+
+from models.base import Packed, Prepared
+from models.clef_flash import finish as finishing
+from models.clef_flash.export import INPUTS
+from models.clef_flash.prepare import ClefLimits, Record, prepare_record
+from models.tokenizer import TokenizerHandle
+
+WARMUP_REQUEST = {
+    "state": "I was charged twice for my order. Please refund the duplicate today.",
+    "questions": {
+        "department": {"type": "choice", "instructions": "Which team should handle this?",
+                       "criteria": {"billing": "Payments or invoices", "technical": "Software problems"}},
+        "urgency": {"type": "score", "instructions": "How urgent is the request?",
+                    "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
+        "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
+    },
+}
+PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
+
+
+class RecordAdapter:
+    def __init__(self, pad_id: int, key: str = "clef_flash"):
+        self.pad_id, self.key = pad_id, key
+
+    def compatible(self, prepared: Prepared) -> Hashable:
+        return self.key
+
+    def feeds(self, record: Record) -> dict[str, np.ndarray]:
+        n = record.tokens
+        ids = np.full((1, -(-n // PAD_TO) * PAD_TO), self.pad_id, dtype=np.int64)
+        ids[0, :n] = record.input_ids
+        return dict(zip(INPUTS, (ids, np.arange(n, dtype=np.int64), record.question_spans,
+                                 record.question_types, record.option_spans, record.option_question)))
+
+    def pack(self, works: Sequence[Record], static: bool = False) -> Packed:
+        parts = [self.feeds(r) for r in works]
+        return Packed(parts[0], rows=len(parts), real_tokens=sum(r.tokens for r in works),
+                      padded_tokens=sum(p["input_ids"].shape[1] for p in parts), parts=parts,
+                      meta={"micro_batches": len(parts)})
+
+    def unpack(self, outputs, works: Sequence[Record], packed: Packed) -> list:
+        return [part[0] for part in outputs]
+
+
+class ClefFlashModel:
+    family = "clef_flash"
+
+    def __init__(self, directory: str, manifest: Mapping[str, Any], limits: ClefLimits | None = None):
+        self.directory, self.manifest = directory, manifest
+        self.name = manifest["name"]
+        self.aliases = tuple(manifest.get("aliases", ()))
+        self.description = manifest.get("description", "Clef-Flash")
+        self.onnx_path = os.path.join(directory, manifest["onnx"])
+        self.tok = TokenizerHandle.load(directory)
+        self.limits_ = limits or ClefLimits()
+        pad = self.tok.tokenizer.token_to_id("<|endoftext|>")
+        self.adapter = RecordAdapter(pad if pad is not None else 0)
+
+    def prepare(self, body: Mapping[str, Any]) -> Prepared:
+        record = prepare_record(body, self.tok, self.limits_)
+        return Prepared(rows=1, tokens=record.tokens, longest=-(-record.tokens // PAD_TO) * PAD_TO,
+                        work=record, context=record, questions=len(record.fields))
+
+    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
+               requested: str | None = None) -> dict:
+        # Upstream echoes the request's `model`; a request that named none gets the served name.
+        return finishing.finish(prepared.context, output, requested or model_name, profile)
+
+    def warmup_body(self) -> dict:
+        return {"model": self.name, **WARMUP_REQUEST}
+
+    def limits(self) -> dict:
+        lim = self.limits_
+        return {"max_questions": lim.max_questions, "max_choice_options": lim.max_options,
+                "max_score_levels": lim.max_levels, "max_state_tokens": lim.max_state_tokens,
+                "max_length": lim.max_length, "question_types": ["choice", "score", "noul"],
+                "truncates_state": True, "joint_questions": True}
+
+    def describe(self) -> dict:
+        src = self.manifest.get("source", {})
+        return {"name": self.name, "description": self.description, "aliases": list(self.aliases),
+                "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
+                "family": self.family, "checkpoint": src.get("checkpoint"), "revision": src.get("revision"),
+                "random_weights": bool(self.manifest.get("random_weights")), "limits": self.limits(),
+                "note": "answers depend on the question ids and on the other questions of the request: "
+                        "the model reads them all in one sequence"}
+
+
+def load(directory: str, manifest: Mapping[str, Any]) -> ClefFlashModel:
+    return ClefFlashModel(directory, manifest)

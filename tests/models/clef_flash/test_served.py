@@ -1,0 +1,85 @@
+"""Clef-Flash end to end: the tiny checkpoint exported as ONE clef-joint-v1 graph (our backbone +
+the masked-matmul head), run by ONNX Runtime through the served model, against transformers'
+backbone + Cloudflare's reference head (`systemone`); records of several requests never mix; HTTP."""
+from __future__ import annotations
+
+import types
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from models.clef_flash.prepare import prepare_record
+from tests.conftest import Pipeline, run_server
+
+from .cases import CASES, body
+
+
+@pytest.fixture(scope="module")
+def clef_export(clef_dir, tmp_path_factory):
+    from models.clef_flash import export
+
+    out = str(tmp_path_factory.mktemp("clef-export"))
+    export.export(clef_dir, out, progress=None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference_model(clef_dir, ref, ref_head):
+    from transformers import Qwen3_5ForConditionalGeneration
+
+    backbone = Qwen3_5ForConditionalGeneration.from_pretrained(clef_dir, dtype=torch.float32).eval()
+    return ref.ClefModel(backbone, ref_head).eval()
+
+
+def test_export_is_one_checked_graph(clef_export):
+    from models import manifest
+
+    meta = manifest.read(clef_export)
+    assert meta["family"] == "clef_flash" and meta["signature"] == "clef-joint-v1"
+    assert meta["graph"]["check_max_abs_logit_diff"] < 1e-3
+
+
+@pytest.mark.parametrize("name,state,questions", CASES[:4], ids=[c[0] for c in CASES[:4]])
+def test_matches_the_reference(name, state, questions, clef_export, reference_model, ref, hf_tok):
+    pipe = Pipeline(clef_export)
+    request = body(state, questions, model="clef-flash")
+    (prepared,), (logits,), _ = pipe.outputs([request])
+    want = ref.systemone(reference_model, types.SimpleNamespace(tokenizer=hf_tok), request)
+    got = pipe.model.finish(prepared, logits, "reference", "clef-flash", requested="clef-flash")
+    for qid, answer in want["answers"].items():
+        mine = got["answers"][qid]
+        if answer["type"] == "choice":
+            assert mine["choice"] == answer["choice"]
+        for k, p in answer.get("probabilities", {}).items():
+            assert abs(mine["probabilities"][k] - p) <= 2e-4          # one 4th-decimal rounding step
+        if answer["type"] == "noul":
+            assert abs(mine["noul"] - answer["noul"]) <= 2e-4
+    assert got["usage"]["input_tokens"] == prepared.tokens
+
+
+def test_requests_batched_together_never_mix(clef_export, tok):
+    pipe = Pipeline(clef_export)
+    requests = [body(s, q, model="clef-flash") for _, s, q in CASES[:3]]
+    prepared, outputs, packed = pipe.outputs(requests)
+    assert packed.meta["micro_batches"] == 3
+    for request, prep, logits in zip(requests, prepared, outputs):
+        (alone,), (solo,), _ = pipe.outputs([request])
+        assert logits.shape == (len(prep.work.option_question),)
+        assert np.abs(logits - solo).max() <= 1e-5
+
+
+def test_served_over_http(clef_export, tmp_path):
+    with run_server(tmp_path, {"OMNI_MODELS": clef_export}) as server:
+        request = body(CASES[0][1], CASES[0][2], model="Cloudflare/clef-flash")
+        r = httpx.post(server.url + "/v1/systemone", json=request, timeout=60)
+        assert r.status_code == 200, r.text
+        out = r.json()
+        assert out["model"] == "Cloudflare/clef-flash"          # the request's model, echoed
+        assert set(out["answers"]) == set(request["questions"])
+        assert out["answers"]["refund"]["type"] == "noul" and "confidence" not in out["answers"]["refund"]
+        bad = httpx.post(server.url + "/v1/systemone", json=body("x", {
+            "q": {"type": "choice", "instructions": "?", "criteria": {"only": "one"}}}, model="clef-flash"), timeout=30)
+        assert bad.status_code == 422
+        assert bad.headers["content-type"].startswith("application/problem+json")
