@@ -128,8 +128,11 @@ class Executor:
     def _load(self, slot: ModelSlot) -> None:
         t0 = time.perf_counter()
         try:
+            # Models whose shapes vary without bound (every request a new length) opt out of
+            # CUDA graphs: capturing a graph per new shape costs more than replay saves.
+            graphs = self.settings.cuda_graphs if getattr(slot.model, "cuda_graphs", True) else 0
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
-                                   self.settings.cuda_graphs)
+                                   graphs)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc

@@ -25,7 +25,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -
     """y = x·rsqrt(mean x² + eps)·(offset + w), computed in fp32 (offset 1: zero-centred norms)."""
     dtype = x.dtype
     x = x.float()
-    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    # Written as x / sqrt(...) · w: the pattern ONNX Runtime fuses into one
+    # SimplifiedLayerNormalization kernel (rsqrt's Reciprocal would not match it).
+    x = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return (x * (offset + weight.float())).to(dtype)
 
 
