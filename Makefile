@@ -17,6 +17,10 @@ $(VENV)/.installed: pyproject.toml
 	# torch 2.13.0 CPU first: where a local wheel exists pip takes it instead of a CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	# Cloudflare's joint_schema_model.py ships unmodified in clef-finetune: the Clef-Flash parity
+	# reference. Without its dependencies: they would bring a torchvision that breaks beside
+	# this torch, and the reference needs only torch.
+	case ',$(EXTRAS),' in *,test,*) $(PY) -m pip install -q --no-deps clef-finetune==0.1.0 ;; esac
 	touch $@
 
 serve: install
