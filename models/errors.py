@@ -50,3 +50,17 @@ class TooLarge(RequestError):
 
 class InferenceFailed(Exception):
     """The forward pass failed or produced non-finite outputs (500 `inference_failed`)."""
+
+
+def questions_of(body, max_questions: int) -> dict:
+    """The request's `questions`: a non-empty object of at most `max_questions` entries, or the
+    contract's error (422, or 413 too_many_questions). Every family checks this the same way."""
+    questions = body.get("questions")
+    if not isinstance(questions, dict):
+        raise RequestError("'questions' must be an object of question id -> question")
+    if not questions:
+        raise RequestError("'questions' must hold at least one question")
+    if len(questions) > max_questions:
+        raise TooManyQuestions("%d questions; this model takes at most %d per request"
+                               % (len(questions), max_questions))
+    return questions

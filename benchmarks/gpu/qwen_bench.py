@@ -109,7 +109,7 @@ def main(argv=None):
                 times[k].append(time.perf_counter() - t0)
         results["lengths"][n] = {k: _stats(v) for k, v in times.items()}
         print(n, json.dumps(results["lengths"][n]), flush=True)
-    del hf
+    hf = None
     torch.cuda.empty_cache()
     try:
         results["parity"] = parity(args.checkpoint, runners, args.parity_prompts, rng)

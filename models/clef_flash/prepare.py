@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from models.errors import InputTooLong, InvalidQuestions, RequestError, TooManyQuestions
+from models.errors import InputTooLong, InvalidQuestions, RequestError, questions_of
 from models.render import render as _render
 from models.tokenizer import TokenizerHandle
 
@@ -157,14 +157,7 @@ def validate(body: Mapping[str, Any], limits: ClefLimits) -> tuple[Any, dict]:
         raise RequestError("'model' must be a string")
     if "state" not in body:
         raise RequestError("'state' is required (any JSON value)")
-    questions = body.get("questions")
-    if not isinstance(questions, dict):
-        raise RequestError("'questions' must be an object of question id -> question")
-    if not questions:
-        raise RequestError("'questions' must hold at least one question")
-    if len(questions) > limits.max_questions:
-        raise TooManyQuestions("%d questions; this model takes at most %d per request"
-                               % (len(questions), limits.max_questions))
+    questions = questions_of(body, limits.max_questions)
     errors = []
     for qid, qdef in questions.items():
         problem = check_question(qid, qdef, limits)

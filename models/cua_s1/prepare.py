@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from models.base import Prepared
 from models.cua_s1.checkpoint import LETTERS, MODEL_NAME
-from models.errors import InputTooLong, InvalidQuestions, RequestError, TooManyQuestions, UnknownModel
+from models.errors import InputTooLong, InvalidQuestions, RequestError, UnknownModel, questions_of
 from models.render import render
 from models.tokenizer import TokenizerHandle
 
@@ -133,12 +133,7 @@ def map_request(body: Mapping[str, Any], names: Sequence[str] = (MODEL_NAME,),
     text = _text(state)
     if text is None:
         raise RequestError("'state' must be a string, an object or an array, got %s" % _kind(state))
-    questions = body.get("questions")
-    if not isinstance(questions, dict) or not questions:
-        raise RequestError("'questions' must be a non-empty object of question id -> question")
-    if len(questions) > limits.max_questions:
-        raise TooManyQuestions("%d questions; this model takes at most %d per request"
-                               % (len(questions), limits.max_questions))
+    questions = questions_of(body, limits.max_questions)
     mapped, errors = [], []
     for qid, qdef in questions.items():
         q = map_question(qid, qdef, limits)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from models.errors import InvalidQuestions, RequestError, TooLarge, TooManyQuestions
+from models.errors import InvalidQuestions, RequestError, TooLarge, questions_of
 from models.laya.checkpoint import QTYPES
 from models.render import render
 from models.tokenizer import TokenizerHandle
@@ -234,14 +234,7 @@ def validate_envelope(body: Mapping[str, Any], limits: LayaLimits) -> tuple[Any,
     state = body["state"]
     if not isinstance(state, (str, dict, list)):
         raise RequestError("'state' must be a string, object or array, got %s" % type(state).__name__)
-    questions = body.get("questions")
-    if not isinstance(questions, dict):
-        raise RequestError("'questions' must be an object of question id -> question")
-    if not questions:
-        raise RequestError("'questions' must hold at least one question")
-    if len(questions) > limits.max_questions:
-        raise TooManyQuestions("%d questions; this model takes at most %d per request"
-                               % (len(questions), limits.max_questions))
+    questions = questions_of(body, limits.max_questions)
     return state, questions
 
 

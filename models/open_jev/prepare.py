@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from models.errors import InputTooLong, InvalidQuestions, RequestError, TooLarge, TooManyQuestions, UnknownModel
+from models.errors import InputTooLong, InvalidQuestions, RequestError, TooLarge, UnknownModel, questions_of
 from models.open_jev.checkpoint import MergedExport, Variant
 from models.render import json_key, render
 from models.tokenizer import TokenizerHandle
@@ -159,14 +159,7 @@ def compile_request(body: Mapping[str, Any], variant: Variant,
     state = body["state"]
     if not isinstance(state, (str, dict, list)):
         raise RequestError("'state' must be text, a JSON object, or an array, got %s" % _kind(state))
-    questions = body.get("questions")
-    if not isinstance(questions, dict):
-        raise RequestError("'questions' must be an object of question id -> question")
-    if not questions:
-        raise RequestError("'questions' must hold at least one question")
-    if len(questions) > limits.max_questions:
-        raise TooManyQuestions("%d questions; this model takes at most %d per request"
-                               % (len(questions), limits.max_questions))
+    questions = questions_of(body, limits.max_questions)
     compiled, errors = [], []
     for qid, qdef in questions.items():
         try:

@@ -11,7 +11,6 @@ import socket
 import time
 
 import httpx
-import pytest
 
 from benchmarks import soak
 from tests.app.test_http import BODY, HEAVY

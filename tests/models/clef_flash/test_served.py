@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from models.clef_flash.prepare import prepare_record
 from tests.conftest import Pipeline, run_server
 
 from .cases import CASES, body
