@@ -95,7 +95,12 @@ class Engine:
 
     # -- one request ----------------------------------------------------------------------
     async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
-                     slot: ModelSlot | None = None, warmup: bool = False) -> tuple[ModelSlot, dict]:
+                     slot: ModelSlot | None = None, warmup: bool = False,
+                     offload: bool = False) -> tuple[ModelSlot, dict]:
+        """`offload`: prepare on a worker thread. A large request can take seconds to validate
+        and tokenize (tens of thousands of candidates, a 4 MiB state); on the event loop that
+        would stall every other request of the single worker. Small ones stay inline, where a
+        thread hop would cost more than it frees."""
         try:
             slot = slot or self.registry.resolve(body.get("model"))
         except RequestError as exc:
@@ -110,7 +115,7 @@ class Engine:
             span.set_attribute("omni.model", slot.name)
         try:
             with timing.stage("prepare"):
-                prepared = model.prepare(body)
+                prepared = await asyncio.to_thread(model.prepare, body) if offload else model.prepare(body)
         except RequestError as exc:
             raise Problem.from_request_error(exc) from None
         if span is not None:

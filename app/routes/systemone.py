@@ -10,6 +10,8 @@ from app.body import read_json
 from app.problems import Problem
 from app.routes.common import check_auth, omni, profile_of
 
+OFFLOAD_BYTES = 64 * 1024
+
 
 @post("/v1/systemone", status_code=200, summary="Answer typed questions about a state",
       operation_id="systemone", tags=["decisions"])
@@ -21,7 +23,10 @@ async def systemone(request: Request) -> Response:
     check_auth(request, o.settings)
     with timing.stage("decode"):
         body = await read_json(request, o.settings)
-    decide = asyncio.ensure_future(o.engine.decide(body, profile, timing))
+    # Bodies past 64 KiB (or of unknown length) are prepared off the event loop.
+    length = request.headers.get("content-length")
+    offload = length is None or not length.isdigit() or int(length) > OFFLOAD_BYTES
+    decide = asyncio.ensure_future(o.engine.decide(body, profile, timing, offload=offload))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait((decide, gone), return_when=asyncio.FIRST_COMPLETED)

@@ -1,0 +1,33 @@
+"""Large requests are prepared on a worker thread, small ones inline on the event loop."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from app.config import Settings
+from app.main import create_app
+from tests.app.test_http import BODY
+from tests.app.test_tracing import _with_client
+
+
+def test_large_bodies_prepare_off_the_event_loop(english):
+    app = create_app(Settings(models=(english[1],)))
+    model = app.app.state.omni.registry.slots[0].model
+    seen: list[tuple[int, bool]] = []
+    original = model.prepare
+
+    def recording(body):
+        seen.append((len(str(body.get("state", ""))), threading.current_thread() is threading.main_thread()))
+        return original(body)
+
+    model.prepare = recording
+    big = dict(BODY, state="I was charged twice for my order. " * 3000)     # ~100 KB body
+
+    async def go(client):
+        return [await client.post("/v1/systemone", json=b) for b in (BODY, big)]
+
+    small_r, big_r = asyncio.run(_with_client(app, go))
+    assert small_r.status_code == 200 and big_r.status_code == 200
+    requests = [s for s in seen if s[0] in (len(BODY["state"]), len(big["state"]))][-2:]
+    assert requests == [(len(BODY["state"]), True), (len(big["state"]), False)]
+    assert big_r.json()["usage"]["truncated"] is True

@@ -1,0 +1,48 @@
+"""The last-token row adapter: micro-batches within budgets, longest first, each padded to its
+own longest row; bucketed shapes for CUDA-graph sessions; outputs back in request order."""
+from __future__ import annotations
+
+import numpy as np
+
+from models.qwen35.rows import LastTokenAdapter
+
+
+def _works():
+    return [[[1] * 5, [2] * 300], [[3] * 17], [[4] * 64, [5] * 1, [6] * 40]]
+
+
+def _echo(packed):
+    """A fake graph output per part: each row's length (position + 1), what unpack must route."""
+    return [[(p["positions"] + 1).astype(np.float32)[:, None]] for p in packed.parts]
+
+
+def test_rows_come_back_to_their_requests_in_order():
+    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=2, max_tokens=10_000)
+    works = _works()
+    packed = adapter.pack(works)
+    out = adapter.unpack(_echo(packed), works, packed)
+    assert [o[0][:, 0].tolist() for o in out] == [[5, 300], [17], [64, 1, 40]]
+    assert packed.real_tokens == 5 + 300 + 17 + 64 + 1 + 40
+
+
+def test_micro_batches_respect_budgets_and_pad_to_their_own_longest():
+    adapter = LastTokenAdapter(pad_id=9, key="k", max_rows=4, max_tokens=400)
+    packed = adapter.pack(_works())
+    shapes = [p["input_ids"].shape for p in packed.parts]
+    assert shapes[0] == (1, 304)                         # the 300-token row alone: 2 x 304 > 400
+    assert all(r <= 4 and r * t <= 400 for r, t in shapes)
+    assert all(t % 16 == 0 for _, t in shapes)
+    assert packed.padded_tokens == sum(r * t for r, t in shapes)
+    for part in packed.parts:                            # right padding only, read at the last real token
+        for row, pos in zip(part["input_ids"], part["positions"]):
+            assert (row[pos + 1:] == 9).all() and row[pos] != 9
+
+
+def test_static_shapes_bucket_rows_and_lengths():
+    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=8, max_tokens=100_000)
+    works = [[[7] * 70], [[8] * 3], [[9] * 10]]
+    packed = adapter.pack(works, static=True)
+    (part,) = packed.parts
+    assert part["input_ids"].shape == (4, 128)           # 3 rows -> 4, 70 tokens -> 128
+    out = adapter.unpack(_echo(packed), works, packed)
+    assert [o[0][:, 0].tolist() for o in out] == [[70], [3], [10]]
