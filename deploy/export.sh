@@ -1,19 +1,38 @@
 #!/bin/sh
 # omni-export (the export image's entrypoint): export every model named in OMNI_MODELS into
-# $OMNI_MODEL_ROOT/<name>, skipping exports that are up to date. An entry is a published name
-# (english, multilingual, typed-decisions), or name=checkpoint (a Hub id or a directory), or
-# name=demo for the random-weight demo checkpoint. OMNI_REVISION pins Hub downloads.
+# $OMNI_MODEL_ROOT/<name>, skipping exports that are up to date. An entry is
+#   - a published name: english, multilingual, typed-decisions (Laya), cua-s1-4b-0.2,
+#     open-jev-9b, open-jev-27b-v1.1, clef-flash (pinned to the revisions in docs/models.md);
+#   - name=checkpoint (a Hub id or a directory; a Laya checkpoint), or
+#     name=family:checkpoint with family laya, cua-s1, open-jev or clef-flash;
+#   - name=demo for the random-weight Laya demo checkpoint.
+# OMNI_REVISION pins Hub downloads of name=... entries; OMNI_EXPORT_DTYPE (float32, float16,
+# bfloat16) and OMNI_GDN_KERNEL (linear_attention, gated_delta_net) apply to Qwen3.5 families.
 set -eu
 root=${OMNI_MODEL_ROOT:-/models}
 for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
   name=${entry%%=*}
   source=${entry#*=}
+  family=laya
+  revision=${OMNI_REVISION:-}
+  extra=""
   if [ "$name" = "$entry" ]; then
     case "$name" in
       english) source=convaiinnovations/laya ;;
       multilingual) source=convaiinnovations/laya/multilingual ;;
       typed-decisions) source=convaiinnovations/laya/typed-decisions ;;
+      cua-s1-4b-0.2) family=cua-s1; source=Qwen/Qwen3.5-4B; revision=851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a
+                     extra="--adapter cua-ai/cua-s1-4b-0.2/text" ;;
+      open-jev-9b) family=open-jev; source=ZefanCai/Open-Jev-9B/package/checkpoint
+                   revision=47e966881e489511c0c7f5633a9e1960a676a551 ;;
+      open-jev-27b-v1.1) family=open-jev; source=ZefanCai/Open-Jev-27B-v1.1/package/checkpoint
+                         revision=28cf73067d5b337860bbef3c85b8b82ba8730956 ;;
+      clef-flash) family=clef-flash; source=Cloudflare/clef-flash; revision=17f0b0ad64efb65d273590632833508766b2aae6 ;;
       *) echo "omni-export: no published checkpoint is named $name; write $name=CHECKPOINT" >&2; exit 2 ;;
+    esac
+  else
+    case "$source" in
+      laya:*|cua-s1:*|open-jev:*|clef-flash:*) family=${source%%:*}; source=${source#*:} ;;
     esac
   fi
   if [ "$source" = demo ]; then
@@ -21,6 +40,10 @@ for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
     [ -f "$source/model.safetensors" ] || python -m models.laya.random_checkpoint "$source" --size demo
   fi
   set -- --checkpoint "$source" --out "$root/$name" --name "$name"
-  if [ -n "${OMNI_REVISION:-}" ]; then set -- "$@" --revision "$OMNI_REVISION"; fi
-  python -m models.export laya "$@"
+  if [ -n "$revision" ]; then set -- "$@" --revision "$revision"; fi
+  if [ "$family" != laya ]; then
+    set -- "$@" --dtype "${OMNI_EXPORT_DTYPE:-float32}" --gdn-kernel "${OMNI_GDN_KERNEL:-linear_attention}"
+  fi
+  # shellcheck disable=SC2086  # $extra is a flag and its value
+  python -m models.export "$family" "$@" $extra
 done

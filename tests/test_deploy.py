@@ -62,3 +62,27 @@ def test_export_script_knows_the_published_names(tmp_path):
     env = {**os.environ, "OMNI_MODELS": "nonexistent", "OMNI_MODEL_ROOT": str(tmp_path)}
     proc = subprocess.run(["sh", os.path.join(ROOT, "deploy", "export.sh")], env=env, capture_output=True, text=True)
     assert proc.returncode == 2 and "no published checkpoint is named nonexistent" in proc.stderr
+
+
+def test_export_script_maps_each_family_to_its_exporter(tmp_path):
+    """Each published name (and name=family:checkpoint) becomes the right exporter call, pinned;
+    a stand-in `python` first on PATH records the calls instead of downloading anything."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.txt"
+    (bin_dir / "python").write_text('#!/bin/sh\necho "$@" >> %s\n' % calls)
+    (bin_dir / "python").chmod(0o755)
+    env = {**os.environ, "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]), "OMNI_MODEL_ROOT": str(tmp_path),
+           "OMNI_MODELS": "cua-s1-4b-0.2,open-jev-9b,clef-flash,mine=open-jev:/ck/pkg,english",
+           "OMNI_EXPORT_DTYPE": "float16"}
+    proc = subprocess.run(["sh", os.path.join(ROOT, "deploy", "export.sh")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = calls.read_text().splitlines()
+    assert lines[0].startswith("-m models.export cua-s1 --checkpoint Qwen/Qwen3.5-4B ")
+    assert "--revision 851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a" in lines[0]
+    assert lines[0].endswith("--adapter cua-ai/cua-s1-4b-0.2/text") and "--dtype float16" in lines[0]
+    assert lines[1].startswith("-m models.export open-jev --checkpoint ZefanCai/Open-Jev-9B/package/checkpoint ")
+    assert lines[2].startswith("-m models.export clef-flash --checkpoint Cloudflare/clef-flash ")
+    assert lines[3].startswith("-m models.export open-jev --checkpoint /ck/pkg --out %s/mine" % tmp_path)
+    assert lines[4].startswith("-m models.export laya --checkpoint convaiinnovations/laya ")
+    assert "--dtype" not in lines[4]

@@ -35,8 +35,10 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     base = hub.resolve(checkpoint, qexport.BASE_FILES, revision=revision, subfolder=subfolder)
     lora = None
     if adapter:
+        # The published adapter repo is pinned to the revision the identity names.
+        pinned = ck.ADAPTER_REVISION if adapter.startswith(ck.ADAPTER_REPO + "/") or adapter == ck.ADAPTER_REPO else None
         ad = hub.resolve(adapter, ["adapter_config.json", "adapter_model.safetensors", "adapter_model.bin",
-                                   "text/*"])
+                                   "text/*"], revision=pinned)
         dims = TextDims.from_dir(base.path)
         lora = ck.resolve_adapter(ad.path, dims.layer_types)
     served_name = name or ck.MODEL_NAME
