@@ -41,7 +41,7 @@ class CuaS1Model:
         self.limits_ = limits or CuaLimits()
         pad = self.tok.tokenizer.token_to_id("<|endoftext|>")
         self.adapter = LastTokenAdapter(pad if pad is not None else 0, key=self.family)
-        # The request must name the model; its served name and upstream's name are both accepted.
+        # The registry has routed the request here; its served name and upstream's name both pass.
         self.names = tuple(dict.fromkeys((self.name, MODEL_NAME)))
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
