@@ -7,6 +7,7 @@ unpacks outputs back to each request; finishing calibrates and decodes one reque
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Mapping, Protocol, Sequence
 
@@ -38,6 +39,7 @@ class Packed:
     # budget, or one record per run for per-record graphs) and `unpack` receives one output
     # list per part instead of one output list. `feeds` is then the first part.
     parts: list[dict[str, np.ndarray]] | None = None
+    layout: Any = None        # the adapter's own note of where each row went, for `unpack`
 
 
 class BatchAdapter(Protocol):
@@ -53,6 +55,7 @@ class BatchAdapter(Protocol):
 
 class ServedModel(Protocol):
     name: str
+    cuda_graphs: bool
     aliases: tuple[str, ...]
     description: str
     onnx_path: str
@@ -68,3 +71,51 @@ class ServedModel(Protocol):
     def limits(self) -> dict: ...
 
     def describe(self) -> dict: ...
+
+
+# reference/api.md's example request: the warm-up of models that take it as it is.
+API_EXAMPLE = {
+    "state": "I was charged twice for my order. Please refund the duplicate today.",
+    "questions": {
+        "department": {"type": "choice", "instructions": "Which team should handle this?",
+                       "criteria": {"billing": "Charges and refunds", "technical": "Software problems"}},
+        "urgency": {"type": "score", "instructions": "How urgent is the request?",
+                    "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
+        "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
+    },
+}
+
+
+class ExportedModel:
+    """What every served export shares: its names and graph from the manifest, the warm-up
+    request, and the common part of its /v1/models entry. Families add preparation, finishing,
+    the batch adapter, `limits()` and `describe_extra()`."""
+
+    family = ""
+    warmup_request: Mapping[str, Any] = API_EXAMPLE
+    cuda_graphs = True        # whether the executor may replay CUDA graphs per bucketed shape
+
+    def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
+        self.directory, self.manifest = directory, manifest
+        self.name = manifest["name"]
+        self.aliases = tuple(manifest.get("aliases", ()))
+        self.description = manifest.get("description", description)
+        self.onnx_path = os.path.join(directory, manifest["onnx"])
+
+    def warmup_body(self) -> dict:
+        return {"model": self.name, **self.warmup_request}
+
+    def limits(self) -> dict:
+        return {}
+
+    def describe_extra(self) -> dict:
+        return {}
+
+    def describe(self) -> dict:
+        src = self.manifest.get("source", {})
+        return {"name": self.name, "description": self.description, "aliases": list(self.aliases),
+                # Jev clients expect a release date; an export carries the date it was made.
+                "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
+                "family": self.family, "checkpoint": src.get("checkpoint"), "revision": src.get("revision"),
+                "random_weights": bool(self.manifest.get("random_weights")), **self.describe_extra(),
+                "limits": self.limits()}

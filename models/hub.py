@@ -22,6 +22,12 @@ class ResolvedCheckpoint:
     repo: str | None
     revision: str | None       # the commit, when known
 
+    @property
+    def name(self) -> str:
+        """How manifests, health and answers name it: a local checkpoint by its folder only,
+        so no path on the exporting machine is ever shown."""
+        return self.source if self.repo else "local:" + os.path.basename(os.path.normpath(self.path))
+
 
 _REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(/[\w./-]+)?$")
 

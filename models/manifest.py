@@ -6,9 +6,11 @@ export whose sources and exporter version match the manifest is up to date and i
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
 from typing import Any
 
 MANIFEST = "manifest.json"
@@ -60,3 +62,52 @@ def up_to_date(directory: str, family: str, sources: dict[str, str], options: di
         return False
     outputs = old.get("files", {})
     return bool(outputs) and all(os.path.exists(os.path.join(directory, n)) for n in outputs)
+
+
+def flagged_random(*config_paths: str) -> bool:
+    """Whether any of these JSON files says `random_weights: true` (the random test/demo checkpoints do)."""
+    for path in config_paths:
+        with open(path, encoding="utf-8") as f:
+            if json.load(f).get("random_weights"):
+                return True
+    return False
+
+
+def exporter_info(opset: int) -> dict:
+    """The exporter and library versions an export was made with (export-time only)."""
+    import onnx
+    import torch
+    import transformers
+
+    return {"version": EXPORTER_VERSION, "torch": torch.__version__, "transformers": transformers.__version__,
+            "onnx": onnx.__version__, "opset": opset}
+
+
+@contextlib.contextmanager
+def staged(out: str):
+    """A scratch folder inside `out` to export into; on success its files replace `out`'s, so a
+    failed export never leaves a half-written graph where the server would load it."""
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, ".export-tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    yield tmp
+    for name in os.listdir(tmp):
+        os.replace(os.path.join(tmp, name), os.path.join(out, name))
+    os.rmdir(tmp)
+
+
+def copy_present(src: str, names, dst: str) -> None:
+    """Copy those of `names` that exist in `src` (tokenizer files, say) into `dst`."""
+    for name in names:
+        if os.path.exists(os.path.join(src, name)):
+            shutil.copy(os.path.join(src, name), os.path.join(dst, name))
+
+
+def finalize(out: str, meta: dict[str, Any], hash_data: bool = True) -> dict[str, Any]:
+    """Record the export's files (with `hash_data=False`, not the multi-GB `*.data` weights) and
+    write the manifest last: its presence marks a complete export."""
+    names = sorted(n for n in os.listdir(out) if n != MANIFEST and (hash_data or not n.endswith(".data")))
+    meta["files"] = hash_files(out, names)
+    write(out, meta)
+    return meta

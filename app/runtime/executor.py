@@ -130,7 +130,7 @@ class Executor:
         try:
             # Models whose shapes vary without bound (every request a new length) opt out of
             # CUDA graphs: capturing a graph per new shape costs more than replay saves.
-            graphs = self.settings.cuda_graphs if getattr(slot.model, "cuda_graphs", True) else 0
+            graphs = self.settings.cuda_graphs if slot.model.cuda_graphs else 0
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs)
         except Exception as exc:

@@ -12,7 +12,6 @@ joint head relates every question of a request, so records are never packed toge
 from __future__ import annotations
 
 import os
-import shutil
 import time
 
 from models import hub, manifest as manifests
@@ -61,34 +60,22 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
-    os.makedirs(out, exist_ok=True)
-    tmp = os.path.join(out, ".export-tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
     seq, tokens, questions, opts = (torch.export.Dim("seq_len"), torch.export.Dim("tokens"),
                                     torch.export.Dim("questions"), torch.export.Dim("options"))
     dynamic = {"input_ids": {1: seq}, "token_positions": {0: tokens}, "question_spans": {0: questions},
                "question_types": {0: questions}, "option_spans": {0: opts}, "option_question": {0: opts}}
-    path = qexport.export_program(graph, _example(dims.vocab_size), INPUTS, ["logits"], dynamic,
-                                  tmp, gdn_kernel, progress)
     info = {"gdn_kernel": gdn_kernel}
-    if dtype == "float32" and gdn_kernel == "linear_attention":
-        progress("checking ONNX Runtime (CPU) against torch on an untraced record ...")
-        info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size)
-    for n in qexport.TOKENIZER_FILES:
-        if os.path.exists(os.path.join(src.path, n)):
-            shutil.copy(os.path.join(src.path, n), os.path.join(tmp, n))
-    for n in os.listdir(tmp):
-        os.replace(os.path.join(tmp, n), os.path.join(out, n))
-    os.rmdir(tmp)
+    with manifests.staged(out) as tmp:
+        path = qexport.export_program(graph, _example(dims.vocab_size), INPUTS, ["logits"], dynamic,
+                                      tmp, gdn_kernel, progress)
+        if dtype == "float32" and gdn_kernel == "linear_attention":
+            progress("checking ONNX Runtime (CPU) against torch on an untraced record ...")
+            info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size)
+        manifests.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
     progress("[5/5] writing the manifest")
     import json
 
-    import onnx
-    import transformers
-
-    with open(os.path.join(src.path, "config.json"), encoding="utf-8") as f:
-        random = bool(json.load(f).get("random_weights"))
+    random = manifests.flagged_random(os.path.join(src.path, "config.json"))
     with open(os.path.join(src.path, head_graph.HEAD_CONFIG), encoding="utf-8") as f:
         head_config = json.load(f)
     meta = {
@@ -97,16 +84,12 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                        "by the joint schema head on a Qwen3.5-9B backbone",
         "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": qexport.ONNX_NAME,
-        "source": {"checkpoint": src.source if src.repo else "local:" + os.path.basename(os.path.normpath(src.path)),
-                   "revision": src.revision, "sha256": sources},
+        "source": {"checkpoint": src.name, "revision": src.revision, "sha256": sources},
         "dims": dims.as_dict(), "head": head_config, "weights_dtype": dtype, "graph": info,
         "inputs": INPUTS, "outputs": ["logits"], "signature": "clef-joint-v1", "export_options": options,
-        "exporter": {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "onnx": onnx.__version__, "opset": qexport.OPSET},
+        "exporter": manifests.exporter_info(qexport.OPSET),
     }
-    meta["files"] = manifests.hash_files(out, sorted(n for n in os.listdir(out) if n != manifests.MANIFEST
-                                                    and not n.endswith(".data")))
-    manifests.write(out, meta)
+    manifests.finalize(out, meta, hash_data=False)
     progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
     return meta
 

@@ -3,7 +3,6 @@ the adapter runs one record per forward pass: requests batched together by the e
 consecutive runs, and no record ever shares a sequence or the head with another."""
 from __future__ import annotations
 
-import os
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
@@ -12,18 +11,8 @@ from models.base import Packed, Prepared
 from models.clef_flash import finish as finishing
 from models.clef_flash.export import INPUTS
 from models.clef_flash.prepare import ClefLimits, Record, prepare_record
-from models.tokenizer import TokenizerHandle
+from models.qwen35.served import QwenServed
 
-WARMUP_REQUEST = {
-    "state": "I was charged twice for my order. Please refund the duplicate today.",
-    "questions": {
-        "department": {"type": "choice", "instructions": "Which team should handle this?",
-                       "criteria": {"billing": "Payments or invoices", "technical": "Software problems"}},
-        "urgency": {"type": "score", "instructions": "How urgent is the request?",
-                    "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
-        "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
-    },
-}
 PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
 
 
@@ -51,22 +40,13 @@ class RecordAdapter:
         return [part[0] for part in outputs]
 
 
-class ClefFlashModel:
+class ClefFlashModel(QwenServed):
     family = "clef_flash"
-    # Measured on the H200: capturing a graph per new (rows, length) bucket cost more than replay
-    # saved once lengths vary (Open-Jev noul mix, c=1 p95 640 ms in the first pass).
-    cuda_graphs = False
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: ClefLimits | None = None):
-        self.directory, self.manifest = directory, manifest
-        self.name = manifest["name"]
-        self.aliases = tuple(manifest.get("aliases", ()))
-        self.description = manifest.get("description", "Clef-Flash")
-        self.onnx_path = os.path.join(directory, manifest["onnx"])
-        self.tok = TokenizerHandle.load(directory)
+        super().__init__(directory, manifest, "Clef-Flash")
         self.limits_ = limits or ClefLimits()
-        pad = self.tok.tokenizer.token_to_id("<|endoftext|>")
-        self.adapter = RecordAdapter(pad if pad is not None else 0)
+        self.adapter = RecordAdapter(self.pad_id)
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
         record = prepare_record(body, self.tok, self.limits_)
@@ -78,9 +58,6 @@ class ClefFlashModel:
         # Upstream echoes the request's `model`; a request that named none gets the served name.
         return finishing.finish(prepared.context, output, requested or model_name, profile)
 
-    def warmup_body(self) -> dict:
-        return {"model": self.name, **WARMUP_REQUEST}
-
     def limits(self) -> dict:
         lim = self.limits_
         return {"max_questions": lim.max_questions, "max_choice_options": lim.max_options,
@@ -88,13 +65,8 @@ class ClefFlashModel:
                 "max_length": lim.max_length, "question_types": ["choice", "score", "noul"],
                 "truncates_state": True, "joint_questions": True}
 
-    def describe(self) -> dict:
-        src = self.manifest.get("source", {})
-        return {"name": self.name, "description": self.description, "aliases": list(self.aliases),
-                "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
-                "family": self.family, "checkpoint": src.get("checkpoint"), "revision": src.get("revision"),
-                "random_weights": bool(self.manifest.get("random_weights")), "limits": self.limits(),
-                "note": "answers depend on the question ids and on the other questions of the request: "
+    def describe_extra(self) -> dict:
+        return {"note": "answers depend on the question ids and on the other questions of the request: "
                         "the model reads them all in one sequence"}
 
 

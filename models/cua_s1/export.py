@@ -27,7 +27,6 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", progress=print, **_ignored) -> dict:
     import numpy as np
-    import torch
 
     progress = progress or (lambda m: None)
     t0 = time.perf_counter()
@@ -68,35 +67,22 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     graph = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True)
     np.save(os.path.join(out, LETTER_ROWS), letter_rows)
     progress("[5/5] writing the manifest")
-    import onnx
-    import transformers
-
-    random = _random(base.path)
+    random = manifests.flagged_random(os.path.join(base.path, "config.json"))
     meta = {
         "family": ck.FAMILY, "name": served_name, "aliases": [], "identity": ck.IDENTITY,
         "description": "Cua-S1 4B 0.2 (text adapter): one-pass computer-use decisions over a closed "
                        "list of lettered options",
         "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": qexport.ONNX_NAME,
-        "source": {"checkpoint": base.source if base.repo else "local:" + os.path.basename(os.path.normpath(base.path)),
-                   "revision": base.revision, "adapter": adapter, "sha256": sources},
+        "source": {"checkpoint": base.name, "revision": base.revision, "adapter": adapter, "sha256": sources},
         "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph,
         "lora": lora.summary() if lora else None, "merged_modules": len(merged),
         "inputs": ["input_ids", "positions"], "outputs": ["hidden"],
         "export_options": options,
-        "exporter": {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "onnx": onnx.__version__, "opset": qexport.OPSET},
+        "exporter": manifests.exporter_info(qexport.OPSET),
     }
     ck.write_export_marker(out, lora)
-    meta["files"] = manifests.hash_files(out, sorted(n for n in os.listdir(out) if n != manifests.MANIFEST
-                                                    and not n.endswith(".data")))
-    manifests.write(out, meta)
+    manifests.finalize(out, meta, hash_data=False)
     progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
     return meta
 
-
-def _random(directory: str) -> bool:
-    import json
-
-    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
-        return bool(json.load(f).get("random_weights"))

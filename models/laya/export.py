@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 
 from models import hub, manifest as manifests
@@ -88,10 +87,6 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     _log(progress, "[3/5] building the torch graph (%s, %d layers, hidden %d)"
          % (variant, encoder_config.get("num_hidden_layers", 0), encoder_config.get("hidden_size", 0)))
     model = _load_graph(src.path, agent_config, encoder_config)
-    os.makedirs(out, exist_ok=True)
-    tmp = os.path.join(out, ".export-tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
     vocab = encoder_config.get("vocab_size", 1000)
     # Batch >= 2 at trace time, or the head bakes batch 1 in (models.md §2.5).
     example = _example(vocab, 2, 48, 3, seed=0)
@@ -99,25 +94,16 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                          torch.export.Dim("num_markers"))
     dynamic = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq},
                "marker_pos": {0: batch, 1: marks}, "marker_mask": {0: batch, 1: marks}, "qtype": {0: batch}}
-    _log(progress, "[4/5] exporting ONNX (opset %d, dynamo)" % OPSET)
-    with torch.no_grad():
-        program = torch.onnx.export(model, example, input_names=list(dynamic),
-                                    output_names=["logits", "act_logits"], dynamic_shapes=dynamic,
-                                    dynamo=True, opset_version=OPSET, external_data=True, verbose=False)
-    program.save(os.path.join(tmp, ONNX_NAME), external_data=True)
-
-    _log(progress, "[5/5] checking ONNX Runtime against torch on untraced shapes")
-    max_diff = _check(model, os.path.join(tmp, ONNX_NAME), vocab)
-    for n in ck.TOKENIZER_FILES:
-        if os.path.exists(os.path.join(tok_dir, n)):
-            shutil.copy(os.path.join(tok_dir, n), os.path.join(tmp, n))
-    for n in os.listdir(tmp):
-        os.replace(os.path.join(tmp, n), os.path.join(out, n))
-    os.rmdir(tmp)
-    import onnx
-    import transformers
-
-    outputs = sorted(n for n in os.listdir(out) if n != manifests.MANIFEST)
+    with manifests.staged(out) as tmp:
+        _log(progress, "[4/5] exporting ONNX (opset %d, dynamo)" % OPSET)
+        with torch.no_grad():
+            program = torch.onnx.export(model, example, input_names=list(dynamic),
+                                        output_names=["logits", "act_logits"], dynamic_shapes=dynamic,
+                                        dynamo=True, opset_version=OPSET, external_data=True, verbose=False)
+        program.save(os.path.join(tmp, ONNX_NAME), external_data=True)
+        _log(progress, "[5/5] checking ONNX Runtime against torch on untraced shapes")
+        max_diff = _check(model, os.path.join(tmp, ONNX_NAME), vocab)
+        manifests.copy_present(tok_dir, ck.TOKENIZER_FILES, tmp)
     meta = {
         "family": ck.FAMILY, "name": served_name, "variant": variant,
         "aliases": list(ck.VARIANTS.get(served_name, ())),
@@ -125,9 +111,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "random_weights": bool(agent_config.get("random_weights")),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": ONNX_NAME,
-        # A local checkpoint is named by its folder only: health and answers never show paths.
-        "source": {"checkpoint": src.source if src.repo else "local:" + os.path.basename(
-                       os.path.normpath(src.path)), "revision": src.revision,
+        "source": {"checkpoint": src.name, "revision": src.revision,
                    "path": src.path if not src.repo else None, "sha256": sources},
         "dims": {k: encoder_config.get(k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
                                                       "intermediate_size", "vocab_size")},
@@ -139,12 +123,10 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "inputs": list(dynamic), "outputs": ["logits", "act_logits"],
         "weights_dtype": "float32",
         "export_options": options,
-        "exporter": {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "onnx": onnx.__version__, "opset": OPSET},
+        "exporter": manifests.exporter_info(OPSET),
         "check": {"max_abs_logit_diff": max_diff},
-        "files": manifests.hash_files(out, outputs),
     }
-    manifests.write(out, meta)
+    manifests.finalize(out, meta)
     _log(progress, "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e)"
          % (served_name, out, time.perf_counter() - t0, max_diff))
     return meta

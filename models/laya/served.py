@@ -1,10 +1,9 @@
 """A Laya export, served: preparation, the batch adapter and finishing around one ONNX graph."""
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
-from models.base import Prepared
+from models.base import API_EXAMPLE, ExportedModel, Prepared
 from models.errors import InferenceFailed
 from models.laya import finish as finishing
 from models.laya.adapter import LayaAdapter
@@ -12,28 +11,14 @@ from models.laya.prepare import LayaLimits, RowBuilder, prepare_rows
 from models.tokenizer import TokenizerHandle
 
 # The api.md example: the warm-up request, and what tests send.
-WARMUP_REQUEST = {
-    "state": "I was charged twice for my order. Please refund the duplicate today.",
-    "questions": {
-        "department": {"type": "choice", "instructions": "Which team should handle this?",
-                       "criteria": {"billing": "Charges and refunds", "technical": "Software problems"}},
-        "urgency": {"type": "score", "instructions": "How urgent is the request?",
-                    "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
-        "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
-    },
-}
+WARMUP_REQUEST = API_EXAMPLE
 
 
-class LayaModel:
+class LayaModel(ExportedModel):
     family = "laya"
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):
-        self.directory = directory
-        self.manifest = manifest
-        self.name = manifest["name"]
-        self.aliases = tuple(manifest.get("aliases", ()))
-        self.description = manifest.get("description", "Laya decision model")
-        self.onnx_path = os.path.join(directory, manifest["onnx"])
+        super().__init__(directory, manifest, "Laya decision model")
         cfg = manifest["config"]
         self.calibration = manifest["calibration"]
         self.tok = TokenizerHandle.load(directory, ("cls_token", "sep_token", "pad_token", "mask_token"))
@@ -62,9 +47,6 @@ class LayaModel:
         shape = finishing.jev_profile if profile == "jev" else finishing.reference_profile
         return shape(model_name, answers, dict(usage), routing)
 
-    def warmup_body(self) -> dict:
-        return {"model": self.name, **WARMUP_REQUEST}
-
     def limits(self) -> dict:
         cfg = self.manifest["config"]
         lim = self.limits_
@@ -73,12 +55,3 @@ class LayaModel:
                 "max_state_chars": lim.max_state_chars, "max_len": cfg["max_len"],
                 "head_max_len": cfg["head_max_len"], "question_types": ["choice", "score", "noul"],
                 "truncates_state": True}
-
-    def describe(self) -> dict:
-        src = self.manifest.get("source", {})
-        return {"name": self.name, "description": self.description, "aliases": list(self.aliases),
-                # Jev clients expect a release date; an export carries the date it was made.
-                "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
-                "family": self.family, "checkpoint": src.get("checkpoint"),
-                "revision": src.get("revision"), "random_weights": bool(self.manifest.get("random_weights")),
-                "limits": self.limits()}

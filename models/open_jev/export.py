@@ -30,8 +30,6 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", max_length: int = ck.MAX_LENGTH_DEFAULT,
            progress=print, **_ignored) -> dict:
-    import torch
-
     progress = progress or (lambda m: None)
     t0 = time.perf_counter()
     progress("[1/5] resolving package %s" % checkpoint)
@@ -65,36 +63,23 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     graph = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True)
     progress("[5/5] writing open_jev_export.json and the manifest")
-    import onnx
-    import transformers
-
-    random = bool(_json(os.path.join(src.path, "model.json")).get("random_weights")) or bool(
-        _json(os.path.join(base_src.path, "config.json")).get("random_weights"))
+    random = manifests.flagged_random(os.path.join(src.path, "model.json"), os.path.join(base_src.path, "config.json"))
     meta = {
-        "family": FAMILY, "name": served_name, # `jev-latest` is the registry's (it names the default model); the rest route here.
+        "family": FAMILY, "name": served_name,
+        # `jev-latest` is the registry's (it names the default model); the rest route here.
         "aliases": [a for a in variant.names if a not in (served_name, "jev-latest")],
         "description": "Open-Jev %s: independent-candidate Yes/No scoring with a calibrated scalar head "
                        "on %s" % (variant.name, package.model_id),
         "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": qexport.ONNX_NAME,
-        "source": {"checkpoint": src.source if src.repo else "local:" + os.path.basename(os.path.normpath(src.path)),
-                   "revision": src.revision, "base": package.model_id, "base_revision": package.base_revision,
+        "source": {"checkpoint": src.name, "revision": src.revision, "base": package.model_id, "base_revision": package.base_revision,
                    "sha256": sources},
         "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "merged_modules": len(merged),
         "inputs": ["input_ids", "positions"], "outputs": ["hidden"], "export_options": options,
-        "exporter": {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "onnx": onnx.__version__, "opset": qexport.OPSET},
+        "exporter": manifests.exporter_info(qexport.OPSET),
     }
     ck.write_export_metadata(out, meta_export)
-    meta["files"] = manifests.hash_files(out, sorted(n for n in os.listdir(out) if n != manifests.MANIFEST
-                                                    and not n.endswith(".data")))
-    manifests.write(out, meta)
+    manifests.finalize(out, meta, hash_data=False)
     progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
     return meta
 
-
-def _json(path: str) -> dict:
-    import json
-
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)

@@ -2,7 +2,6 @@
 other requests' candidates), the scalar head on the host in float64, calibration per question."""
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
 from models.base import Prepared
@@ -11,7 +10,7 @@ from models.open_jev import checkpoint as ck
 from models.open_jev import finish as finishing
 from models.open_jev.prepare import LIMITS, OpenJevLimits, prepare
 from models.qwen35.rows import LastTokenAdapter
-from models.tokenizer import TokenizerHandle
+from models.qwen35.served import QwenServed
 
 WARMUP_REQUEST = {
     "state": {"ticket": "I was charged twice for my order. Please refund the duplicate today.", "tier": "gold"},
@@ -26,27 +25,19 @@ WARMUP_REQUEST = {
 }
 
 
-class OpenJevModel:
+class OpenJevModel(QwenServed):
     family = "open_jev"
-    # Measured on the H200: capturing a graph per new (rows, length) bucket cost more than replay
-    # saved once lengths vary (Open-Jev noul mix, c=1 p95 640 ms in the first pass).
-    cuda_graphs = False
+    warmup_request = WARMUP_REQUEST
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: OpenJevLimits | None = None):
-        self.directory, self.manifest = directory, manifest
-        self.name = manifest["name"]
-        self.aliases = tuple(manifest.get("aliases", ()))
-        self.description = manifest.get("description", "Open-Jev")
-        self.onnx_path = os.path.join(directory, manifest["onnx"])
+        super().__init__(directory, manifest, "Open-Jev")
         self.export = ck.read_export_metadata(directory)
         hidden = manifest.get("dims", {}).get("hidden_size")
         if hidden is not None and len(self.export.head_weight) != hidden:
             raise ValueError("%s: head width %d does not match the backbone's hidden size %d"
                              % (directory, len(self.export.head_weight), hidden))
-        self.tok = TokenizerHandle.load(directory)
         self.limits_ = limits or LIMITS
-        pad = self.tok.tokenizer.token_to_id("<|endoftext|>")
-        self.adapter = LastTokenAdapter(pad if pad is not None else 0, key=self.family)
+        self.adapter = LastTokenAdapter(self.pad_id, key=self.family)
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
         rows, context, usage = prepare(body, self.tok, self.export, self.limits_)
@@ -61,22 +52,14 @@ class OpenJevModel:
             raise InferenceFailed("expected %d hidden rows, got %d" % (prepared.rows, hidden.shape[0]))
         return finishing.finish(prepared.context, hidden, profile=profile)
 
-    def warmup_body(self) -> dict:
-        return {"model": self.name, **WARMUP_REQUEST}
-
     def limits(self) -> dict:
         lim = self.limits_
         return {"max_questions": lim.max_questions, "max_candidates": lim.max_candidates,
                 "max_choice_options": lim.max_choice_options, "max_length": self.export.max_length,
                 "question_types": ["choice", "score", "noul"], "truncates_state": False}
 
-    def describe(self) -> dict:
-        src = self.manifest.get("source", {})
-        return {"name": self.name, "description": self.description, "aliases": list(self.aliases),
-                "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
-                "family": self.family, "base": self.export.model_id, "checkpoint": src.get("checkpoint"),
-                "revision": src.get("revision"), "temperature": self.export.temperature,
-                "random_weights": bool(self.manifest.get("random_weights")), "limits": self.limits()}
+    def describe_extra(self) -> dict:
+        return {"base": self.export.model_id, "temperature": self.export.temperature}
 
 
 def load(directory: str, manifest: Mapping[str, Any]) -> OpenJevModel:

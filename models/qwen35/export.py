@@ -168,26 +168,18 @@ def hash_sources(directory: str, names: list[str], progress=print) -> dict[str, 
 
 
 def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool) -> dict:
-    """Export `model` into `out` atomically (a temp folder renamed into place), copy the tokenizer,
+    """Export `model` into `out` (staged, so a failure leaves no half export), copy the tokenizer,
     and return what the manifest records about the graph."""
-    import shutil
+    from models import manifest as manifests
 
-    os.makedirs(out, exist_ok=True)
-    tmp = os.path.join(out, ".export-tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    path = export_graph(model, tmp, kernel=kernel, progress=progress)
     info = {"gdn_kernel": kernel}
-    # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
-    if check and kernel == "linear_attention" and model_dtype(model) == "float32":
-        progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
-        info["check_max_abs_diff"] = check_graph(model, path)
-    for name in TOKENIZER_FILES:
-        if os.path.exists(os.path.join(tokenizer_dir, name)):
-            shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(tmp, name))
-    for name in os.listdir(tmp):
-        os.replace(os.path.join(tmp, name), os.path.join(out, name))
-    os.rmdir(tmp)
+    with manifests.staged(out) as tmp:
+        path = export_graph(model, tmp, kernel=kernel, progress=progress)
+        # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
+        if check and kernel == "linear_attention" and model_dtype(model) == "float32":
+            progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
+            info["check_max_abs_diff"] = check_graph(model, path)
+        manifests.copy_present(tokenizer_dir, TOKENIZER_FILES, tmp)
     return info
 
 

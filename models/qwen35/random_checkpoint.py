@@ -141,16 +141,18 @@ def _write_full(out: str, text: dict, seed: int, device) -> None:
     keys = list(text_keys(text, "model.language_model."))
     if not text["tie_word_embeddings"]:
         keys.append(("lm_head.weight", (text["vocab_size"], text["hidden_size"])))
-    shards, current, size, index = [], {}, 0, {}
+    shard, current, size, index = 0, {}, 0, {}
     for i, (name, shape) in enumerate(keys):
         t = _random(name, shape, gen, device).to(torch.bfloat16).cpu()
         current[name] = t
         size += t.numel() * 2
-        if size >= 5_000_000_000 or i == len(keys) - 1:
-            shards.append(current)
+        if size >= 5_000_000_000 or i == len(keys) - 1:      # 5 GB shards, as save_pretrained
+            shard += 1
+            filename = "model-%05d.safetensors" % shard
+            save_file(current, os.path.join(out, filename), metadata={"format": "pt"})
+            index.update(dict.fromkeys(current, filename))
             current, size = {}, 0
-            print("random checkpoint: shard %d written (%d/%d tensors)" % (len(shards), i + 1, len(keys)), flush=True)
-            _save_shard(out, shards, save_file, index)
+            print("random checkpoint: shard %d written (%d/%d tensors)" % (shard, i + 1, len(keys)), flush=True)
     with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": index}, f)
     config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
@@ -158,15 +160,6 @@ def _write_full(out: str, text: dict, seed: int, device) -> None:
               "text_config": dict(text, model_type="qwen3_5_text"), "random_weights": True}
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-
-
-def _save_shard(out, shards, save_file, index):
-    n = len(shards)
-    name = "model-%05d.safetensors" % n
-    save_file(shards[-1], os.path.join(out, name), metadata={"format": "pt"})
-    for key in shards[-1]:
-        index[key] = name
-    shards[-1] = None      # free the memory; only the count matters from here on
 
 
 def main(argv=None) -> None:

@@ -57,14 +57,13 @@ class LastTokenAdapter:
             chunks.append(chunk)
             padded += total * length
         return Packed(parts[0], rows=sum(p["input_ids"].shape[0] for p in parts), real_tokens=sum(lengths),
-                      padded_tokens=padded, parts=parts,
-                      meta={"micro_batches": len(parts), "seq_len": int(parts[0]["input_ids"].shape[1]),
-                            "chunks": chunks})
+                      padded_tokens=padded, parts=parts, layout=chunks,
+                      meta={"micro_batches": len(parts), "seq_len": int(parts[0]["input_ids"].shape[1])})
 
     def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed) -> list:
         """One tuple of arrays (one per graph output, rows in the work's order) per work."""
         n = sum(len(w) for w in works)
-        chunks = packed.meta.pop("chunks")
+        chunks = packed.layout
         per_output = []
         for k in range(len(outputs[0])):
             full = np.empty((n,) + outputs[0][k].shape[1:], dtype=outputs[0][k].dtype)
