@@ -64,3 +64,15 @@ def questions_of(body, max_questions: int) -> dict:
         raise TooManyQuestions("%d questions; this model takes at most %d per request"
                                % (len(questions), max_questions))
     return questions
+
+
+def check_questions(questions: dict, check) -> None:
+    """Run `check(qid, question) -> problem or None` on every question and report all the
+    problems at once (422 invalid_question), so a client fixes its request in one round."""
+    errors = []
+    for qid, qdef in questions.items():
+        problem = check(qid, qdef)
+        if problem:
+            errors.append({"question": qid, "detail": problem})
+    if errors:
+        raise InvalidQuestions("%d of %d questions are invalid" % (len(errors), len(questions)), errors=errors)

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from models.errors import InputTooLong, InvalidQuestions, RequestError, questions_of
+from models.errors import InputTooLong, RequestError, check_questions, questions_of
 from models.render import render as _render
 from models.tokenizer import TokenizerHandle
 
@@ -158,14 +158,7 @@ def validate(body: Mapping[str, Any], limits: ClefLimits) -> tuple[Any, dict]:
     if "state" not in body:
         raise RequestError("'state' is required (any JSON value)")
     questions = questions_of(body, limits.max_questions)
-    errors = []
-    for qid, qdef in questions.items():
-        problem = check_question(qid, qdef, limits)
-        if problem:
-            errors.append({"question": qid, "detail": problem})
-    if errors:
-        raise InvalidQuestions("%d of %d questions are invalid" % (len(errors), len(questions)),
-                               errors=errors)
+    check_questions(questions, lambda qid, qdef: check_question(qid, qdef, limits))
     return body["state"], questions
 
 

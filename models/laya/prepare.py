@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from models.errors import InvalidQuestions, RequestError, TooLarge, questions_of
+from models.errors import InvalidQuestions, RequestError, TooLarge, check_questions, questions_of
 from models.laya.checkpoint import QTYPES
 from models.render import render
 from models.tokenizer import TokenizerHandle
@@ -241,14 +241,7 @@ def validate_envelope(body: Mapping[str, Any], limits: LayaLimits) -> tuple[Any,
 def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimits):
     """Validate the whole request, then build its rows. Raises before any forward pass."""
     state, questions = validate_envelope(body, limits)
-    errors = []
-    for qid, qdef in questions.items():
-        problem = check_question(qid, qdef, limits)
-        if problem:
-            errors.append({"question": qid, "detail": problem})
-    if errors:
-        raise InvalidQuestions("%d of %d questions are invalid" % (len(errors), len(questions)),
-                               errors=errors)
+    check_questions(questions, lambda qid, qdef: check_question(qid, qdef, limits))
     total = sum(_option_count(q) for q in questions.values())
     if total > limits.max_options_total:
         raise TooLarge("%d options across questions; this model takes at most %d per request"
@@ -261,7 +254,7 @@ def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimit
     state_ids = builder.tok.encode(text.replace(builder.mask, " "))
     truncate_left = isinstance(state, list)
     cache: dict = {}
-    rows, stats, dropped = [], [], []
+    rows, stats, dropped, errors = [], [], [], []
     for q in internal:
         try:
             row, st, d = builder.row(q, state_ids, truncate_left, cache)
