@@ -22,7 +22,7 @@ EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
              "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "base", "dtype", "gdn_kernel", "max_length")
+QWEN_OPTIONS = ("adapter", "base", "dtype", "gdn_kernel", "attention", "max_length")
 
 
 def main(argv=None) -> int:
@@ -43,6 +43,9 @@ def main(argv=None) -> int:
                       help="weights and compute dtype of the graph (default float32)")
     qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net"],
                       help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net: CUDA only)")
+    qwen.add_argument("--attention", choices=["auto", "sdpa", "gqa"],
+                      help="full-attention layers: gqa = ONNX Runtime's GroupQueryAttention kernel (fp16/bf16 on "
+                           "CUDA), sdpa = traced attention; auto (default) = gqa unless float32")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 

@@ -6,7 +6,7 @@ plus the fp16/bf16 parity gate against transformers in fp32.
         --lengths 139,218,292 --out results.json
 
 Timings are p50/p95 of `--iters` synchronized calls after `--warmup`, variants interleaved per
-length; one row per call (batch 1) unless `--batch`. The parity gate (issue 5): for rows whose
+length; `--batch 1,16` times each length at each batch size (rows of equal length). The parity gate (issue 5): for rows whose
 fp32 top-two margin is >= 0.05, the reduced-precision top choice must be identical, and no
 probability may drift by more than 0.02 (here over the 26 letter logits of each prompt).
 """
@@ -54,7 +54,7 @@ def main(argv=None):
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--exports", required=True, help="label=dir,label=dir")
     ap.add_argument("--lengths", default="139,218,292")
-    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--batch", default="1", help="batch sizes, comma separated")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--no-hf", action="store_true")
@@ -84,10 +84,10 @@ def main(argv=None):
             hf = hf_model(args.checkpoint, torch.bfloat16)
         except Exception as exc:        # an older transformers without qwen3_5: say so, go on
             print("HF baseline unavailable: %r" % exc, flush=True)
-    results = {"lengths": {}, "batch": args.batch, "gpu": torch.cuda.get_device_name(0)}
-    for n in lengths:
-        ids = rng.integers(0, 1000, size=(args.batch, n), dtype=np.int64)
-        feeds = {"input_ids": ids, "positions": np.full((args.batch,), n - 1, dtype=np.int64)}
+    results = {"lengths": {}, "gpu": torch.cuda.get_device_name(0)}
+    for n, batch in [(n, int(b)) for n in lengths for b in args.batch.split(",")]:
+        ids = rng.integers(0, 1000, size=(batch, n), dtype=np.int64)
+        feeds = {"input_ids": ids, "positions": np.full((batch,), n - 1, dtype=np.int64)}
         calls = {label: (lambda r=r: r.run(None, feeds)) for label, r in runners.items()}
         if hf is not None:
             tids = torch.from_numpy(ids).cuda()
@@ -98,6 +98,13 @@ def main(argv=None):
                 torch.cuda.synchronize()
                 return out
             calls["hf-eager-bf16"] = hf_call
+        for k, f in list(calls.items()):     # a variant that cannot run this shape is reported, not fatal
+            try:
+                f()
+            except Exception as exc:
+                results.setdefault("errors", {})["%s@%dx%d" % (k, batch, n)] = repr(exc)[:400]
+                print("skipping %s at %dx%d: %r" % (k, batch, n, exc), flush=True)
+                del calls[k]
         times = {k: [] for k in calls}
         for _ in range(args.warmup):
             for f in calls.values():
@@ -107,8 +114,9 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 f()
                 times[k].append(time.perf_counter() - t0)
-        results["lengths"][n] = {k: _stats(v) for k, v in times.items()}
-        print(n, json.dumps(results["lengths"][n]), flush=True)
+        key = "%d" % n if batch == 1 else "%dx%d" % (batch, n)
+        results["lengths"][key] = {k: _stats(v) for k, v in times.items()}
+        print(key, json.dumps(results["lengths"][key]), flush=True)
     hf = None
     torch.cuda.empty_cache()
     try:
@@ -117,7 +125,10 @@ def main(argv=None):
         results["parity"] = {"error": repr(exc)}
     print("parity", json.dumps(results["parity"]), flush=True)
     if args.profile:
-        results["profile"] = profile(exports[args.profile] + "/model.onnx")
+        try:
+            results["profile"] = profile(exports[args.profile] + "/model.onnx")
+        except Exception as exc:
+            results["profile"] = {"error": repr(exc)[:400]}
         print("profile", json.dumps(results["profile"]), flush=True)
     if args.out:
         with open(args.out, "w") as f:
@@ -145,15 +156,21 @@ def profile(path: str, length: int = 218) -> dict:
         with open(trace) as f:
             events = json.load(f)
         runs = [e for e in events if e.get("name") == "model_run"]
-        by_op = collections.Counter()
+        by_op, by_node, shapes = collections.Counter(), collections.Counter(), {}
         for e in events:
             if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
                 by_op[e["args"].get("op_name", "?")] += e["dur"]
+                node = e["name"][: -len("_kernel_time")]
+                by_node[node] += e["dur"]
+                shapes[node] = [e["args"].get("op_name"), e["args"].get("output_type_shape")]
         # The last run only: the first ones include allocation and autotuning.
         last = runs[-1]["dur"] / 1e3 if runs else None
         total = sum(by_op.values()) / 3 / 1e3
         out["batch%d" % batch] = {"model_run_ms": last, "kernel_ms_per_run": round(total, 3),
-                                  "top": [(op, round(us / 3 / 1e3, 3)) for op, us in by_op.most_common(12)]}
+                                  "top": [(op, round(us / 3 / 1e3, 3)) for op, us in by_op.most_common(16)],
+                                  "nodes": len(by_node),
+                                  "top_nodes": [(n, round(us / 3 / 1e3, 3), *shapes[n]) for n, us in
+                                                by_node.most_common(25)]}
     return out
 
 
@@ -177,7 +194,7 @@ def parity(checkpoint: str, runners: dict, prompts: int, rng) -> dict:
             continue
         drift, agree, gated = 0.0, 0, 0
         for ids, p_ref in zip(cases, want):
-            (hidden,) = runner.run(None, {"input_ids": ids, "positions": np.array([ids.shape[1] - 1])})
+            hidden = runner.run(None, {"input_ids": ids, "positions": np.array([ids.shape[1] - 1])})[0]
             logits = torch.from_numpy(hidden.astype(np.float32)).cuda() @ rows.T
             p = torch.softmax(logits, -1).double().cpu().numpy()[0]
             drift = max(drift, float(np.abs(p - p_ref).max()))

@@ -3,7 +3,9 @@
 #   bash benchmarks/gpu/qwen_h200.sh prepare FAMILY    # wheels, full-size random checkpoint, export(s)
 #   bash benchmarks/gpu/qwen_h200.sh bench FAMILY      # in-process and HF baselines, HTTP load
 # FAMILY: cua-s1 (4B), open-jev (9B), clef-flash (9B). KERNELS="la gdn" exports with both GDN
-# kernels (default: gdn only); DTYPE (default float16). onnxruntime-gpu must already be unpacked in
+# kernels (default: gdn only); an entry KERNEL-ATTENTION picks the attention too ("gdn-sdpa":
+# traced attention instead of GroupQueryAttention). DTYPE (default float16). DRIFT=1 adds the
+# layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
 # /tmp/ortsite (../shared/tools/ort-gpu-carry) and `.whl` carried in the first prepare call.
 set -euo pipefail
 phase=${1:?prepare or bench}
@@ -35,9 +37,10 @@ if [ "$phase" = prepare ]; then
   [ "$family" = clef-flash ] && python3 -m models.clef_flash.random_checkpoint --full $CK /tmp/omni/clef-9b
   pids=()
   for k in $KERNELS; do
-    kernel=linear_attention; [ $k = gdn ] && kernel=gated_delta_net
+    kernel=linear_attention; [ ${k%%-*} = gdn ] && kernel=gated_delta_net
+    attention=auto; [ $k != ${k#*-} ] && attention=${k#*-}
     python3 -m models.export $family --checkpoint $SRC "${EXTRA[@]}" --out $EX-$k --dtype $DTYPE \
-      --gdn-kernel $kernel > "$OUT/export-$family-$k.log" 2>&1 &
+      --gdn-kernel $kernel --attention $attention > "$OUT/export-$family-$k.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait $p; done
@@ -57,6 +60,11 @@ if [ "$family" != cua-s1 ]; then
   python3 -m benchmarks.gpu.hf_baseline --family $family --checkpoint $base --export $EX-${KERNELS##* } \
     "${ws[@]}" --out "$OUT/hf-$family.json" 2>&1 | grep -v -i warn | tail -5
 fi
+if [ "${DRIFT:-0}" = 1 ]; then
+  python3 -m benchmarks.gpu.drift --checkpoint $CK --exports $exports --out "$OUT/drift-$family.json" 2>&1 \
+    | grep -v -i warn | tail -12
+fi
+[ -n "${WORKLOADS:-}" ] || exit 0
 best=${KERNELS##* }
 t0=$(python3 -c 'import time; print(time.time())')
 OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 \

@@ -17,6 +17,7 @@ import time
 from models import hub, manifest as manifests
 from models.clef_flash import head_graph
 from models.qwen35 import export as qexport
+from models.qwen35 import fused
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
@@ -36,7 +37,7 @@ def _example(vocab: int):
 
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
-           gdn_kernel: str = "linear_attention", progress=print, **_ignored) -> dict:
+           gdn_kernel: str = "linear_attention", attention: str = "auto", progress=print, **_ignored) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
@@ -47,7 +48,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     if missing:
         raise ValueError("%s is not a Clef-Flash checkpoint: no %s" % (src.path, ", ".join(missing)))
     served_name = name or NAME
-    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel, "opset": qexport.OPSET}
+    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
+               "attention": fused.attention_for(dtype, attention), "opset": qexport.OPSET}
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and manifests.up_to_date(out, FAMILY, sources, options):
@@ -57,7 +59,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     dims = TextDims.from_dir(src.path)
     progress("[3/5] loading the backbone (%d layers, hidden %d) and the joint head"
              % (len(dims.layer_types), dims.hidden_size))
-    backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype)
+    backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype,
+                                    attention=attention)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
     seq, tokens, questions, opts = (torch.export.Dim("seq_len"), torch.export.Dim("tokens"),

@@ -16,6 +16,7 @@ import time
 from models import hub, manifest as manifests
 from models.cua_s1 import checkpoint as ck
 from models.qwen35 import export as qexport
+from models.qwen35 import fused
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
@@ -25,7 +26,7 @@ LETTER_ROWS = "letter_rows.npy"
 
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
-           dtype: str = "float32", gdn_kernel: str = "linear_attention", progress=print, **_ignored) -> dict:
+           dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto", progress=print, **_ignored) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)
@@ -41,7 +42,8 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         dims = TextDims.from_dir(base.path)
         lora = ck.resolve_adapter(ad.path, dims.layer_types)
     served_name = name or ck.MODEL_NAME
-    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel, "opset": qexport.OPSET}
+    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
+               "attention": fused.attention_for(dtype, attention), "opset": qexport.OPSET}
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base.path, qexport.source_files(base.path), progress)
     if lora is not None:
@@ -61,7 +63,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         "self_attn." + t for t in ck.ATTENTION_TARGETS] + ["mlp." + t for t in ck.MLP_TARGETS]) if lora else []
     rows_from = state["embed_tokens.weight"] if dims.tie_word_embeddings else state["lm_head.weight"]
     letter_rows = rows_from[list(ck.LETTER_IDS)].float().numpy()
-    model = qexport.build_module(dims, state, "last", dtype)
+    model = qexport.build_module(dims, state, "last", dtype, attention=attention)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     graph = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True)

@@ -18,6 +18,7 @@ import time
 from models import hub, manifest as manifests
 from models.open_jev import checkpoint as ck
 from models.qwen35 import export as qexport
+from models.qwen35 import fused
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
@@ -28,7 +29,7 @@ PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
 
 def export(checkpoint: str, out: str, *, base: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
-           dtype: str = "float32", gdn_kernel: str = "linear_attention", max_length: int = ck.MAX_LENGTH_DEFAULT,
+           dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto", max_length: int = ck.MAX_LENGTH_DEFAULT,
            progress=print, **_ignored) -> dict:
     progress = progress or (lambda m: None)
     t0 = time.perf_counter()
@@ -41,7 +42,8 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
                            revision=None if base else package.base_revision)
     dims = TextDims.from_dir(base_src.path)
     served_name = name or variant.alias
-    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel, "max_length": max_length,
+    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
+               "attention": fused.attention_for(dtype, attention), "max_length": max_length,
                "opset": qexport.OPSET}
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base_src.path, qexport.source_files(base_src.path), progress)
@@ -58,7 +60,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
              % (len(dims.layer_types), dims.hidden_size))
     state = weights.load_text_state(base_src.path, _load_dtype(dtype))
     merged = weights.merge_lora(state, package.adapter_path)
-    model = qexport.build_module(dims, state, "last", dtype)
+    model = qexport.build_module(dims, state, "last", dtype, attention=attention)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     graph = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from models.qwen35 import gdn
+from models.qwen35 import fused, gdn
 from models.qwen35.dims import TextDims
 
 ONNX_NAME = "model.onnx"
@@ -28,13 +28,14 @@ def load_dtype(dtype: str):
 
 
 def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float32",
-                 letter_ids: list[int] | None = None):
+                 letter_ids: list[int] | None = None, attention: str = "auto"):
+    """`attention`: "sdpa" (traced), "gqa" (GroupQueryAttention) or "auto" (fused.attention_for)."""
     import torch
 
     from models.qwen35.graph import Backbone
 
     with torch.device("meta"):
-        model = Backbone(dims, readout, letter_ids)
+        model = Backbone(dims, readout, letter_ids, fused.attention_for(dtype, attention))
     torch_dtype = getattr(torch, dtype)
     model = model.to_empty(device="cpu").to(torch_dtype)
     model.load_text_state({k: v.to(torch_dtype) if v.is_floating_point() else v for k, v in state.items()})
@@ -82,7 +83,8 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
             module, tuple(args), input_names=input_names, output_names=output_names_,
             dynamic_shapes=dynamic, dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
             custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(kernel),
-                                      torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation()})
+                                      torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation(),
+                                      **fused.translations()})
     path = os.path.join(out_dir, ONNX_NAME)
     progress("traced and translated in %.1f s; writing %s and its external data ..."
              % (time.perf_counter() - t0, path))
@@ -172,7 +174,7 @@ def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, che
     and return what the manifest records about the graph."""
     from models import manifest as manifests
 
-    info = {"gdn_kernel": kernel}
+    info = {"gdn_kernel": kernel, "attention": model.attention}
     with manifests.staged(out) as tmp:
         path = export_graph(model, tmp, kernel=kernel, progress=progress)
         # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.

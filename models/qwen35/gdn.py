@@ -10,9 +10,11 @@ in batch and sequence and lets the exporter emit ONNX Runtime's own kernels
 * "gated_delta_net": com.microsoft `GatedDeltaNet`, the fused CUDA-only kernel (inverse GQA, q/k
   L2 norm and the initial state handled inside).
 
-Inputs (one layer): q, k [B, T, Hk, Dk] after the causal conv (not yet normalised), v [B, T, Hv,
-Dv], g (log decay) and beta [B, T, Hv], all float32. Output [B, T, Hv, Dv] float32. The state
-starts at zero: a decision model reads one prefill, nothing carries over.
+Inputs (one layer): q, k [B, T, Hk, Dk] after the causal conv (not yet normalised) and v [B, T,
+Hv, Dv], in the model's dtype; g (log decay) and beta [B, T, Hv], float32. Output [B, T, Hv, Dv]
+in v's dtype; the recurrence itself runs in fp32 (GatedDeltaNet takes half-precision q/k/v
+directly; LinearAttention gets them cast). The state starts at zero: a decision model reads one
+prefill, nothing carries over.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tens
     b, t, hk, dk = q.shape
     hv, dv = v.shape[-2:]
     rep = hv // hk
+    dtype = v.dtype
     q = _l2norm(q.float()).repeat_interleave(rep, dim=2) * dk ** -0.5
     k = _l2norm(k.float()).repeat_interleave(rep, dim=2)
     v, g, beta = v.float(), g.float(), beta.float()
@@ -44,12 +47,12 @@ def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tens
         delta = (v[:, i] - memory) * beta[:, i, :, None]
         state = state + k[:, i, :, :, None] * delta[:, :, None, :]
         out[:, i] = (state * q[:, i, :, :, None]).sum(-2)
-    return out
+    return out.to(dtype)
 
 
 @gated_delta.register_fake
 def _(q, k, v, g, beta):
-    return v.new_empty(v.shape, dtype=torch.float32)
+    return torch.empty_like(v)
 
 
 @torch.library.custom_op("omni_qwen35::causal_conv_silu", mutates_args=())
@@ -107,11 +110,12 @@ def translation(kernel: str):
             x = op.Expand(x, op.Concat(bt, op.Constant(value_ints=[hk, rep, dk]), axis=0))
             return op.Reshape(x, op.Concat(bt, op.Constant(value_ints=[hv * dk]), axis=0))
 
-        packed_v = op.Reshape(v, op.Concat(bt, op.Constant(value_ints=[hv * dv]), axis=0))
+        q, k, v32 = (op.Cast(x, to=1) for x in (q, k, v))                 # LinearAttention: one dtype, fp32
+        packed_v = op.Reshape(v32, op.Concat(bt, op.Constant(value_ints=[hv * dv]), axis=0))
         out, _state = ms.LinearAttention(expand(q), expand(k), packed_v, None, g, beta,
                                          q_num_heads=hv, kv_num_heads=hv, update_rule="gated_delta",
                                          scale=float(dk ** -0.5), _outputs=2)
-        return op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0))
+        return op.CastLike(op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0)), v)
 
     def gated_delta_net(q, k, v, g, beta):
         hv, dv, dk = v.shape[2], v.shape[3], q.shape[3]

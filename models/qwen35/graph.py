@@ -18,17 +18,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from models.qwen35.dims import TextDims
+from models.qwen35 import fused
 from models.qwen35.gdn import causal_conv_silu, gated_delta
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
-    """y = x·rsqrt(mean x² + eps)·(offset + w), computed in fp32 (offset 1: zero-centred norms)."""
-    dtype = x.dtype
-    x = x.float()
-    # Written as x / sqrt(...) · w: the pattern ONNX Runtime fuses into one
-    # SimplifiedLayerNormalization kernel (rsqrt's Reciprocal would not match it).
-    x = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    return (x * (offset + weight.float())).to(dtype)
+    """y = x·rsqrt(mean x² + eps)·(offset + w), statistics in fp32 (offset 1: zero-centred norms);
+    one fused kernel once exported (fused.py)."""
+    return fused.rms_norm(x, offset + weight.float(), eps)
 
 
 class Norm(nn.Module):
@@ -73,23 +70,25 @@ class GatedDeltaNet(nn.Module):
         b, t, _ = x.shape
         qkv = causal_conv_silu(self.in_proj_qkv(x), self.conv1d.weight)     # causal depthwise conv
         q, k, v = torch.split(qkv, [d.key_dim, d.key_dim, d.value_dim], dim=-1)
-        q = q.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim).float()
-        k = k.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim).float()
-        v = v.reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim).float()
+        # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
+        # as transformers' own GDN does); the gates are fp32.
+        q = q.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim)
+        k = k.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim)
+        v = v.reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim)
         beta = torch.sigmoid(self.in_proj_b(x).float())
         g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
-        o = gated_delta(q, k, v, g, beta)                                   # [B, T, Hv, Dv] fp32
+        o = gated_delta(q, k, v, g, beta)                                   # [B, T, Hv, Dv]
         z = self.in_proj_z(x).reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim)
-        o = rms_norm(o, self.norm.weight, d.rms_norm_eps, 0.0) * F.silu(z.float())
-        return self.out_proj(o.reshape(b, t, d.value_dim).to(x.dtype))
+        o = rms_norm(o, self.norm.weight, d.rms_norm_eps, 0.0) * F.silu(z)
+        return self.out_proj(o.reshape(b, t, d.value_dim))
 
 
 class Attention(nn.Module):
     """Gated full attention: q_proj gives [query | gate] per head, q/k norms, partial RoPE, GQA."""
 
-    def __init__(self, d: TextDims):
+    def __init__(self, d: TextDims, kernel: str = "sdpa"):
         super().__init__()
-        self.d = d
+        self.d, self.kernel = d, kernel
         hd = d.head_dim
         self.q_proj = nn.Linear(d.hidden_size, d.num_attention_heads * hd * 2, bias=False)
         self.k_proj = nn.Linear(d.hidden_size, d.num_key_value_heads * hd, bias=False)
@@ -103,15 +102,17 @@ class Attention(nn.Module):
         b, t, _ = x.shape
         hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
         q, gate = self.q_proj(x).view(b, t, hq, 2 * hd).chunk(2, dim=-1)
-        q = self.q_norm(q).transpose(1, 2)                                  # [B, Hq, T, hd]
-        k = self.k_norm(self.k_proj(x).view(b, t, hkv, hd)).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, hkv, hd).transpose(1, 2)
-        q, k = _rope(q, cos, sin, d.rotary_dim), _rope(k, cos, sin, d.rotary_dim)
-        rep = hq // hkv
-        k = k.repeat_interleave(rep, dim=1)
-        v = v.repeat_interleave(rep, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd ** -0.5)
-        o = o.transpose(1, 2).reshape(b, t, hq * hd)
+        q = _rope(self.q_norm(q), cos, sin, d.rotary_dim)                     # [B, T, Hq, hd]
+        k = _rope(self.k_norm(self.k_proj(x).view(b, t, hkv, hd)), cos, sin, d.rotary_dim)
+        v = self.v_proj(x).view(b, t, hkv, hd)
+        if self.kernel == "gqa":
+            o = fused.causal_attention(q, k, v, hd ** -0.5)
+        else:
+            q, k, v = (y.transpose(1, 2) for y in (q, k, v))                 # [B, H, T, hd]
+            rep = hq // hkv
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd ** -0.5)
+            o = o.transpose(1, 2).reshape(b, t, hq * hd)
         return self.o_proj(o * torch.sigmoid(gate.reshape(b, t, hq * hd)))
 
 
@@ -124,13 +125,13 @@ def _rope(x, cos, sin, rot: int):
 
 
 class Layer(nn.Module):
-    def __init__(self, d: TextDims, kind: str):
+    def __init__(self, d: TextDims, kind: str, attention: str = "sdpa"):
         super().__init__()
         self.kind = kind
         if kind == "linear_attention":
             self.linear_attn = GatedDeltaNet(d)
         else:
-            self.self_attn = Attention(d)
+            self.self_attn = Attention(d, attention)
         self.mlp = MLP(d)
         self.input_layernorm = Norm(d.hidden_size, d.rms_norm_eps)
         self.post_attention_layernorm = Norm(d.hidden_size, d.rms_norm_eps)
@@ -142,11 +143,12 @@ class Layer(nn.Module):
 
 
 class Backbone(nn.Module):
-    def __init__(self, d: TextDims, readout: str = "last", letter_ids: list[int] | None = None):
+    def __init__(self, d: TextDims, readout: str = "last", letter_ids: list[int] | None = None,
+                 attention: str = "sdpa"):
         super().__init__()
-        self.d, self.readout = d, readout
+        self.d, self.readout, self.attention = d, readout, attention
         self.embed_tokens = nn.Embedding(d.vocab_size, d.hidden_size)
-        self.layers = nn.ModuleList(Layer(d, kind) for kind in d.layer_types)
+        self.layers = nn.ModuleList(Layer(d, kind, attention) for kind in d.layer_types)
         self.norm = Norm(d.hidden_size, d.rms_norm_eps)
         rot = d.rotary_dim
         self.register_buffer("inv_freq", 1.0 / (d.rope_theta ** (torch.arange(0, rot, 2).float() / rot)),
@@ -159,7 +161,7 @@ class Backbone(nn.Module):
         # Text positions are 0..T-1 on all three MRoPE axes, which reduces to plain 1-D RoPE.
         freqs = torch.arange(t, device=input_ids.device).float()[:, None] * self.inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        cos, sin = emb.cos().to(x.dtype)[:, None], emb.sin().to(x.dtype)[:, None]   # [T, 1, rot]: per head
         for layer in self.layers:
             x = layer(x, cos, sin)
         return self.norm(x)

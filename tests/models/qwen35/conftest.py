@@ -33,9 +33,10 @@ def reference(directory: str):
     return model
 
 
-@pytest.fixture(scope="session")
-def tied_letters_export(qwen_tied, artifacts):
-    """(module, onnx path) for the tied checkpoint with the Cua-S1 letter readout."""
+@pytest.fixture(scope="session", params=["sdpa", "gqa"])
+def tied_letters_export(request, qwen_tied, artifacts):
+    """(module, onnx path) for the tied checkpoint with the Cua-S1 letter readout, with the traced
+    attention and with ONNX Runtime's GroupQueryAttention kernel."""
     import torch
 
     from models.qwen35 import export, weights
@@ -43,7 +44,8 @@ def tied_letters_export(qwen_tied, artifacts):
 
     dims = TextDims.from_dir(qwen_tied)
     module = export.build_module(dims, weights.load_text_state(qwen_tied, torch.float32), "letters",
-                                 letter_ids=list(range(32, 58)))
-    out = artifacts / "qwen-tied-onnx"
+                                 letter_ids=list(range(32, 58)), attention=request.param)
+    assert module.attention == request.param
+    out = artifacts / ("qwen-tied-onnx-" + request.param)
     out.mkdir()
     return module, export.export_graph(module, str(out), progress=lambda m: None)

@@ -1,0 +1,131 @@
+"""RMSNorm and causal attention as torch custom ops that export to single ONNX Runtime kernels.
+
+Traced from plain torch ops, each RMSNorm became an fp32 chain of eight kernels (Cast, Pow,
+ReduceMean, Add, Sqrt, Div, Mul, Cast) and each attention a decomposed QKᵀ/mask/Softmax/V chain
+with the KV heads copied out to the query heads; on the H200 profile those chains, not the
+matrix products, took most of the kernel time. Emitting the kernels directly:
+
+* `rms_norm` → `SimplifiedLayerNormalization` (ONNX Runtime's, in the default domain;
+  statistics in fp32 whatever the input type, `stash_type=1`). The scale passed in is already
+  `offset + w`, so zero-centred and plain norms are one op. ONNX Runtime's CUDA provider can
+  then fold the residual Add into `SkipSimplifiedLayerNormalization`.
+* `causal_attention` → com.microsoft `GroupQueryAttention` (flash / memory-efficient attention
+  on CUDA for fp16 and bf16, a CPU kernel for fp32 tests): KV heads shared, not copied; causal.
+  ONNX Runtime's CUDA provider has no fp32 kernel for it, so float32 exports keep the traced
+  attention ("sdpa"); `attention_for(dtype)` picks.
+
+The torch implementations are the reference maths the tests compare against.
+"""
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+ATTENTION = ("sdpa", "gqa")
+
+
+def attention_for(dtype: str, requested: str = "auto") -> str:
+    """"auto": the fused kernel where the CUDA provider has it (fp16/bf16), else traced SDPA."""
+    if requested == "auto":
+        return "sdpa" if dtype == "float32" else "gqa"
+    if requested not in ATTENTION:
+        raise ValueError("unknown attention %r (known: auto, %s)" % (requested, ", ".join(ATTENTION)))
+    return requested
+
+
+@torch.library.custom_op("omni_qwen35::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, scale: torch.Tensor, eps: float) -> torch.Tensor:
+    """x · rsqrt(mean x² + eps) · scale over the last axis, statistics in fp32, result in x's dtype."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * scale.float()).to(x.dtype)
+
+
+@rms_norm.register_fake
+def _(x, scale, eps):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("omni_qwen35::causal_attention", mutates_args=())
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """q [B, T, Hq, D], k and v [B, T, Hkv, D] → [B, T, Hq·D]; causal, query head h reads KV head
+    h // (Hq / Hkv)."""
+    b, t, hq, d = q.shape
+    rep = hq // k.shape[2]
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    return o.transpose(1, 2).reshape(b, t, hq * d)
+
+
+@causal_attention.register_fake
+def _(q, k, v, scale):
+    b, t, hq, d = q.shape
+    return q.new_empty((b, t, hq * d))
+
+
+def translations() -> dict:
+    """torch.onnx custom_translation_table entries for both ops."""
+    from onnxscript import opset18 as op
+    from onnxscript.values import Opset
+
+    _register_schemas()
+    ms = Opset("com.microsoft", 1)
+    ort = Opset("", 18)
+
+    def norm(x, scale, eps):
+        # Declared outputs are all produced by the tracer; the optional statistics go unused.
+        y, _inv_std = ort.SimplifiedLayerNormalization(x, op.CastLike(scale, x), axis=-1, epsilon=eps,
+                                                       stash_type=1, _outputs=2)
+        return y
+
+    def attention(q, k, v, scale):
+        hq, d, hkv = q.shape[2], q.shape[3], k.shape[2]
+        shape = op.Shape(q)
+        bt = op.Slice(shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[2]))
+        batch = op.Slice(shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+        seq = op.Slice(shape, op.Constant(value_ints=[1]), op.Constant(value_ints=[2]))
+        # Every row is treated as full length: trailing pads sit after each real row's last
+        # token, and causality keeps them out of it (graph.py).
+        seqlens_k = op.Cast(op.Expand(op.Sub(seq, op.Constant(value_ints=[1])), batch), to=6)   # int32
+        total = op.Cast(op.Squeeze(seq), to=6)
+
+        def packed(x, heads):
+            return op.Reshape(x, op.Concat(bt, op.Constant(value_ints=[heads * d]), axis=0))
+
+        outputs = ms.GroupQueryAttention(packed(q, hq), packed(k, hkv), packed(v, hkv), None, None, seqlens_k,
+                                         total, num_heads=hq, kv_num_heads=hkv, scale=float(scale), _outputs=3)
+        return outputs[0]
+
+    return {torch.ops.omni_qwen35.rms_norm.default: norm,
+            torch.ops.omni_qwen35.causal_attention.default: attention}
+
+
+def _register_schemas() -> None:
+    """onnx ships no schemas for ONNX Runtime's own ops; declare the two we emit (signatures as
+    ONNX Runtime 1.31.1 registers them) so onnxscript can build the nodes."""
+    from onnx import defs
+
+    if defs.has("SimplifiedLayerNormalization"):
+        return
+    P, A = defs.OpSchema.FormalParameter, defs.OpSchema.Attribute
+    opt = defs.OpSchema.FormalParameterOption.Optional
+    floats = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
+    integer, real = defs.OpSchema.AttrType.INT, defs.OpSchema.AttrType.FLOAT
+    defs.register_schema(defs.OpSchema(
+        "SimplifiedLayerNormalization", "", 1,
+        inputs=[P("X", "T"), P("scale", "V")],
+        outputs=[P("Y", "V"), P("inv_std_var", "U", param_option=opt)],
+        type_constraints=[("T", floats, ""), ("V", floats, ""), ("U", ["tensor(float)"], "")],
+        attributes=[A("axis", integer), A("epsilon", real), A("stash_type", integer)]))
+    if not defs.has("GroupQueryAttention", "com.microsoft"):
+        defs.register_schema(defs.OpSchema(
+            "GroupQueryAttention", "com.microsoft", 1,
+            inputs=[P("query", "T"), P("key", "T", param_option=opt), P("value", "T", param_option=opt),
+                    P("past_key", "T", param_option=opt), P("past_value", "T", param_option=opt),
+                    P("seqlens_k", "M"), P("total_sequence_length", "M")],
+            outputs=[P("output", "T"), P("present_key", "T", param_option=opt),
+                     P("present_value", "T", param_option=opt)],
+            type_constraints=[("T", floats, ""), ("M", ["tensor(int32)"], "")],
+            attributes=[A("num_heads", integer), A("kv_num_heads", integer), A("scale", real),
+                        A("causal", integer)]))

@@ -1,0 +1,59 @@
+"""The fused kernels the backbone exports (models.qwen35.fused): which attention each dtype gets,
+and that each op's ONNX Runtime kernel computes its torch reference."""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from models.qwen35 import export, fused, weights
+from models.qwen35.dims import TextDims
+
+
+def test_attention_choice_follows_the_dtype():
+    assert fused.attention_for("float32") == "sdpa"          # the CUDA provider has no fp32 GQA kernel
+    assert fused.attention_for("float16") == "gqa"
+    assert fused.attention_for("bfloat16") == "gqa"
+    assert fused.attention_for("float32", "gqa") == "gqa"
+    with pytest.raises(ValueError, match="unknown attention"):
+        fused.attention_for("float16", "flash")
+
+
+def test_exported_graph_uses_one_kernel_per_norm_and_attention(tied_letters_export, qwen_tied):
+    module, path = tied_letters_export
+    dims = TextDims.from_dir(qwen_tied)
+    ops = collections.Counter(n.op_type for n in onnx.load(path, load_external_data=False).graph.node)
+    layers = len(dims.layer_types)
+    full = dims.layer_types.count("full_attention")
+    # input + post-attention norm per layer, q/k norms per attention layer, the GDN output norm
+    # per GDN layer, the final norm.
+    assert ops["SimplifiedLayerNormalization"] == 2 * layers + 2 * full + (layers - full) + 1
+    assert ops["GroupQueryAttention"] == (full if module.attention == "gqa" else 0)
+    assert ops["Softmax"] == (0 if module.attention == "gqa" else full)
+    assert ops["Pow"] == 0 and ops["ReduceMean"] == 0
+
+
+def test_fused_ops_match_their_torch_reference_in_half_precision(qwen_tied, artifacts):
+    """An fp16 graph (GroupQueryAttention, fp16 norms, LinearAttention fed fp32) on ONNX Runtime's
+    CPU kernels stays within fp16 rounding of the fp32 torch module."""
+    import onnxruntime as ort
+
+    dims = TextDims.from_dir(qwen_tied)
+    state = weights.load_text_state(qwen_tied, torch.float32)
+    ref = export.build_module(dims, state, "last", "float32", attention="sdpa")
+    half = export.build_module(dims, state, "last", "float16")
+    assert half.attention == "gqa"
+    out = artifacts / "qwen-tied-onnx-fp16"
+    out.mkdir()
+    path = export.export_graph(half, str(out), progress=lambda m: None)
+    ids, positions = export.example_inputs(dims.vocab_size, 3, 133, seed=5)
+    with torch.no_grad():
+        want = ref(ids, positions).numpy()
+    (got,) = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input_ids": ids.numpy(), "positions": positions.numpy()})
+    assert got.dtype == np.float32                        # the readout is cast back to fp32
+    rel = float(np.abs(got - want).max() / np.abs(want).max())
+    assert 0 < rel <= 2e-2
