@@ -83,11 +83,18 @@ def translations() -> dict:
         hq, d, hkv = q.shape[2], q.shape[3], k.shape[2]
         shape = op.Shape(q)
         bt = op.Slice(shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[2]))
-        batch = op.Slice(shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
         seq = op.Slice(shape, op.Constant(value_ints=[1]), op.Constant(value_ints=[2]))
         # Every row is treated as full length: trailing pads sit after each real row's last
-        # token, and causality keeps them out of it (graph.py).
-        seqlens_k = op.Cast(op.Expand(op.Sub(seq, op.Constant(value_ints=[1])), batch), to=6)   # int32
+        # token, and causality keeps them out of it (graph.py). seqlens_k (T - 1 per row) is
+        # counted on the device from q itself: computed on the host from Shape it would need a
+        # host-to-device copy, and ONNX Runtime refuses CUDA-graph capture with one (it also moves
+        # integer ops fed by shapes to the host, hence a float count).
+        # total_sequence_length is a host input of the kernel, so the host computes it.
+        first = op.Slice(q, op.Constant(value_ints=[0, 0]), op.Constant(value_ints=[1, 1]),
+                         op.Constant(value_ints=[2, 3]))                     # [B, T, 1, 1]
+        count = op.ReduceSum(op.Cast(op.Not(op.IsNaN(first)), to=1), op.Constant(value_ints=[1, 2, 3]),
+                             keepdims=0)                                     # [B] = T
+        seqlens_k = op.Cast(op.Sub(count, op.Constant(value_float=1.0)), to=6)
         total = op.Cast(op.Squeeze(seq), to=6)
 
         def packed(x, heads):
