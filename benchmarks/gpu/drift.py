@@ -67,6 +67,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--exports", default="", help="label=dir,label=dir (ONNX exports of this checkpoint)")
+    ap.add_argument("--adapter", help="PEFT LoRA folder the exports merged (Open-Jev, Cua-S1): merged into the "
+                                      "reference too, or the comparison is between different weights")
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--min-tokens", type=int, default=80)
     ap.add_argument("--max-tokens", type=int, default=400)
@@ -85,6 +87,8 @@ def main(argv=None):
     torch.backends.cudnn.allow_tf32 = False
     dims = TextDims.from_dir(args.checkpoint)
     state = weights.load_text_state(args.checkpoint, torch.float32)
+    if args.adapter:
+        print("merged %d LoRA weights" % len(weights.merge_lora(state, args.adapter)), flush=True)
     rows = letter_rows(state, dims).to(device)
     ref = export.build_module(dims, state, "last", "float32", attention="sdpa").to(device)
     del state

@@ -24,8 +24,9 @@ def _stats(samples):
             "mean_ms": round(statistics.fmean(s) * 1e3, 3), "n": len(s)}
 
 
-def hf_model(checkpoint: str, dtype):
-    """transformers' Qwen3_5ForCausalLM (eager attention) with the checkpoint's text weights."""
+def hf_model(checkpoint: str, dtype, adapter: str | None = None):
+    """transformers' Qwen3_5ForCausalLM (eager attention) with the checkpoint's text weights, and
+    the LoRA adapter the export merged, if any (else parity compares different weights)."""
     import torch
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
@@ -40,6 +41,8 @@ def hf_model(checkpoint: str, dtype):
     with torch.device("cuda"):
         model = Qwen3_5ForCausalLM(config).to(dtype)
     state = weights.load_text_state(checkpoint, dtype)
+    if adapter:
+        weights.merge_lora(state, adapter)
     lm_head = state.pop("lm_head.weight", None)
     model.model.load_state_dict(state, strict=True)
     if lm_head is not None:
@@ -53,6 +56,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--exports", required=True, help="label=dir,label=dir")
+    ap.add_argument("--adapter", help="the PEFT LoRA folder the exports merged (Open-Jev's package adapter)")
     ap.add_argument("--lengths", default="139,218,292")
     ap.add_argument("--batch", default="1", help="batch sizes, comma separated")
     ap.add_argument("--warmup", type=int, default=5)
@@ -84,7 +88,7 @@ def main(argv=None):
     hf = None
     if not args.no_hf:
         try:
-            hf = hf_model(args.checkpoint, torch.bfloat16)
+            hf = hf_model(args.checkpoint, torch.bfloat16, args.adapter)
         except Exception as exc:        # an older transformers without qwen3_5: say so, go on
             print("HF baseline unavailable: %r" % exc, flush=True)
     results = {"lengths": {}, "gpu": torch.cuda.get_device_name(0)}
@@ -124,7 +128,7 @@ def main(argv=None):
     torch.cuda.empty_cache()
     if args.parity_prompts:
         try:
-            results["parity"] = parity(args.checkpoint, runners, args.parity_prompts, rng)
+            results["parity"] = parity(args.checkpoint, runners, args.parity_prompts, rng, args.adapter)
         except Exception as exc:
             results["parity"] = {"error": repr(exc)}
         print("parity", json.dumps(results["parity"]), flush=True)
@@ -178,13 +182,13 @@ def profile(path: str, length: int = 218) -> dict:
     return out
 
 
-def parity(checkpoint: str, runners: dict, prompts: int, rng) -> dict:
+def parity(checkpoint: str, runners: dict, prompts: int, rng, adapter: str | None = None) -> dict:
     """Reduced-precision exports against transformers fp32 on the letter logits (A-Z rows)."""
     import numpy as np
     import torch
 
     torch.set_grad_enabled(False)
-    ref = hf_model(checkpoint, torch.float32)
+    ref = hf_model(checkpoint, torch.float32, adapter)
     rows = ref.lm_head.weight[32:58].float().detach()
     out = {}
     cases = [rng.integers(0, 1000, size=(1, int(n)), dtype=np.int64) for n in rng.integers(80, 400, size=prompts)]

@@ -23,7 +23,8 @@ CK=/tmp/omni/ck-$size
 EX=/tmp/omni/ex-$family
 SRC=$CK
 EXTRA=()
-[ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-9b/checkpoint; EXTRA=(--base $CK); }
+ADAPTER=()      # what the export merged: the references merge it too
+[ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-9b/checkpoint; EXTRA=(--base $CK); ADAPTER=(--adapter $SRC/adapter); }
 [ "$family" = clef-flash ] && SRC=/tmp/omni/clef-9b
 if [ "$phase" = prepare ]; then
   if [ -d .whl ]; then
@@ -51,7 +52,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
 exports=$(for k in $KERNELS; do printf '%s=%s,' $k $EX-$k; done); exports=${exports%,}
 if [ "$family" != clef-flash ]; then
-  python3 -m benchmarks.gpu.qwen_bench --checkpoint $CK --exports $exports --out "$OUT/inprocess-$family.json" \
+  python3 -m benchmarks.gpu.qwen_bench --checkpoint $CK "${ADAPTER[@]}" --exports $exports --out "$OUT/inprocess-$family.json" \
     ${BENCH_ARGS:-} 2>&1 | grep -v -i warn | tail -8
 fi
 if [ "$family" != cua-s1 ]; then
@@ -61,7 +62,7 @@ if [ "$family" != cua-s1 ]; then
     "${ws[@]}" --out "$OUT/hf-$family.json" 2>&1 | grep -v -i warn | tail -5
 fi
 if [ "${DRIFT:-0}" = 1 ]; then
-  python3 -m benchmarks.gpu.drift --checkpoint $CK --exports $exports --out "$OUT/drift-$family.json" 2>&1 \
+  python3 -m benchmarks.gpu.drift --checkpoint $CK "${ADAPTER[@]}" --exports $exports --out "$OUT/drift-$family.json" 2>&1 \
     | grep -v -i warn | tail -12
 fi
 [ -n "${WORKLOADS:-}" ] || exit 0

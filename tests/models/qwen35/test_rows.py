@@ -46,3 +46,20 @@ def test_static_shapes_bucket_rows_and_lengths():
     assert part["input_ids"].shape == (4, 128)           # 3 rows -> 4, 70 tokens -> 128
     out = adapter.unpack(_echo(packed), works, packed)
     assert [o[0][:, 0].tolist() for o in out] == [[70], [3], [10]]
+
+
+def test_rows_of_very_different_lengths_go_to_separate_micro_batches():
+    """A mixed-length batch is banded by length: no row carries more than `max_row_padding`
+    pads, rows of similar length still share a pass."""
+    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=64, max_tokens=1 << 20, max_row_padding=256)
+    lengths = [3399, 3300, 2000, 1900, 1000, 700, 650, 200, 120, 80]
+    works = [[[1] * n] for n in lengths]
+    packed = adapter.pack(works)
+    bands = [sorted(int(p + 1) for p in part["positions"]) for part in packed.parts]
+    assert bands == [[3300, 3399], [1900, 2000], [1000], [650, 700], [80, 120, 200]]
+    for part in packed.parts:
+        width = part["input_ids"].shape[1]
+        assert all(width - (p + 1) <= 256 + 15 for p in part["positions"])   # + rounding to 16
+    out = adapter.unpack(_echo(packed), works, packed)
+    assert [o[0][0, 0] for o in out] == lengths
+    assert packed.padded_tokens < 1.1 * packed.real_tokens
