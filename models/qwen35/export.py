@@ -84,7 +84,7 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
             dynamic_shapes=dynamic, dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
             custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(kernel),
                                       torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation(),
-                                      **fused.translations(model_dtype(module))})
+                                      **fused.translations()})
     path = os.path.join(out_dir, ONNX_NAME)
     progress("traced and translated in %.1f s; writing %s and its external data ..."
              % (time.perf_counter() - t0, path))
@@ -186,6 +186,4 @@ def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, che
 
 
 def model_dtype(model) -> str:
-    """The backbone's compute dtype, for a backbone or any module holding one (Clef's head graph)."""
-    backbone = next(m for m in model.modules() if hasattr(m, "embed_tokens"))
-    return str(backbone.embed_tokens.weight.dtype).replace("torch.", "")
+    return str(model.embed_tokens.weight.dtype).replace("torch.", "")

@@ -64,8 +64,8 @@ def _(q, k, v, scale):
     return q.new_empty((b, t, hq * d))
 
 
-def translations(dtype: str = "float32") -> dict:
-    """torch.onnx custom_translation_table entries for both ops, for a graph in `dtype`."""
+def translations() -> dict:
+    """torch.onnx custom_translation_table entries for both ops."""
     from onnxscript import opset18 as op
     from onnxscript.values import Opset
 
@@ -78,14 +78,6 @@ def translations(dtype: str = "float32") -> dict:
         y, _inv_std = ort.SimplifiedLayerNormalization(x, op.CastLike(scale, x), axis=-1, epsilon=eps,
                                                        stash_type=1, _outputs=2)
         return y
-
-    def norm_fp16(x, scale, eps):
-        # fp16 input, fp32 scale and output, one rounding at the end: what transformers computes.
-        # Rounding `1 + w` to fp16 first is a per-channel bias every token and layer repeats; on a
-        # tiny checkpoint it made the fp16 graph's error 4x larger (ONNX Runtime's CUDA provider
-        # has this fp16-in/fp32-out kernel; for bf16 it has none, so bf16 keeps its own scale).
-        y, _inv_std = ort.SimplifiedLayerNormalization(x, scale, axis=-1, epsilon=eps, stash_type=1, _outputs=2)
-        return op.CastLike(y, x)
 
     def attention(q, k, v, scale):
         hq, d, hkv = q.shape[2], q.shape[3], k.shape[2]
@@ -112,7 +104,7 @@ def translations(dtype: str = "float32") -> dict:
                                          total, num_heads=hq, kv_num_heads=hkv, scale=float(scale), _outputs=3)
         return outputs[0]
 
-    return {torch.ops.omni_qwen35.rms_norm.default: norm_fp16 if dtype == "float16" else norm,
+    return {torch.ops.omni_qwen35.rms_norm.default: norm,
             torch.ops.omni_qwen35.causal_attention.default: attention}
 
 
