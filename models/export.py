@@ -22,7 +22,7 @@ EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
              "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "base", "dtype", "gdn_kernel", "attention", "max_length")
+QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "attention", "max_length")
 
 
 def main(argv=None) -> int:
@@ -35,12 +35,13 @@ def main(argv=None) -> int:
     ap.add_argument("--subfolder", help="checkpoint subfolder inside the repo or directory")
     ap.add_argument("--name", help="served model name (default: the checkpoint's variant)")
     ap.add_argument("--force", action="store_true", help="export even when up to date")
+    ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
+                    help="weights and compute dtype of the graph (default float32; Laya: float32 or float16, "
+                         "gated against float32 at export)")
     qwen = ap.add_argument_group("Qwen3.5-backbone models (cua-s1, open-jev, clef-flash)")
     qwen.add_argument("--adapter", help="PEFT LoRA adapter merged at export: local dir or owner/name[/sub]")
     qwen.add_argument("--base", help="open-jev: the base checkpoint (default: the one model.json names)")
     qwen.add_argument("--max-length", type=int, help="open-jev: tokens per candidate (default 4096, at most 16384)")
-    qwen.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
-                      help="weights and compute dtype of the graph (default float32)")
     qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net"],
                       help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net: CUDA only)")
     qwen.add_argument("--attention", choices=["auto", "sdpa", "gqa"],
@@ -56,6 +57,10 @@ def main(argv=None) -> int:
         extra = {k: getattr(args, k) for k in QWEN_OPTIONS if getattr(args, k) is not None}
         if extra and args.model == "laya":
             ap.error("--%s applies to Qwen3.5-backbone models only" % next(iter(extra)).replace("_", "-"))
+        if args.model == "laya" and args.dtype == "bfloat16":
+            ap.error("Laya exports in float32 or float16")
+        if args.dtype:
+            extra["dtype"] = args.dtype
         exporter.export(args.checkpoint, args.out, revision=args.revision, subfolder=args.subfolder,
                         name=args.name, force=args.force, progress=progress, **extra)
     except CheckpointUnavailable as exc:

@@ -56,13 +56,6 @@ def run_layers(module, ids, perturb: float = 0.0, seed: int = 0):
     return seen, final
 
 
-def gate(p, p_ref) -> tuple[float, bool | None]:
-    """(max probability drift, top choice identical or None when the fp32 margin is < 0.05)."""
-    top = p_ref.sort(descending=True).values
-    same = bool(p.argmax() == p_ref.argmax()) if float(top[0] - top[1]) >= 0.05 else None
-    return float((p - p_ref).abs().max()), same
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", required=True)
@@ -79,6 +72,7 @@ def main(argv=None):
     import numpy as np
     import torch
 
+    from models import precision
     from models.qwen35 import export, weights
     from models.qwen35.dims import TextDims
 
@@ -104,15 +98,11 @@ def main(argv=None):
                "reference": "our torch module, fp32, no TF32", "variants": {}}
 
     def record(label, finals, per_layer=None):
-        drifts, same = [], []
-        for final, p_ref in zip(finals, probs_ref):
-            d, s = gate(torch.softmax((final.to(device).float() @ rows.T).double(), -1), p_ref)
-            drifts.append(d)
-            same.append(s)
-        gated = [s for s in same if s is not None]
+        probs = [torch.softmax((f.to(device).float() @ rows.T).double(), -1).cpu().numpy() for f in finals]
+        parity = precision.gate_rows(probs, [p.cpu().numpy() for p in probs_ref])
         entry = {"final_rel_err": max(_rel(f.to(device).float(), r[1]) for f, r in zip(finals, reference)),
-                 "max_prob_drift": max(drifts), "top_identical": "%d/%d" % (sum(gated), len(gated)),
-                 "passes": max(drifts) <= 0.02 and all(gated)}
+                 "max_prob_drift": parity["max_prob_drift"], "top_identical": parity["top_choice_identical"],
+                 "passes": parity["passes"]}
         if per_layer is not None:
             entry["per_layer_rel_err"] = [round(x, 6) for x in per_layer]
         results["variants"][label] = entry

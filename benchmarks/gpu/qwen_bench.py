@@ -6,9 +6,8 @@ plus the fp16/bf16 parity gate against transformers in fp32.
         --lengths 139,218,292 --out results.json
 
 Timings are p50/p95 of `--iters` synchronized calls after `--warmup`, variants interleaved per
-length; `--batch 1,16` times each length at each batch size (rows of equal length). The parity gate (issue 5): for rows whose
-fp32 top-two margin is >= 0.05, the reduced-precision top choice must be identical, and no
-probability may drift by more than 0.02 (here over the 26 letter logits of each prompt).
+length; `--batch 1,16` times each length at each batch size (rows of equal length). The parity
+gate is models.precision's, here over the 26 letter logits of each prompt.
 """
 from __future__ import annotations
 
@@ -221,6 +220,8 @@ def parity(checkpoint: str, runners: dict, prompts: int, rng, adapter: str | Non
     import numpy as np
     import torch
 
+    from models import precision
+
     torch.set_grad_enabled(False)
     ref = hf_model(checkpoint, torch.float32, adapter)
     rows = ref.lm_head.weight[32:58].float().detach()
@@ -234,18 +235,12 @@ def parity(checkpoint: str, runners: dict, prompts: int, rng, adapter: str | Non
     for label, runner in runners.items():
         if label.endswith("+graphs"):
             continue
-        drift, agree, gated = 0.0, 0, 0
-        for ids, p_ref in zip(cases, want):
+        probs = []
+        for ids in cases:
             hidden = runner.run(None, {"input_ids": ids, "positions": np.array([ids.shape[1] - 1])})[0]
             logits = torch.from_numpy(hidden.astype(np.float32)).cuda() @ rows.T
-            p = torch.softmax(logits, -1).double().cpu().numpy()[0]
-            drift = max(drift, float(np.abs(p - p_ref).max()))
-            top = np.sort(p_ref)[::-1]
-            if top[0] - top[1] >= 0.05:
-                gated += 1
-                agree += int(p.argmax() == p_ref.argmax())
-        out[label] = {"max_prob_drift": drift, "top_choice_identical": "%d/%d" % (agree, gated),
-                      "passes": drift <= 0.02 and agree == gated}
+            probs.append(torch.softmax(logits, -1).double().cpu().numpy()[0])
+        out[label] = precision.gate_rows(probs, want)
     return out
 
 

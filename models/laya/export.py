@@ -3,7 +3,9 @@
 Export-time only (torch, transformers, onnx). The graph is exported with torch's dynamo exporter
 at opset 18 with dynamic batch, sequence and marker dimensions, traced at batch 2 with 3
 markers, then checked against torch on shapes it was not traced at before the manifest is
-written.
+written. `dtype="float16"` runs the encoder and decision layers in fp16 (scorer and act head stay
+fp32) and must pass the reduced-precision gate (models.precision) against the fp32 module on
+those shapes, on ONNX Runtime's CPU kernels, or nothing is written.
 """
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ OPSET = 18
 def _log(progress, msg: str) -> None:
     if progress:
         progress(msg)
+
+
+DTYPES = ("float32", "float16")
 
 
 def _load_graph(path: str, agent_config: dict, encoder_config: dict):
@@ -56,9 +61,15 @@ def _example(vocab: int, batch: int, seq: int, markers: int, seed: int):
 
 
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
-           name: str | None = None, force: bool = False, progress=print) -> dict:
+           name: str | None = None, force: bool = False, dtype: str = "float32", progress=print) -> dict:
+    import copy
+
     import torch
 
+    from models.laya.graph import half_precision
+
+    if dtype not in DTYPES:
+        raise ValueError("Laya exports in %s, not %r" % (" or ".join(DTYPES), dtype))
     t0 = time.perf_counter()
     _log(progress, "[1/5] resolving checkpoint %s" % checkpoint)
     src = hub.resolve(checkpoint, ck.CHECKPOINT_FILES, revision=revision, subfolder=subfolder)
@@ -74,7 +85,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                          "in torch eager only)" % agent_config["option_layout"])
     variant = ck.infer_variant(src.source if src.repo else src.path, encoder_config)
     served_name = name or variant
-    options = {"name": served_name, "opset": OPSET}
+    options = {"name": served_name, "opset": OPSET, "dtype": dtype}
     tok_dir = os.path.join(src.path, "tokenizer")
     source_files = ["rl_agent_config.json", "model.safetensors", "encoder/config.json"] + [
         "tokenizer/" + n for n in ck.TOKENIZER_FILES]
@@ -86,7 +97,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
 
     _log(progress, "[3/5] building the torch graph (%s, %d layers, hidden %d)"
          % (variant, encoder_config.get("num_hidden_layers", 0), encoder_config.get("hidden_size", 0)))
-    model = _load_graph(src.path, agent_config, encoder_config)
+    reference = _load_graph(src.path, agent_config, encoder_config)
+    model = reference if dtype == "float32" else half_precision(copy.deepcopy(reference), getattr(torch, dtype))
     vocab = encoder_config.get("vocab_size", 1000)
     # Batch >= 2 at trace time, or the head bakes batch 1 in (models.md §2.5).
     example = _example(vocab, 2, 48, 3, seed=0)
@@ -101,8 +113,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                                         output_names=["logits", "act_logits"], dynamic_shapes=dynamic,
                                         dynamo=True, opset_version=OPSET, external_data=True, verbose=False)
         program.save(os.path.join(tmp, ONNX_NAME), external_data=True)
-        _log(progress, "[5/5] checking ONNX Runtime against torch on untraced shapes")
-        max_diff = _check(model, os.path.join(tmp, ONNX_NAME), vocab)
+        _log(progress, "[5/5] checking ONNX Runtime against torch (fp32) on untraced shapes")
+        max_diff, parity = _check(reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32")
         manifests.copy_present(tok_dir, ck.TOKENIZER_FILES, tmp)
     meta = {
         "family": ck.FAMILY, "name": served_name, "variant": variant,
@@ -121,10 +133,10 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                    "n_act": len(agent_config.get("act_costs", {})) + 1},
         "calibration": ck.calibration(agent_config),
         "inputs": list(dynamic), "outputs": ["logits", "act_logits"],
-        "weights_dtype": "float32",
+        "weights_dtype": dtype,
         "export_options": options,
         "exporter": manifests.exporter_info(OPSET),
-        "check": {"max_abs_logit_diff": max_diff},
+        "check": dict({"max_abs_logit_diff": max_diff}, **({"parity_gate": parity} if parity else {})),
     }
     manifests.finalize(out, meta)
     _log(progress, "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e)"
@@ -132,14 +144,19 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     return meta
 
 
-def _check(model, onnx_path: str, vocab: int) -> float:
+def _check(model, onnx_path: str, vocab: int, gated: bool = False) -> tuple[float, dict | None]:
+    """Max |Δlogit| of ONNX Runtime (CPU) against the fp32 torch module on untraced shapes; a
+    float32 graph must match to 1e-2, a half-precision one must pass the parity gate over those
+    rows' option distributions instead."""
     import numpy as np
     import onnxruntime as ort
     import torch
 
+    from models import precision
+
     session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
-    worst = 0.0
-    for batch, seq, markers in ((1, 16, 2), (3, 80, 4)):
+    worst, probs, refs = 0.0, [], []
+    for batch, seq, markers in ((1, 16, 2), (3, 80, 4), (8, 120, 5)):
         feeds = _example(vocab, batch, seq, markers, seed=batch)
         with torch.no_grad():
             ref = [t.numpy() for t in model(*feeds)]
@@ -147,6 +164,15 @@ def _check(model, onnx_path: str, vocab: int) -> float:
                                          [t.numpy() for t in feeds])))
         for a, b in zip(ref, got):
             worst = max(worst, float(np.abs(a - b).max()))
+        keep = feeds[3].numpy()
+        for row in range(batch):       # each row's own options: masked markers are not options
+            probs.append(precision.softmax(got[0][row][keep[row]]))
+            refs.append(precision.softmax(ref[0][row][keep[row]]))
+    if gated:
+        parity = precision.gate_rows(probs, refs)
+        if not parity["passes"]:
+            raise RuntimeError("half-precision graph fails the parity gate: %s" % parity)
+        return worst, parity
     if not worst < 1e-2:
         raise RuntimeError("exported graph disagrees with torch: max |Δ| = %g" % worst)
-    return worst
+    return worst, None

@@ -76,6 +76,9 @@ class LayaDecisionGraph(nn.Module):
         keep = attention_mask.bool()[:, None, None, :]
         for layer in self.head.layers:
             h = layer(h, keep)
+        # The scorer and act head stay fp32 in a half-precision export (half_precision): they are
+        # tiny, and the option logits are what calibration and the answers read.
+        h = h.float()
         idx = marker_pos.clamp(min=0)[:, :, None].expand(-1, -1, h.size(-1))
         logits = self.scorer(torch.gather(h, 1, idx)).squeeze(-1).float()
         logits = logits.masked_fill(~marker_mask, -1e4)
@@ -87,6 +90,14 @@ class LayaDecisionGraph(nn.Module):
         feats = torch.stack([top2[:, 0], top2[:, 0] - top2[:, 1], ent, k / 255.0], -1)
         act_logits = self.act_head(torch.cat([h[:, 0].float(), feats], -1))
         return logits, act_logits
+
+
+def half_precision(model: LayaDecisionGraph, dtype) -> LayaDecisionGraph:
+    """Encoder, question-type embedding and decision layers in `dtype`; the scorer and act head
+    stay fp32 (forward casts the hidden states up before them)."""
+    for part in (model.encoder, model.head, model.type_emb):
+        part.to(dtype)
+    return model
 
 
 def build_encoder(encoder_config: dict):

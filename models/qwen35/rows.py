@@ -6,10 +6,11 @@ each padded only to its own longest row (a multiple of `pad_to`; of 64 with rows
 power of two for CUDA-graph sessions), so a 3,000-token candidate never pads a batch of short
 ones. A row also starts a new micro-batch when it would carry more than `max_row_padding` pads:
 past about that many tokens a padded row costs the GPU more than one more forward pass's fixed
-overhead (on the H200, a 9B pass costs ~10 ms plus ~30 µs a token), and one batch of a
-80-3,399-token mix padded to its longest row ran slower than the same requests one by one. `positions` reads each row at its last real token; causality keeps the trailing pads out
-of every real row, so answers do not depend on what a row was batched with. Outputs come back in
-request order.
+overhead (on the H200, a 9B pass costs ~6 ms plus ~32 µs a token), and one batch of a
+80-3,399-token mix padded to its longest row ran slower than the same requests one by one
+(benchmarks/padding_estimate.py). `positions` reads each row at its last real token; causality
+keeps the trailing pads out of every real row, so answers do not depend on what a row was
+batched with. Outputs come back in request order.
 """
 from __future__ import annotations
 

@@ -1,0 +1,62 @@
+"""A float16 Laya export: gated against float32 at export time, and answering the test cases as
+the float32 export does within the gate (top choice where the margin is >= 0.05, probabilities
+within 0.02), through the same served pipeline on ONNX Runtime's CPU kernels."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from models import precision
+from models.manifest import read
+from tests.conftest import ROOT, Pipeline
+from tests.models.laya.cases import CASES
+
+
+@pytest.fixture(scope="module")
+def english_fp16(english, tmp_path_factory):
+    from models.laya import export
+
+    out = str(tmp_path_factory.mktemp("laya-fp16") / "english-fp16")
+    export.export(english[0], out, dtype="float16", progress=None)
+    return out
+
+
+def test_manifest_records_the_dtype_and_the_gate(english_fp16):
+    meta = read(english_fp16)
+    assert meta["weights_dtype"] == "float16" and meta["export_options"]["dtype"] == "float16"
+    gate = meta["check"]["parity_gate"]
+    assert gate["passes"] and gate["rows"] == 1 + 3 + 8
+    assert 0 < gate["max_prob_drift"] <= precision.MAX_DRIFT
+
+
+def test_fp16_answers_match_fp32_within_the_gate(english, english_fp16):
+    fp32, fp16 = Pipeline(english[1]), Pipeline(english_fp16)
+    probs, refs = [], []
+    for _, state, questions in CASES:
+        body = {"state": state, "questions": questions}
+        a, b = fp16(body), fp32(body)
+        assert a["usage"] == b["usage"]
+        for qid, ref in b["answers"].items():
+            if "probabilities" in ref:
+                probs.append(list(a["answers"][qid]["probabilities"].values()))
+                refs.append(list(ref["probabilities"].values()))
+    gate = precision.gate_rows(probs, refs)
+    assert gate["passes"], gate
+    assert gate["max_prob_drift"] > 0                # it is a different graph, not the same one
+
+
+def test_gate_refuses_a_distribution_that_moves():
+    ok = precision.gate_rows([[0.7, 0.3]], [[0.71, 0.29]])
+    assert ok["passes"] and ok["top_choice_identical"] == "1/1"
+    flipped = precision.gate_rows([[0.45, 0.55]], [[0.6, 0.4]])
+    assert not flipped["passes"] and flipped["top_choice_identical"] == "0/1"
+    close_call = precision.gate_rows([[0.495, 0.505]], [[0.51, 0.49]])    # margin < 0.05: top not gated
+    assert close_call["passes"] and close_call["top_choice_identical"] == "0/0"
+
+
+def test_cli_refuses_bfloat16_for_laya(english, tmp_path):
+    run = subprocess.run([sys.executable, "-m", "models.export", "laya", "--checkpoint", english[0],
+                          "--out", str(tmp_path / "x"), "--dtype", "bfloat16"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 2 and "float32 or float16" in run.stderr
