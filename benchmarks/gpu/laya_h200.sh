@@ -4,11 +4,13 @@
 #   bash benchmarks/gpu/laya_h200.sh bench     # serve on CUDA, HTTP load, in-process baselines
 # onnxruntime-gpu must already be unpacked in /tmp/ortsite (../shared/tools/ort-gpu-carry), and
 # `.whl` carried in the prepare call (benchmarks/gpu/wheels.sh downloads what the machine lacks).
+# DTYPE=float16 exports (prepare) and serves (bench) the fp16 graph, /tmp/omni/ex-english-float16.
 set -euo pipefail
 phase=${1:?prepare or bench}
 OUT=${OUT:-/tmp/omni-out}
 mkdir -p "$OUT" /tmp/omni
 export PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD PYTHONUNBUFFERED=1
+EX=/tmp/omni/ex-english; [ "${DTYPE:-float32}" = float32 ] || EX=/tmp/omni/ex-english-$DTYPE
 if [ "$phase" = prepare ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   python3 - <<'PY'
@@ -18,19 +20,19 @@ print("onnxruntime", o.__version__, o.get_available_providers(), "torch", torch.
 PY
   t0=$(date +%s)
   [ -f /tmp/omni/ck-english/model.safetensors ] || python3 -m models.laya.random_checkpoint /tmp/omni/ck-english --variant english --size full
-  python3 -m models.export laya --checkpoint /tmp/omni/ck-english --out /tmp/omni/ex-english
+  python3 -m models.export laya --checkpoint /tmp/omni/ck-english --out $EX --dtype ${DTYPE:-float32}
   echo "build+export $(( $(date +%s) - t0 )) s"
-  du -sh /tmp/omni/ex-english
+  du -sh $EX
   exit 0
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
 set -o pipefail
 # Two servers side by side on the same GPU: CUDA graphs off (18080) and on (18081, the default).
 t0=$(python3 -c 'import time; print(time.time())')
-OMNI_MODELS=/tmp/omni/ex-english OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=0 python3 -m granian --interface asgi \
+OMNI_MODELS=$EX OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=0 python3 -m granian --interface asgi \
   --workers 1 --host 127.0.0.1 --port 18080 --log-level warning app.main:app > "$OUT/server-nographs.log" 2>&1 &
 A=$!
-OMNI_MODELS=/tmp/omni/ex-english OMNI_DEVICE=cuda python3 -m granian --interface asgi \
+OMNI_MODELS=$EX OMNI_DEVICE=cuda python3 -m granian --interface asgi \
   --workers 1 --host 127.0.0.1 --port 18081 --log-level warning app.main:app > "$OUT/server.log" 2>&1 &
 B=$!
 python3 - "$t0" <<'PY' | tee "$OUT/startup.txt" || { tail -30 "$OUT"/server*.log; exit 1; }
@@ -64,5 +66,5 @@ for port in 18080 18081; do
     --concurrency 1,16 --out "$OUT/http_3q_$port.json" --label "3 questions, port $port"
 done
 kill $A $B; wait $A $B 2>/dev/null || true
-python3 -m benchmarks.inprocess --checkpoint /tmp/omni/ck-english --export /tmp/omni/ex-english \
+python3 -m benchmarks.inprocess --checkpoint /tmp/omni/ck-english --export $EX \
   --out "$OUT/inprocess.json"
