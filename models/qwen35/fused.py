@@ -46,16 +46,21 @@ def _(x, scale, eps):
     return torch.empty_like(x)
 
 
-@torch.library.custom_op("omni_qwen35::causal_attention", mutates_args=())
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """q [B, T, Hq, D], k and v [B, T, Hkv, D] → [B, T, Hq·D]; causal, query head h reads KV head
-    h // (Hq / Hkv)."""
+    h // (Hq / Hkv). Plain torch ops: traced as they are for "sdpa" exports."""
     b, t, hq, d = q.shape
     rep = hq // k.shape[2]
     q, k, v = (x.transpose(1, 2) for x in (q, k, v))
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
     return o.transpose(1, 2).reshape(b, t, hq * d)
+
+
+@torch.library.custom_op("omni_qwen35::causal_attention", mutates_args=())
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """attention_reference as one op, exported as GroupQueryAttention."""
+    return attention_reference(q, k, v, scale)
 
 
 @causal_attention.register_fake

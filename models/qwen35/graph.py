@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.qwen35.dims import TextDims
 from models.qwen35 import fused
+from models.qwen35.dims import TextDims
 from models.qwen35.gdn import causal_conv_silu, gated_delta
 
 
@@ -105,14 +105,8 @@ class Attention(nn.Module):
         q = _rope(self.q_norm(q), cos, sin, d.rotary_dim)                     # [B, T, Hq, hd]
         k = _rope(self.k_norm(self.k_proj(x).view(b, t, hkv, hd)), cos, sin, d.rotary_dim)
         v = self.v_proj(x).view(b, t, hkv, hd)
-        if self.kernel == "gqa":
-            o = fused.causal_attention(q, k, v, hd ** -0.5)
-        else:
-            q, k, v = (y.transpose(1, 2) for y in (q, k, v))                 # [B, H, T, hd]
-            rep = hq // hkv
-            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd ** -0.5)
-            o = o.transpose(1, 2).reshape(b, t, hq * hd)
+        attend = fused.causal_attention if self.kernel == "gqa" else fused.attention_reference
+        o = attend(q, k, v, hd ** -0.5)
         return self.o_proj(o * torch.sigmoid(gate.reshape(b, t, hq * hd)))
 
 
