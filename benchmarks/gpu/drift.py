@@ -1,9 +1,9 @@
 """Where reduced-precision answers drift from fp32, layer by layer, on one checkpoint.
 
-The fp16 parity gate failed at full size on random weights (docs/benchmarks.md) while a tiny
-checkpoint passed. This separates the two possible causes: our ONNX graph computing something
-wrong, or the random deep stack amplifying any rounding at all. It runs our torch module
-(the reference maths) in fp32 without TF32 as the reference, then
+Written when the fp16 parity gate failed at full size on random weights while a tiny checkpoint
+passed, to tell our ONNX graph computing something wrong from a random deep stack amplifying any
+rounding at all (what it found is in docs/benchmarks.md). It runs our torch module (the reference
+maths; `--adapter` merges the LoRA the export merged) in fp32 without TF32 as the reference, then
 
 * the same module in fp32 with TF32 matmuls, in fp16 and in bf16 (what transformers would do);
 * the fp32 module with its embeddings perturbed by 1e-3 relative noise (a chaos probe: how much
@@ -11,8 +11,7 @@ wrong, or the random deep stack amplifying any rounding at all. It runs our torc
 * each ONNX export given (`--exports label=dir`), on ONNX Runtime (CUDA when available).
 
 For each: the relative error of the last token's hidden state after every layer (torch
-variants), and at the end the gate's measures on the letter rows (A-Z): top choice identical
-where the fp32 margin is >= 0.05, largest probability drift.
+variants), and at the end the parity gate's measures (models.precision) on the letter rows (A-Z).
 
     python -m benchmarks.gpu.drift --checkpoint CK --exports gdn=EX --prompts 8 --out drift.json
 """
@@ -29,7 +28,7 @@ def _rel(a, b) -> float:
     return float((a.double() - b.double()).norm() / b.double().norm())
 
 
-def letter_rows(state: dict, dims) -> "torch.Tensor":
+def letter_rows(state: dict) -> "torch.Tensor":
     rows = state["lm_head.weight"] if "lm_head.weight" in state else state["embed_tokens.weight"]
     return rows[LETTERS].float()
 
@@ -83,7 +82,7 @@ def main(argv=None):
     state = weights.load_text_state(args.checkpoint, torch.float32)
     if args.adapter:
         print("merged %d LoRA weights" % len(weights.merge_lora(state, args.adapter)), flush=True)
-    rows = letter_rows(state, dims).to(device)
+    rows = letter_rows(state).to(device)
     ref = export.build_module(dims, state, "last", "float32", attention="sdpa").to(device)
     del state
     rng = np.random.default_rng(0)
