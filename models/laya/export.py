@@ -139,8 +139,11 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "check": dict({"max_abs_logit_diff": max_diff}, **({"parity_gate": parity} if parity else {})),
     }
     manifests.finalize(out, meta)
-    _log(progress, "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e)"
-         % (served_name, out, time.perf_counter() - t0, max_diff))
+    gate = ("; %s parity gate vs float32: drift %.1e, top choice %s" % (dtype, parity["max_prob_drift"],
+                                                                         parity["top_choice_identical"])
+            if parity else "")
+    _log(progress, "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e%s)"
+         % (served_name, out, time.perf_counter() - t0, max_diff, gate))
     return meta
 
 
