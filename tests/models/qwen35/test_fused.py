@@ -22,7 +22,7 @@ def test_attention_choice_follows_the_dtype():
         fused.attention_for("float16", "flash")
 
 
-def test_exported_graph_uses_one_kernel_per_norm_and_attention(tied_letters_export, qwen_tied):
+def test_exported_graph_uses_one_kernel_per_norm_attention_and_projection(tied_letters_export, qwen_tied):
     module, path = tied_letters_export
     dims = TextDims.from_dir(qwen_tied)
     ops = collections.Counter(n.op_type for n in onnx.load(path, load_external_data=False).graph.node)
@@ -34,6 +34,10 @@ def test_exported_graph_uses_one_kernel_per_norm_and_attention(tied_letters_expo
     assert ops["GroupQueryAttention"] == (full if module.attention == "gqa" else 0)
     assert ops["Softmax"] == (0 if module.attention == "gqa" else full)
     assert ops["Pow"] == 0 and ops["ReduceMean"] == 0
+    # Projections reading the same input are one product: per layer the merged input projection
+    # and the output one (MLP, GDN or attention), plus the letter readout; traced attention adds
+    # its QKᵀ and ·V per attention layer.
+    assert ops["MatMul"] == 4 * layers + 1 + (0 if module.attention == "gqa" else 2 * full)
 
 
 def test_fused_ops_match_their_torch_reference_in_half_precision(qwen_tied, artifacts):
