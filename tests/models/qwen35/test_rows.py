@@ -63,3 +63,18 @@ def test_rows_of_very_different_lengths_go_to_separate_micro_batches():
     out = adapter.unpack(_echo(packed), works, packed)
     assert [o[0][0, 0] for o in out] == lengths
     assert packed.padded_tokens < 1.1 * packed.real_tokens
+
+
+def test_long_rows_pad_to_sixteen_buckets_per_doubling():
+    """Lengths past 16 x pad_to round up by 1/16 of their power-of-two range: little padding,
+    few distinct shapes."""
+    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=64, max_tokens=1 << 20)
+    widths = {}
+    for n in range(1, 4097):
+        (part,) = adapter.pack([[[1] * n]]).parts
+        widths[n] = part["input_ids"].shape[1]
+    assert all(w >= n and (w % 16 == 0) for n, w in widths.items())
+    assert all(w - n < 16 for n, w in widths.items() if n <= 256)
+    assert all((w - n) / n < 1 / 16 for n, w in widths.items() if n > 256)
+    assert len(set(widths.values())) == 80
+    assert widths[3399] == 3456 and widths[300] == 304
