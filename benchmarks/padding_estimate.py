@@ -8,8 +8,8 @@ requests, log-uniform over 80-3,399 tokens, in its shuffled order), taken 16 at 
 closed loop first fills the queue. Default cost: 6.2 ms + 32 µs per padded token per forward pass,
 the line through the 9B graph's in-process one-row passes at 218 and 1,000 tokens (13.2 and 38.2 ms,
 benchmarks/results/2026-11-29-h200-open-jev-fused). Against the one HTTP measurement it can be held
-to: the single length band the adapter used then predicts ~1,050 ms a 16-request batch and 15 req/s;
-the server measured 973-1,044 ms `infer` and 14.7-15.6 req/s.
+to: one length band per batch, as the adapter packed then, predicts ~1,050-1,080 ms a 16-request
+batch and 15 req/s; the server measured 973-1,044 ms `infer` and 14.7-15.6 req/s.
 """
 from __future__ import annotations
 
