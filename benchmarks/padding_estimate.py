@@ -49,9 +49,9 @@ def main(argv=None) -> None:
     ap.add_argument("--per-token-us", type=float, default=32.0)
     args = ap.parse_args(argv)
     lengths = noul_mix_lengths()
-    for label, pad in (("one length band (before)", 1 << 30), ("bands of <= 256 pads (now)", 256),
-                       ("one request per pass", -1)):
-        r = estimate(lengths, pad, args.fixed_ms, args.per_token_us, batch=1 if pad < 0 else 16)
+    for label, pad, batch in (("one length band (before)", 1 << 30, 16), ("bands of <= 256 pads (now)", 256, 16),
+                              ("one request per pass", 256, 1)):
+        r = estimate(lengths, pad, args.fixed_ms, args.per_token_us, batch)
         print("%-28s passes %3d  padded/real %.2f  GPU %6.0f ms for %d requests  %5.1f req/s"
               % (label, r["passes"], r["padded_over_real"], r["gpu_ms"], len(lengths), r["req_per_s"]))
 

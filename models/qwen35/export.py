@@ -42,7 +42,6 @@ def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float3
     # to_empty leaves non-persistent buffers uninitialised: recompute the RoPE frequencies.
     rot = dims.rotary_dim
     model.inv_freq = 1.0 / (dims.rope_theta ** (torch.arange(0, rot, 2).float() / rot))
-    model.merge_projections()
     return model.eval()
 
 

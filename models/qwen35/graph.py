@@ -59,10 +59,7 @@ class MLP(nn.Module):
         del self.gate_proj, self.up_proj
 
     def forward(self, x):
-        if hasattr(self, "gate_up_proj"):
-            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        else:
-            gate, up = self.gate_proj(x), self.up_proj(x)
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
 
@@ -88,15 +85,10 @@ class GatedDeltaNet(nn.Module):
         self.in_proj = _merged(*parts)
         del self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a
 
-    def _project(self, x):
-        if hasattr(self, "in_proj"):
-            return torch.split(self.in_proj(x), self.in_proj_sizes, dim=-1)
-        return self.in_proj_qkv(x), self.in_proj_z(x), self.in_proj_b(x), self.in_proj_a(x)
-
     def forward(self, x):
         d = self.d
         b, t, _ = x.shape
-        qkv, z, b_logits, a_logits = self._project(x)
+        qkv, z, b_logits, a_logits = torch.split(self.in_proj(x), self.in_proj_sizes, dim=-1)
         qkv = causal_conv_silu(qkv, self.conv1d.weight)                     # causal depthwise conv
         q, k, v = torch.split(qkv, [d.key_dim, d.key_dim, d.value_dim], dim=-1)
         # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
@@ -135,10 +127,7 @@ class Attention(nn.Module):
         d = self.d
         b, t, _ = x.shape
         hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
-        if hasattr(self, "qkv_proj"):
-            qg, k, v = torch.split(self.qkv_proj(x), self.qkv_sizes, dim=-1)
-        else:
-            qg, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        qg, k, v = torch.split(self.qkv_proj(x), self.qkv_sizes, dim=-1)
         q, gate = qg.view(b, t, hq, 2 * hd).chunk(2, dim=-1)
         q = _rope(self.q_norm(q), cos, sin, d.rotary_dim)                     # [B, T, Hq, hd]
         k = _rope(self.k_norm(k.view(b, t, hkv, hd)), cos, sin, d.rotary_dim)
@@ -209,20 +198,17 @@ class Backbone(nn.Module):
             return hidden, hidden @ rows.T
         return hidden
 
-    def merge_projections(self) -> None:
-        """After loading: the projections that read the same input become one matrix product
-        each (MLP gate+up, GDN qkv+z+b+a, attention q+k+v). The exported graph then launches
-        ~100 fewer kernels a pass (4B: 32 MLPs, 24 GDN and 8 attention layers). Merged layer by
-        layer, so peak memory grows by one layer's projections. State dict names change: load
-        first."""
-        for layer in self.layers:
-            layer.mlp.merge_projections()
-            (layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn).merge_projections()
-
     def load_text_state(self, state: dict) -> None:
-        """Load a weights.load_text_state dict; an untied lm_head is not part of the backbone."""
+        """Load a weights.load_text_state dict (an untied lm_head is not part of the backbone),
+        then merge the projections that read the same input into one matrix product each (MLP
+        gate+up, GDN qkv+z+b+a, attention q+k+v): the exported graph launches ~100 fewer kernels
+        a pass (4B: 32 MLPs, 24 GDN and 8 attention layers). Merged layer by layer, so peak memory
+        grows by one layer's projections. The module runs only once loaded."""
         state = {k: v for k, v in state.items() if k != "lm_head.weight"}
         missing, unexpected = self.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise ValueError("checkpoint does not match the Qwen3.5 text stack: missing %s, unexpected %s"
                              % (missing[:6], unexpected[:6]))
+        for layer in self.layers:
+            layer.mlp.merge_projections()
+            (layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn).merge_projections()

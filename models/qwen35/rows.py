@@ -36,16 +36,19 @@ class LastTokenAdapter:
     def compatible(self, prepared: Prepared) -> Hashable:
         return self.key
 
-    def _bucket(self, n: int, multiple: int) -> int:
-        if multiple != self.pad_to or n <= 16 * multiple:   # static (CUDA-graph) shapes keep their 64s
-            return _round(n, multiple)
+    def _width(self, n: int, static: bool) -> int:
+        """The padded length of a micro-batch whose longest row has n tokens."""
+        if static:                                          # CUDA-graph sessions: multiples of 64
+            return _round(n, 64)
+        if n <= 16 * self.pad_to:
+            return _round(n, self.pad_to)
         return _round(n, 1 << (n.bit_length() - 5))         # 1/16 of the octave n falls in
 
-    def _chunks(self, lengths: list[int], order: list[int], multiple: int):
+    def _chunks(self, lengths: list[int], order: list[int], static: bool):
         """Consecutive runs of `order` (longest first) within the budgets."""
         chunk: list[int] = []
         for i in order:
-            longest = self._bucket(lengths[chunk[0]] if chunk else lengths[i], multiple)
+            longest = self._width(lengths[chunk[0]] if chunk else lengths[i], static)
             if chunk and (len(chunk) + 1 > self.max_rows or (len(chunk) + 1) * longest > self.max_tokens
                           or longest - lengths[i] > self.max_row_padding):
                 yield chunk
@@ -58,10 +61,9 @@ class LastTokenAdapter:
         rows = [r for work in works for r in work]
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
-        multiple = 64 if static else self.pad_to
         parts, chunks, padded = [], [], 0
-        for chunk in self._chunks(lengths, order, multiple):
-            length = self._bucket(lengths[chunk[0]], multiple)
+        for chunk in self._chunks(lengths, order, static):
+            length = self._width(lengths[chunk[0]], static)
             total = _pow2(len(chunk)) if static else len(chunk)
             ids = np.full((total, length), self.pad_id, dtype=np.int64)
             positions = np.zeros((total,), dtype=np.int64)
