@@ -22,7 +22,10 @@ EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
              "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "attention", "max_length")
+QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "max_length")
+# Attention kernels each family exports ("auto" picks per dtype; see each family's fused.py).
+ATTENTION = {"laya": ("auto", "sdpa", "mha")}
+QWEN_ATTENTION = ("auto", "sdpa", "gqa")
 
 
 def main(argv=None) -> int:
@@ -38,15 +41,17 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                     help="weights and compute dtype of the graph (default float32; Laya: float32 or float16, "
                          "gated against float32 at export)")
+    ap.add_argument("--attention", choices=["auto", "sdpa", "gqa", "mha"],
+                    help="attention kernels. Laya: mha = ONNX Runtime's RotaryEmbedding and MultiHeadAttention "
+                         "(fp32 and fp16), sdpa = traced ops; auto (default) = mha. Qwen3.5-backbone models: gqa = "
+                         "GroupQueryAttention for the full-attention layers (fp16/bf16 on CUDA), sdpa = traced; "
+                         "auto (default) = gqa unless float32")
     qwen = ap.add_argument_group("Qwen3.5-backbone models (cua-s1, open-jev, clef-flash)")
     qwen.add_argument("--adapter", help="PEFT LoRA adapter merged at export: local dir or owner/name[/sub]")
     qwen.add_argument("--base", help="open-jev: the base checkpoint (default: the one model.json names)")
     qwen.add_argument("--max-length", type=int, help="open-jev: tokens per candidate (default 4096, at most 16384)")
     qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net"],
                       help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net: CUDA only)")
-    qwen.add_argument("--attention", choices=["auto", "sdpa", "gqa"],
-                      help="full-attention layers: gqa = ONNX Runtime's GroupQueryAttention kernel (fp16/bf16 on "
-                           "CUDA), sdpa = traced attention; auto (default) = gqa unless float32")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 
@@ -59,6 +64,11 @@ def main(argv=None) -> int:
             ap.error("--%s applies to Qwen3.5-backbone models only" % next(iter(extra)).replace("_", "-"))
         if args.model == "laya" and args.dtype == "bfloat16":
             ap.error("Laya exports in float32 or float16")
+        if args.attention:
+            if args.attention not in ATTENTION.get(args.model, QWEN_ATTENTION):
+                ap.error("--attention %s: %s takes %s" % (args.attention, args.model,
+                                                          ", ".join(ATTENTION.get(args.model, QWEN_ATTENTION))))
+            extra["attention"] = args.attention
         if args.dtype:
             extra["dtype"] = args.dtype
         exporter.export(args.checkpoint, args.out, revision=args.revision, subfolder=args.subfolder,

@@ -28,14 +28,14 @@ def _log(progress, msg: str) -> None:
 DTYPES = ("float32", "float16")
 
 
-def _load_graph(path: str, agent_config: dict, encoder_config: dict):
+def _load_graph(path: str, agent_config: dict, encoder_config: dict, attention: str = "auto"):
     import torch
     from safetensors.torch import load_file
 
     from models.laya.graph import LayaDecisionGraph, build_encoder
 
     model = LayaDecisionGraph(build_encoder(encoder_config), agent_config["head_layers"],
-                              len(agent_config.get("act_costs", {})) + 1)
+                              len(agent_config.get("act_costs", {})) + 1, attention)
     # Published weights are fp16 (the temperature buffer fp32); compute in fp32.
     weights = {k: v.to(torch.float32) for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
     missing, unexpected = model.load_state_dict(weights, strict=False)
@@ -61,11 +61,13 @@ def _example(vocab: int, batch: int, seq: int, markers: int, seed: int):
 
 
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
-           name: str | None = None, force: bool = False, dtype: str = "float32", progress=print) -> dict:
+           name: str | None = None, force: bool = False, dtype: str = "float32", attention: str = "auto",
+           progress=print) -> dict:
     import copy
 
     import torch
 
+    from models.laya import fused
     from models.laya.graph import half_precision
 
     if dtype not in DTYPES:
@@ -85,7 +87,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                          "in torch eager only)" % agent_config["option_layout"])
     variant = ck.infer_variant(src.source if src.repo else src.path, encoder_config)
     served_name = name or variant
-    options = {"name": served_name, "opset": OPSET, "dtype": dtype}
+    attention = fused.attention_for(attention)
+    options = {"name": served_name, "opset": OPSET, "dtype": dtype, "attention": attention}
     tok_dir = os.path.join(src.path, "tokenizer")
     source_files = ["rl_agent_config.json", "model.safetensors", "encoder/config.json"] + [
         "tokenizer/" + n for n in ck.TOKENIZER_FILES]
@@ -97,7 +100,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
 
     _log(progress, "[3/5] building the torch graph (%s, %d layers, hidden %d)"
          % (variant, encoder_config.get("num_hidden_layers", 0), encoder_config.get("hidden_size", 0)))
-    reference = _load_graph(src.path, agent_config, encoder_config)
+    reference = _load_graph(src.path, agent_config, encoder_config, attention)
     model = reference if dtype == "float32" else half_precision(copy.deepcopy(reference), getattr(torch, dtype))
     vocab = encoder_config.get("vocab_size", 1000)
     # Batch >= 2 at trace time, or the head bakes batch 1 in (models.md §2.5).
@@ -107,11 +110,12 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     dynamic = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq},
                "marker_pos": {0: batch, 1: marks}, "marker_mask": {0: batch, 1: marks}, "qtype": {0: batch}}
     with manifests.staged(out) as tmp:
-        _log(progress, "[4/5] exporting ONNX (opset %d, dynamo)" % OPSET)
+        _log(progress, "[4/5] exporting ONNX (opset %d, dynamo, attention %s)" % (OPSET, attention))
         with torch.no_grad():
             program = torch.onnx.export(model, example, input_names=list(dynamic),
                                         output_names=["logits", "act_logits"], dynamic_shapes=dynamic,
-                                        dynamo=True, opset_version=OPSET, external_data=True, verbose=False)
+                                        dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
+                                        custom_translation_table=fused.translations())
         program.save(os.path.join(tmp, ONNX_NAME), external_data=True)
         _log(progress, "[5/5] checking ONNX Runtime against torch (fp32) on untraced shapes")
         max_diff, parity = _check(reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32")

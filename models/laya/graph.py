@@ -14,6 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.laya import fused
+from models.laya.encoder import RotaryCaches, encode, key_bias
+
 
 class _HeadAttention(nn.Module):
     """`nn.MultiheadAttention`'s parameters (packed in-projection, biased) for self-attention."""
@@ -26,12 +29,10 @@ class _HeadAttention(nn.Module):
         self.out_proj = nn.Linear(d, d)
         nn.init.xavier_uniform_(self.in_proj_weight)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
+    def forward(self, x: torch.Tensor, bias: torch.Tensor, attend) -> torch.Tensor:
+        d = x.shape[-1]
         q, k, v = F.linear(x, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
-        q, k, v = (z.unflatten(-1, (self.heads, d // self.heads)).transpose(1, 2) for z in (q, k, v))
-        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-        return self.out_proj(attn.transpose(1, 2).flatten(-2))
+        return self.out_proj(attend(q, k, v, bias, self.heads, (d // self.heads) ** -0.5))
 
 
 class _HeadLayer(nn.Module):
@@ -45,8 +46,8 @@ class _HeadLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d)
         self.norm2 = nn.LayerNorm(d)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.norm1(x), keep)
+    def forward(self, x: torch.Tensor, bias: torch.Tensor, attend) -> torch.Tensor:
+        x = x + self.self_attn(self.norm1(x), bias, attend)
         return x + self.linear2(F.relu(self.linear1(self.norm2(x))))
 
 
@@ -57,12 +58,17 @@ class _Head(nn.Module):
 
 
 class LayaDecisionGraph(nn.Module):
-    """input_ids, attention_mask, marker_pos, marker_mask, qtype -> logits [B,K], act_logits [B,n_act]."""
+    """input_ids, attention_mask, marker_pos, marker_mask, qtype -> logits [B,K], act_logits [B,n_act].
 
-    def __init__(self, encoder: nn.Module, head_layers: int = 2, n_act: int = 2):
+    `attention`: "mha" runs rotary and attention through the custom ops that export to single
+    ONNX Runtime kernels, "sdpa" through the same maths as plain torch ops (fused.py)."""
+
+    def __init__(self, encoder: nn.Module, head_layers: int = 2, n_act: int = 2, attention: str = "mha"):
         super().__init__()
         d = encoder.config.hidden_size
+        self.attention = fused.attention_for(attention)
         self.encoder = encoder
+        self.rotary = RotaryCaches(encoder.config)
         self.head = _Head(d, head_layers)
         self.type_emb = nn.Embedding(3, d)
         self.scorer = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
@@ -71,11 +77,12 @@ class LayaDecisionGraph(nn.Module):
         self.register_buffer("temperature", torch.ones(3))
 
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype):
-        h = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        h = encode(self.encoder, self.rotary, input_ids, attention_mask, self.attention)
         h = h + self.type_emb(qtype)[:, None, :]
-        keep = attention_mask.bool()[:, None, None, :]
+        bias = key_bias(attention_mask, h.dtype)
+        attend = fused.attention if self.attention == "mha" else fused.attention_reference
         for layer in self.head.layers:
-            h = layer(h, keep)
+            h = layer(h, bias, attend)
         # The scorer and act head stay fp32 in a half-precision export (half_precision): they are
         # tiny, and the option logits are what calibration and the answers read.
         h = h.float()
@@ -94,7 +101,8 @@ class LayaDecisionGraph(nn.Module):
 
 def half_precision(model: LayaDecisionGraph, dtype) -> LayaDecisionGraph:
     """Encoder, question-type embedding and decision layers in `dtype`; the scorer and act head
-    stay fp32 (forward casts the hidden states up before them)."""
+    stay fp32 (forward casts the hidden states up before them), and so do the rotary caches (the
+kernels take them in the activations' dtype)."""
     for part in (model.encoder, model.head, model.type_emb):
         part.to(dtype)
     return model

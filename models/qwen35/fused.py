@@ -72,11 +72,10 @@ def _(q, k, v, scale):
 def translations() -> dict:
     """torch.onnx custom_translation_table entries for both ops."""
     from onnxscript import opset18 as op
-    from onnxscript.values import Opset
 
-    _register_schemas()
-    ms = Opset("com.microsoft", 1)
-    ort = Opset("", 18)
+    from models import onnx_ops
+
+    ms, ort = onnx_ops.opsets()
 
     def norm(x, scale, eps):
         # Declared outputs are all produced by the tracer; the optional statistics go unused.
@@ -111,33 +110,3 @@ def translations() -> dict:
 
     return {torch.ops.omni_qwen35.rms_norm.default: norm,
             torch.ops.omni_qwen35.causal_attention.default: attention}
-
-
-def _register_schemas() -> None:
-    """onnx ships no schemas for ONNX Runtime's own ops; declare the two we emit (signatures as
-    ONNX Runtime 1.31.1 registers them) so onnxscript can build the nodes."""
-    from onnx import defs
-
-    if defs.has("SimplifiedLayerNormalization"):
-        return
-    P, A = defs.OpSchema.FormalParameter, defs.OpSchema.Attribute
-    opt = defs.OpSchema.FormalParameterOption.Optional
-    floats = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
-    integer, real = defs.OpSchema.AttrType.INT, defs.OpSchema.AttrType.FLOAT
-    defs.register_schema(defs.OpSchema(
-        "SimplifiedLayerNormalization", "", 1,
-        inputs=[P("X", "T"), P("scale", "V")],
-        outputs=[P("Y", "V"), P("inv_std_var", "U", param_option=opt)],
-        type_constraints=[("T", floats, ""), ("V", floats, ""), ("U", ["tensor(float)"], "")],
-        attributes=[A("axis", integer), A("epsilon", real), A("stash_type", integer)]))
-    if not defs.has("GroupQueryAttention", "com.microsoft"):
-        defs.register_schema(defs.OpSchema(
-            "GroupQueryAttention", "com.microsoft", 1,
-            inputs=[P("query", "T"), P("key", "T", param_option=opt), P("value", "T", param_option=opt),
-                    P("past_key", "T", param_option=opt), P("past_value", "T", param_option=opt),
-                    P("seqlens_k", "M"), P("total_sequence_length", "M")],
-            outputs=[P("output", "T"), P("present_key", "T", param_option=opt),
-                     P("present_value", "T", param_option=opt)],
-            type_constraints=[("T", floats, ""), ("M", ["tensor(int32)"], "")],
-            attributes=[A("num_heads", integer), A("kv_num_heads", integer), A("scale", real),
-                        A("causal", integer)]))

@@ -71,10 +71,9 @@ def _(x, weight):
 
 
 def conv_translation():
-    from onnxscript.values import Opset
+    from models import onnx_ops
 
-    _register_schemas()
-    ms = Opset("com.microsoft", 1)
+    ms, _ = onnx_ops.opsets()
 
     def causal_conv(x, weight):
         outputs = ms.CausalConvWithState(x, weight, None, None, activation="silu", channels_last=1, ndim=1,
@@ -87,10 +86,10 @@ def conv_translation():
 def translation(kernel: str):
     """The ONNX translation of `gated_delta` for `kernel` (torch.onnx custom_translation_table)."""
     from onnxscript import opset18 as op
-    from onnxscript.values import Opset
 
-    _register_schemas()
-    ms = Opset("com.microsoft", 1)
+    from models import onnx_ops
+
+    ms, _ = onnx_ops.opsets()
 
     def _shape_bt(x):
         return op.Slice(op.Shape(x), op.Constant(value_ints=[0]), op.Constant(value_ints=[2]))
@@ -128,50 +127,3 @@ def translation(kernel: str):
     if kernel not in KERNELS:
         raise ValueError("unknown GDN kernel %r (known: %s)" % (kernel, ", ".join(KERNELS)))
     return linear_attention if kernel == "linear_attention" else gated_delta_net
-
-
-def _register_schemas() -> None:
-    """Tell onnx (hence onnxscript) the signatures of the two ONNX Runtime contrib ops we emit;
-    onnx itself ships no com.microsoft schemas. Copied from ORT 1.31.1's registered schemas."""
-    from onnx import defs
-
-    if defs.has("LinearAttention", "com.microsoft"):
-        return
-    defs.register_schema(defs.OpSchema(
-        "CausalConvWithState", "com.microsoft", 1,
-        inputs=[defs.OpSchema.FormalParameter("input", "T"), defs.OpSchema.FormalParameter("weight", "T"),
-                defs.OpSchema.FormalParameter("bias", "T", param_option=defs.OpSchema.FormalParameterOption.Optional),
-                defs.OpSchema.FormalParameter("past_state", "T",
-                                              param_option=defs.OpSchema.FormalParameterOption.Optional)],
-        outputs=[defs.OpSchema.FormalParameter("output", "T"), defs.OpSchema.FormalParameter("present_state", "T")],
-        type_constraints=[("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "")],
-        attributes=[defs.OpSchema.Attribute("activation", defs.OpSchema.AttrType.STRING),
-                    defs.OpSchema.Attribute("channels_last", defs.OpSchema.AttrType.INT),
-                    defs.OpSchema.Attribute("ndim", defs.OpSchema.AttrType.INT),
-                    defs.OpSchema.Attribute("dilation", defs.OpSchema.AttrType.INT),
-                    defs.OpSchema.Attribute("state_window", defs.OpSchema.AttrType.INT)]))
-    P, A = defs.OpSchema.FormalParameter, defs.OpSchema.Attribute
-    opt = defs.OpSchema.FormalParameterOption.Optional
-    floats = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
-    string, integer, real = (defs.OpSchema.AttrType.STRING, defs.OpSchema.AttrType.INT,
-                             defs.OpSchema.AttrType.FLOAT)
-    defs.register_schema(defs.OpSchema(
-        "LinearAttention", "com.microsoft", 1,
-        inputs=[P("query", "T"), P("key", "T"), P("value", "T"), P("past_state", "S", param_option=opt),
-                P("decay", "T", param_option=opt), P("beta", "T", param_option=opt)],
-        outputs=[P("output", "T"), P("present_state", "S")],
-        type_constraints=[("T", floats, ""), ("S", floats, "")],
-        attributes=[A("q_num_heads", integer), A("kv_num_heads", integer), A("update_rule", string),
-                    A("scale", real), A("chunk_size", integer), A("state_window", integer)]))
-    defs.register_schema(defs.OpSchema(
-        "GatedDeltaNet", "com.microsoft", 1,
-        inputs=[P("query", "T"), P("key", "T", param_option=opt), P("value", "T", param_option=opt),
-                P("cu_seqlens", "TI", param_option=opt), P("decay", "TS", param_option=opt),
-                P("beta", "TS", param_option=opt), P("initial_state", "TS", param_option=opt),
-                P("a_log", "TS", param_option=opt), P("dt_bias", "TS", param_option=opt),
-                P("capture_count", "TI", param_option=opt), P("state_update_active", "TI", param_option=opt)],
-        outputs=[P("output", "T"), P("final_state", "TS"), P("state_update", "TS", param_option=opt)],
-        type_constraints=[("T", floats, ""), ("TS", ["tensor(float)"], ""), ("TI", ["tensor(int32)"], "")],
-        attributes=[A("qk_l2_norm", integer), A("update_rule", string), A("scale", real),
-                    A("chunk_size", integer), A("beta_activation", string), A("gate_activation", string),
-                    A("state_update_capacity", integer)]))

@@ -1,0 +1,92 @@
+"""ModernBERT's forward pass written out over transformers' module (export-time only: needs torch).
+
+The weights, their names and the maths are transformers' `ModernBertModel` (eval mode, padded
+batches): embeddings → LayerNorm, then per layer a pre-norm attention with rotary positions
+(global layers at `global_rope_theta` over the whole sequence, sliding layers at
+`local_rope_theta` within ±local_attention/2 tokens) and a pre-norm GeGLU MLP, then the final
+norm. Writing it out lets the export emit one kernel per rotary and per attention
+(`fused.py`) and build the two attention masks once per pass instead of once per layer; it also
+keeps the exported graph independent of how a transformers release dispatches attention.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from models.laya import fused
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _thetas(config) -> dict:
+    params = getattr(config, "rope_parameters", None)
+    if params:
+        for kind in LAYER_TYPES:
+            if params[kind].get("rope_type", "default") != "default":
+                raise ValueError("ModernBERT rope_type %r is not supported" % params[kind]["rope_type"])
+        return {kind: float(params[kind]["rope_theta"]) for kind in LAYER_TYPES}
+    glob = float(config.global_rope_theta)
+    return {"full_attention": glob, "sliding_attention": float(getattr(config, "local_rope_theta", None) or glob)}
+
+
+def layer_types(config) -> list[str]:
+    types = getattr(config, "layer_types", None)
+    if types:
+        return list(types)
+    every = config.global_attn_every_n_layers
+    return ["sliding_attention" if i % every else "full_attention" for i in range(config.num_hidden_layers)]
+
+
+class RotaryCaches(nn.Module):
+    """cos/sin of position × inverse frequency, [max_position_embeddings, head_dim/2] per layer
+    type, computed as transformers does (fp32 products). Not persistent: they are derived from
+    the config, not read from checkpoints."""
+
+    def __init__(self, config):
+        super().__init__()
+        d = config.hidden_size // config.num_attention_heads
+        positions = torch.arange(config.max_position_embeddings, dtype=torch.float32)[:, None]
+        for kind, theta in _thetas(config).items():
+            inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+            freqs = positions * inv_freq[None, :]
+            self.register_buffer(kind + "_cos", freqs.cos(), persistent=False)
+            self.register_buffer(kind + "_sin", freqs.sin(), persistent=False)
+
+    def get(self, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+        return getattr(self, kind + "_cos"), getattr(self, kind + "_sin")
+
+
+def key_bias(attention_mask: torch.Tensor, dtype) -> torch.Tensor:
+    """[B, T] 1/0 mask → additive [B, 1, T, T]: pad keys are masked for every query."""
+    b, t = attention_mask.shape
+    bias = (1.0 - attention_mask.to(torch.float32)) * fused.MASKED
+    return bias[:, None, None, :].expand(b, 1, t, t).to(dtype)
+
+
+def window_bias(t: int, half_window: int, device) -> torch.Tensor:
+    """[T, T] additive band: keys more than `half_window` tokens away are masked."""
+    pos = torch.arange(t, device=device)
+    far = (pos[:, None] - pos[None, :]).abs() > half_window
+    return torch.where(far, fused.MASKED, 0.0)
+
+
+def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+           attention: str) -> torch.Tensor:
+    """last_hidden_state of `encoder` (a transformers ModernBertModel) for a padded batch."""
+    config = encoder.config
+    heads = config.num_attention_heads
+    scale = (config.hidden_size // heads) ** -0.5
+    rotate, attend = ((fused.rotary, fused.attention) if attention == "mha"
+                      else (fused.rotary_reference, fused.attention_reference))
+    h = encoder.embeddings.norm(encoder.embeddings.tok_embeddings(input_ids))
+    full = key_bias(attention_mask, torch.float32)
+    biases = {"full_attention": full.to(h.dtype),
+              "sliding_attention": (full + window_bias(input_ids.shape[1], config.local_attention // 2,
+                                                       input_ids.device)).to(h.dtype)}
+    for layer, kind in zip(encoder.layers, layer_types(config)):
+        q, k, v = layer.attn.Wqkv(layer.attn_norm(h)).chunk(3, dim=-1)
+        cos, sin = caches.get(kind)
+        o = attend(rotate(q, cos, sin, heads), rotate(k, cos, sin, heads), v, biases[kind], heads, scale)
+        h = h + layer.attn.Wo(o)
+        h = h + layer.mlp(layer.mlp_norm(h))
+    return encoder.final_norm(h)

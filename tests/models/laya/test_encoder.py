@@ -1,0 +1,129 @@
+"""Our written-out ModernBERT forward against transformers' own, and the fused export against the
+traced one: the same answers, far fewer nodes."""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from models.laya import encoder as enc, fused  # noqa: E402
+from models.laya.graph import build_encoder, scale_like_trained, LayaDecisionGraph  # noqa: E402
+
+# A window of 8 tokens (4 each side) so the sliding layers' band matters at test lengths.
+CONFIG = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=2, intermediate_size=96,
+              vocab_size=300, max_position_embeddings=256, local_attention=8, global_attn_every_n_layers=3,
+              global_rope_theta=160000.0, local_rope_theta=10000.0, hidden_activation="gelu", norm_eps=1e-5,
+              norm_bias=False, pad_token_id=0)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    m = LayaDecisionGraph(build_encoder(CONFIG), head_layers=2, n_act=2)
+    scale_like_trained(m, seed=0)
+    return m.eval()
+
+
+def _batch(lengths, t, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 300, (len(lengths), t), generator=g)
+    mask = torch.zeros(len(lengths), t, dtype=torch.long)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+    return ids, mask
+
+
+def test_layer_types_and_thetas_follow_the_config(model):
+    config = model.encoder.config
+    assert enc.layer_types(config) == ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]
+    assert enc._thetas(config) == {"full_attention": 160000.0, "sliding_attention": 10000.0}
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "mha"])
+def test_encode_matches_transformers_modernbert(model, attention):
+    ids, mask = _batch([37, 20, 9], 37)
+    with torch.no_grad():
+        ours = enc.encode(model.encoder, model.rotary, ids, mask, attention)
+        theirs = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    real = mask.bool()
+    assert torch.allclose(ours[real], theirs[real], atol=2e-5), (ours[real] - theirs[real]).abs().max()
+    assert torch.isfinite(ours).all()          # pad queries outside every window stay finite
+
+
+def test_window_bias_masks_beyond_half_the_window():
+    band = enc.window_bias(10, 4, "cpu")
+    assert band[0, 4] == 0 and band[0, 5] == fused.MASKED and band[9, 5] == 0 and band[9, 4] == fused.MASKED
+    assert torch.equal(band, band.T)
+
+
+def test_rotary_reference_is_transformers_rotate_half():
+    from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
+
+    caches = enc.RotaryCaches(build_encoder(CONFIG).config)
+    cos, sin = caches.get("sliding_attention")
+    x = torch.randn(2, 11, 2 * 32)
+    ours = fused.rotary_reference(x, cos, sin, heads=2)
+    q = x.reshape(2, 11, 2, 32).transpose(1, 2)
+    c, s = (torch.cat([z[:11], z[:11]], -1)[None] for z in (cos, sin))
+    theirs, _ = apply_rotary_pos_emb(q, q, c, s)
+    assert torch.allclose(ours, theirs.transpose(1, 2).reshape(2, 11, 64), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def exports(english, tmp_path_factory):
+    from models.laya import export
+
+    root = tmp_path_factory.mktemp("laya-attention")
+    return {kind: export.export(english[0], str(root / kind), attention=kind, progress=None) and str(root / kind)
+            for kind in ("sdpa", "mha")}
+
+
+def _ops(path):
+    import onnx
+
+    graph = onnx.load(path + "/model.onnx", load_external_data=False).graph
+    return collections.Counter(n.op_type for n in graph.node), len(graph.node)
+
+
+def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english):
+    from models.manifest import read
+
+    meta = read(exports["mha"])
+    layers, head = meta["dims"]["num_hidden_layers"], meta["config"]["head_layers"]
+    assert meta["export_options"]["attention"] == "mha"
+    ops, nodes = _ops(exports["mha"])
+    traced, traced_nodes = _ops(exports["sdpa"])
+    assert ops["RotaryEmbedding"] == 2 * layers and ops["MultiHeadAttention"] == layers + head
+    assert ops["Softmax"] == 1 and traced["Softmax"] == 1 + layers + head     # only the act features'
+    assert nodes < traced_nodes / 2, (nodes, traced_nodes)
+
+
+def test_fused_and_traced_exports_agree_on_ort(exports):
+    import onnxruntime as ort
+
+    from models.laya import export
+
+    sessions = {k: ort.InferenceSession(p + "/model.onnx", providers=["CPUExecutionProvider"])
+                for k, p in exports.items()}
+    names = ["input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"]
+    for batch, seq, markers in ((1, 8, 2), (4, 150, 3)):
+        feeds = dict(zip(names, (t.numpy() for t in export._example(800, batch, seq, markers, seed=7))))
+        a, b = (s.run(None, feeds) for s in (sessions["mha"], sessions["sdpa"]))
+        for x, y in zip(a, b):
+            assert np.abs(x - y).max() < 1e-4
+
+
+@pytest.mark.parametrize("model,kernel", [("laya", "gqa"), ("cua-s1", "mha")])
+def test_cli_refuses_another_familys_attention_kernel(model, kernel, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    done = subprocess.run([sys.executable, "-m", "models.export", model, "--checkpoint", str(tmp_path),
+                           "--out", str(tmp_path / "out"), "--attention", kernel], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "--attention %s: %s takes" % (kernel, model) in done.stderr
