@@ -1,10 +1,14 @@
-"""In-process latency, no HTTP: the `laya` package's own predict path vs our ONNX Runtime engine.
+"""In-process latency, no HTTP: the `laya` package's own predict path vs our engine on one or
+more exports, each with and without CUDA graphs.
 
     python -m benchmarks.inprocess --checkpoint CK --export EX --out results.json [--device cuda]
+    python -m benchmarks.inprocess --checkpoint CK --export fp32=EX1 --export fp16=EX2 ...
 
-Same requests, variants interleaved, 20 warm-up + 200 timed calls each, synchronized (every
-call returns host numbers). Workloads: 1 question; 3 questions over a long state; 16
-one-question requests batched into one call.
+Same requests, variants interleaved, `--warmup` + `--iters` timed calls each, synchronized (every
+call returns host numbers). Workloads: 1 question; 3 questions over a long state; 16 and 64
+one-question requests batched into one call. Every export's probabilities on those requests are
+also compared with the first export's (models.precision's gate: drift, top choice), so a faster
+half-precision graph is reported with what it costs in answers.
 """
 from __future__ import annotations
 
@@ -19,52 +23,86 @@ from benchmarks.load import nearest_rank
 from benchmarks.make_workloads import laya_requests
 
 
+def _exports(specs: list[str]) -> dict[str, str]:
+    out = {}
+    for spec in specs:
+        label, _, path = spec.rpartition("=")
+        out[label or ("ours" if len(specs) == 1 else path)] = path
+    return out
+
+
+def _probabilities(responses: list[dict]) -> list[list[float]]:
+    return [list(a["probabilities"].values()) for r in responses for a in r["answers"].values()
+            if "probabilities" in a]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--export", required=True)
+    ap.add_argument("--export", action="append", required=True, help="PATH or LABEL=PATH; repeatable")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--no-laya", action="store_true", help="skip the laya package baseline")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
 
-    import laya
-
     from app.runtime import sessions
+    from models import precision
     from models.registry import load
 
-    agent = laya.Agent(args.checkpoint, device=args.device)
-    model = load(args.export)
     device = "cuda" if args.device.startswith("cuda") else "cpu"
-    info = sessions.create(model.onnx_path, device)
-    graphs = sessions.create(model.onnx_path, device, cuda_graphs=64) if device == "cuda" else info
+    engines, info = {}, None
+    for label, path in _exports(args.export).items():
+        model = load(path)
+        try:
+            plain = sessions.create(model.onnx_path, device)
+            graphs = sessions.create(model.onnx_path, device, cuda_graphs=64) if device == "cuda" else None
+        except Exception as exc:                  # one export the provider refuses must not end the run
+            print("%s: session failed: %s" % (label, exc), flush=True)
+            continue
+        info = info or plain
+        engines[label] = (model, plain)
+        if graphs is not None:
+            engines[label + "+graphs"] = (model, graphs)
 
-    def ours(bodies, runner=info):
+    def ours(engine, bodies):
+        model, runner = engine
         prepared = [model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
         packed = model.adapter.pack(works, static=runner.static_shapes)
         outs = model.adapter.unpack(runner.session.run(None, packed.feeds), works, packed)
         return [model.finish(p, o, "reference", model.name) for p, o in zip(prepared, outs)]
 
-    one = laya_requests(1, 1, 11)[0]
-    three = laya_requests(1, 3, 12, long_state=True)[0]
-    sixteen = laya_requests(16, 1, 13)
-    tokens = {"1q": ours([one])[0]["usage"]["input_tokens"],
-              "3q": ours([three])[0]["usage"]["input_tokens"],
-              "16x1q": sum(r["usage"]["input_tokens"] for r in ours(sixteen))}
-    variants = {
-        ("laya", "1q"): lambda: agent.system_one(one["state"], one["questions"]),
-        ("ours", "1q"): lambda: ours([one]),
-        ("ours+graphs", "1q"): lambda: ours([one], graphs),
-        ("laya", "3q"): lambda: agent.system_one(three["state"], three["questions"]),
-        ("ours", "3q"): lambda: ours([three]),
-        ("ours+graphs", "3q"): lambda: ours([three], graphs),
-        ("laya", "16x1q"): lambda: agent.predict_batch([b["state"] for b in sixteen], sixteen[0]["questions"]),
-        ("ours", "16x1q"): lambda: ours(sixteen),
-        ("ours+graphs", "16x1q"): lambda: ours(sixteen, graphs),
-    }
+    workloads = {"1q": [laya_requests(1, 1, 11)[0]], "3q": [laya_requests(1, 3, 12, long_state=True)[0]],
+                 "16x1q": laya_requests(16, 1, 13), "64x1q": laya_requests(64, 1, 14)}
+    first = next(iter(engines.values()))
+    tokens = {wl: sum(r["usage"]["input_tokens"] for r in ours(first, bodies)) for wl, bodies in workloads.items()}
+    variants = {}
+    if not args.no_laya:
+        import laya
+
+        agent = laya.Agent(args.checkpoint, device=args.device)
+        for wl, bodies in workloads.items():
+            if len(bodies) == 1:
+                variants[("laya", wl)] = (lambda b=bodies[0]: agent.system_one(b["state"], b["questions"]))
+            else:
+                variants[("laya", wl)] = (lambda b=bodies: agent.predict_batch([x["state"] for x in b],
+                                                                               b[0]["questions"]))
+    for label, engine in engines.items():
+        for wl, bodies in workloads.items():
+            variants[(label, wl)] = (lambda e=engine, b=bodies: ours(e, b))
+
+    parity = {}
+    reference = {wl: _probabilities(ours(first, bodies)) for wl, bodies in workloads.items()}
+    for label, engine in engines.items():
+        probs = [p for wl, bodies in workloads.items() for p in _probabilities(ours(engine, bodies))]
+        parity[label] = precision.gate_rows(probs, [p for wl in workloads for p in reference[wl]])
+        print("%-16s vs %s: drift %.2e, top choice %s" % (label, next(iter(engines)),
+                                                         parity[label]["max_prob_drift"],
+                                                         parity[label]["top_choice_identical"]), flush=True)
+
     times = {k: [] for k in variants}
     for i in range(args.warmup + args.iters):
         for key, fn in variants.items():            # interleaved
@@ -72,12 +110,14 @@ def main(argv=None):
             fn()
             if i >= args.warmup:
                 times[key].append((time.perf_counter() - t0) * 1000.0)
-    report = {"device": info.device, "runtime": info.runtime, "laya": laya.__version__,
-              "laya_dtype": str(agent.dtype), "tokens": tokens, "command": " ".join(sys.argv), "results": {}}
+    report = {"device": info.device, "runtime": info.runtime, "tokens": tokens, "command": " ".join(sys.argv),
+              "exports": _exports(args.export), "parity_vs_first": parity, "results": {}}
+    if not args.no_laya:
+        report.update(laya=laya.__version__, laya_dtype=str(agent.dtype))
     for (who, wl), ts in times.items():
         r = {"p50_ms": nearest_rank(ts, 50), "p95_ms": nearest_rank(ts, 95), "mean_ms": statistics.fmean(ts)}
         report["results"]["%s/%s" % (who, wl)] = r
-        print("%-11s %-6s p50 %7.2f ms  p95 %7.2f ms" % (who, wl, r["p50_ms"], r["p95_ms"]), flush=True)
+        print("%-16s %-6s p50 %7.2f ms  p95 %7.2f ms" % (who, wl, r["p50_ms"], r["p95_ms"]), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)
