@@ -35,6 +35,7 @@ class Settings:
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
     fatal_after_failures: int = 3           # consecutive failed batches that take a model out
     cuda_graphs: int = 64                   # CUDA graphs captured per session (bucketed shapes); 0: off
+    cuda_graph_rows: int = 16               # larger batches run uncaptured at their own shapes
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):

@@ -43,6 +43,10 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--graph-rows", type=int, default=16,
+                    help="batches of more rows run uncaptured (the server's OMNI_CUDA_GRAPH_ROWS)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="also time the GPU kernels (CUPTI) of each export's forward, 1 and 64 rows, no graphs")
     ap.add_argument("--no-laya", action="store_true", help="skip the laya package baseline")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
@@ -71,8 +75,11 @@ def main(argv=None):
         model, runner = engine
         prepared = [model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
-        packed = model.adapter.pack(works, static=runner.static_shapes)
-        outs = model.adapter.unpack(runner.session.run(None, packed.feeds), works, packed)
+        # The executor's policy: graphs (bucketed shapes) up to --graph-rows rows, else uncaptured.
+        static = runner.static_shapes and sum(p.rows for p in prepared) <= args.graph_rows
+        packed = model.adapter.pack(works, static=static)
+        run = runner.session.run if static or not runner.static_shapes else runner.session.run_uncaptured
+        outs = model.adapter.unpack(run(None, packed.feeds), works, packed)
         return [model.finish(p, o, "reference", model.name) for p, o in zip(prepared, outs)]
 
     workloads = {"1q": [laya_requests(1, 1, 11)[0]], "3q": [laya_requests(1, 3, 12, long_state=True)[0]],
@@ -118,6 +125,23 @@ def main(argv=None):
         r = {"p50_ms": nearest_rank(ts, 50), "p95_ms": nearest_rank(ts, 95), "mean_ms": statistics.fmean(ts)}
         report["results"]["%s/%s" % (who, wl)] = r
         print("%-16s %-6s p50 %7.2f ms  p95 %7.2f ms" % (who, wl, r["p50_ms"], r["p95_ms"]), flush=True)
+    if args.kernels:
+        from benchmarks.gpu.cupti import gpu_kernel_times
+
+        report["gpu_kernels"] = {}
+        for label, (model, runner) in engines.items():
+            if label.endswith("+graphs"):
+                continue
+            for wl in ("1q", "64x1q"):
+                works = [model.prepare(b).work for b in workloads[wl]]
+                feeds = model.adapter.pack(works).feeds
+                try:
+                    k = gpu_kernel_times(lambda: runner.session.run(None, feeds))
+                except Exception as exc:              # no CUPTI: the timings above still stand
+                    k = {"error": repr(exc)[:300]}
+                report["gpu_kernels"]["%s/%s" % (label, wl)] = k
+                print("%-16s %-6s kernels: %s" % (label, wl, {x: k.get(x) for x in
+                                                            ("wall_ms", "gpu_busy_ms", "kernels_per_call")}))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)

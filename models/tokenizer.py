@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+# Question texts and options repeat across requests (states do not): their encodings are kept,
+# up to this many, for texts up to this long (a bound on what a client can make us hold).
+SHARED_TEXTS = 8192
+SHARED_TEXT_CHARS = 256
 
 
 def _content(value) -> str | None:
@@ -23,6 +28,7 @@ class TokenizerHandle:
     tokenizer: object
     special: dict[str, str]          # role ("cls_token") -> token string
     ids: dict[str, int]              # role -> id
+    _shared: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, directory: str, roles: tuple[str, ...] = ()) -> "TokenizerHandle":
@@ -50,6 +56,18 @@ class TokenizerHandle:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_shared(self, text: str) -> tuple[int, ...]:
+        """`encode` for short texts that recur across requests, from a bounded cache (cleared
+        when full; safe across threads: single dict operations under the GIL)."""
+        ids = self._shared.get(text)
+        if ids is None:
+            ids = tuple(self.encode(text))
+            if len(text) <= SHARED_TEXT_CHARS:
+                if len(self._shared) >= SHARED_TEXTS:
+                    self._shared.clear()
+                self._shared[text] = ids
+        return ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]

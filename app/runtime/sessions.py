@@ -63,6 +63,12 @@ class GraphRunner:
         self.session.run_with_iobinding(io, options)
         return [value.numpy() for value in io.get_outputs()]
 
+    def run_uncaptured(self, output_names, feeds: dict):
+        """One run at the feeds' own shapes, neither captured nor replayed (graph id -1)."""
+        io, _, options = self._binding(feeds, -1)
+        self.session.run_with_iobinding(io, options)
+        return [value.numpy() for value in io.get_outputs()]
+
 
 def _cuda_available(ort) -> bool:
     global _preloaded

@@ -9,6 +9,9 @@
 # the traced fp32 graph, the fused fp32 graph and the fused fp16 graph). SERVERS names the HTTP
 # servers the bench runs side by side, LABEL:CUDA_GRAPHS each (one port per server, from 18080);
 # WORKLOADS3Q the labels that also get the 3-question workload. ITERS sets the in-process calls.
+# PROFILE=LABEL:CUDA_GRAPHS samples that server with py-spy (every thread) under c=64 load.
+# SKIP_WHEELS=1: the wheels in .whl are already installed in /tmp/site. INPROCESS_ARGS go to
+# benchmarks.inprocess (--kernels: CUPTI kernel times of each export).
 set -euo pipefail
 phase=${1:?prepare or bench}
 OUT=${OUT:-/tmp/omni-out}
@@ -20,7 +23,8 @@ mkdir -p "$OUT" /tmp/omni
 export PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD PYTHONUNBUFFERED=1
 CK=${CK:-/tmp/omni/ck-english}
 if [ "$phase" = prepare ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  [ -n "${SKIP_WHEELS:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
   python3 -c 'import onnxruntime as o, torch, transformers; o.preload_dlls(); print("onnxruntime", o.__version__, o.get_available_providers(), "torch", torch.__version__, "transformers", transformers.__version__)'
   t0=$(date +%s)
   [ -f $CK/model.safetensors ] || python3 -m models.laya.random_checkpoint $CK --variant english --size full
@@ -91,6 +95,18 @@ for s in $SERVERS; do
       --concurrency 1,16 --out "$OUT/http_3q_$label-$graphs.json" --label "3 questions, $label, graphs $graphs" | tail -2 ;;
   esac
 done
+i=0
+for s in $SERVERS; do
+  port=${ports[$i]}; pid=${pids[$i]}; i=$((i + 1))
+  [ "$s" = "${PROFILE:-}" ] || continue
+  python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_1q.jsonl \
+    --concurrency 64 --requests 12000 --out "$OUT/http_1q_profiled.json" --label "under py-spy" > /dev/null &
+  load=$!
+  sleep 4
+  /tmp/site/bin/py-spy record -p $pid -d 6 -r 250 --threads --nonblocking -f raw -o "$OUT/spy-${s%%:*}.txt" \
+    > /dev/null 2>&1 || echo "py-spy failed"
+  wait $load
+done
 kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
 python3 -m benchmarks.inprocess --checkpoint $CK $(for e in $EXPORTS; do echo --export ${e%%=*}=/tmp/omni/ex-${e%%=*}; done) \
-  --warmup 10 --iters $ITERS --out "$OUT/inprocess.json"
+  --warmup 10 --iters $ITERS ${INPROCESS_ARGS:-} --out "$OUT/inprocess.json"

@@ -27,7 +27,7 @@ ADAPTER=()      # what the export merged: the references merge it too
 [ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-9b/checkpoint; EXTRA=(--base $CK); ADAPTER=(--adapter $SRC/adapter); }
 [ "$family" = clef-flash ] && SRC=/tmp/omni/clef-9b
 if [ "$phase" = prepare ]; then
-  if [ -d .whl ]; then
+  if [ -d .whl ] && [ -z "${SKIP_WHEELS:-}" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   fi
   python3 -c 'import onnxruntime as o, torch, transformers; o.preload_dlls(); print("onnxruntime", o.__version__, o.get_available_providers(), "torch", torch.__version__, "transformers", transformers.__version__)'
@@ -53,7 +53,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
 exports=$(for k in $KERNELS; do printf '%s=%s,' $k $EX-$k; done); exports=${exports%,}
 if [ "$family" != clef-flash ]; then
   python3 -m benchmarks.gpu.qwen_bench --checkpoint $CK "${ADAPTER[@]}" --exports $exports --out "$OUT/inprocess-$family.json" \
-    ${BENCH_ARGS:-} 2>&1 | grep -v -i warn | tail -8
+    ${BENCH_ARGS:-} 2>&1 | grep -v -i warn | tail -${BENCH_TAIL:-8} || echo "qwen_bench failed (the HTTP runs go on)"
 fi
 if [ "$family" != cua-s1 ]; then
   ws=(); for w in ${WORKLOADS:?}; do ws+=(--workload benchmarks/workloads/$w.jsonl); done

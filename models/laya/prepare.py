@@ -175,7 +175,7 @@ def serialize_state(state) -> str:
 
 
 class RowBuilder:
-    """Builds rows with one tokenizer; caches question texts within one request."""
+    """Builds rows with one tokenizer; question texts and options come from its shared cache."""
 
     def __init__(self, tok: TokenizerHandle, max_len: int, head_max_len: int):
         self.tok = tok
@@ -184,25 +184,20 @@ class RowBuilder:
         self.cls, self.sep = tok.ids["cls_token"], tok.ids["sep_token"]
         self.mask_id = tok.ids["mask_token"]
 
-    def head(self, q: Question, cache: dict) -> tuple[list[int], list[int], dict]:
-        def enc(text: str) -> list[int]:
-            ids = cache.get(text)
-            if ids is None:
-                ids = cache[text] = self.tok.encode(text)
-            return ids
-
+    def head(self, q: Question) -> tuple[list[int], list[int], dict]:
+        enc = self.tok.encode_shared
         opts = render_options(q)
         order = q.option_order if q.option_order is not None else list(range(len(opts)))
         ins = str(q.ins).replace(self.mask, " ")
         head_ids = enc("%s question: %s" % (q.t, ins))
-        opt_ids = [[self.mask_id] + enc(" " + opts[i].replace(self.mask, " "))[:OPTION_TOKENS] for i in order]
+        opt_ids = [[self.mask_id, *enc(" " + opts[i].replace(self.mask, " "))[:OPTION_TOKENS]] for i in order]
         budget = self.head_max_len - sum(len(o) for o in opt_ids)
         per_option = None
         if budget < 16:
             per_option = max(4, (self.head_max_len - 16) // max(1, len(opt_ids)))
             opt_ids = [o[:per_option] for o in opt_ids]
             budget = self.head_max_len - sum(len(o) for o in opt_ids)
-        ids = [self.cls] + head_ids[: max(8, budget)] + [self.sep]
+        ids = [self.cls, *head_ids[: max(8, budget)], self.sep]
         markers = []
         for o in opt_ids:
             markers.append(len(ids))
@@ -212,8 +207,8 @@ class RowBuilder:
                  "tokens_per_option": per_option}
         return ids, markers, stats
 
-    def row(self, q: Question, state_ids: list[int], truncate_left: bool, cache: dict):
-        ids, markers, stats = self.head(q, cache)
+    def row(self, q: Question, state_ids: list[int], truncate_left: bool):
+        ids, markers, stats = self.head(q)
         room = max(0, self.max_len - len(ids) - 1)
         st = state_ids[max(0, len(state_ids) - room):] if truncate_left else state_ids[:room]
         ids = (ids + st + [self.sep])[: self.max_len]
@@ -253,11 +248,10 @@ def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimit
     internal = [to_internal(qid, qdef) for qid, qdef in questions.items()]
     state_ids = builder.tok.encode(text.replace(builder.mask, " "))
     truncate_left = isinstance(state, list)
-    cache: dict = {}
     rows, stats, dropped, errors = [], [], [], []
     for q in internal:
         try:
-            row, st, d = builder.row(q, state_ids, truncate_left, cache)
+            row, st, d = builder.row(q, state_ids, truncate_left)
         except ValueError as exc:
             errors.append({"question": q.qid, "detail": str(exc)})
             continue

@@ -190,6 +190,40 @@ def test_a_failed_batch_fails_only_its_requests(english, harness):
     assert slot.state is SlotState.WARMING          # not fatal: the model stays usable
 
 
+class _RecordingGraphs:
+    """Stands in for a GraphRunner's two entry points over a real CPU session, recording which
+    one each batch took and the shape it ran at."""
+
+    def __init__(self, session):
+        self.session, self.calls = session, []
+
+    def run(self, names, feeds):
+        self.calls.append(("replay", feeds["input_ids"].shape))
+        return self.session.run(names, feeds)
+
+    def run_uncaptured(self, names, feeds):
+        self.calls.append(("uncaptured", feeds["input_ids"].shape))
+        return self.session.run(names, feeds)
+
+
+def test_only_small_batches_take_bucketed_graph_shapes(english, harness):
+    h = harness([english[1]], cuda_graph_rows=4)
+    slot = h.slot("english")
+    slot.session, slot.static_shapes = _RecordingGraphs(slot.session), True
+    one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
+
+    async def main(n):
+        with h.executor._cv:          # queued together: one batch of n rows
+            jobs = [h.executor.submit(slot, slot.model.prepare(one)) for _ in range(n)]
+        return [await j.future for j in jobs]
+
+    small, large = asyncio.run(main(3)), asyncio.run(main(6))
+    (kind_small, shape_small), (kind_large, shape_large) = slot.session.calls
+    assert kind_small == "replay" and shape_small[0] == 4 and shape_small[1] % 64 == 0     # bucketed
+    assert kind_large == "uncaptured" and shape_large[0] == 6                              # its own shape
+    np.testing.assert_allclose(small[0][0], large[0][0], atol=1e-6, rtol=0)             # same answers
+
+
 def test_non_finite_outputs_fail_the_request(pipeline_english):
     from models.errors import InferenceFailed as Failed
 
