@@ -45,6 +45,7 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--graph-rows", type=int, default=16,
                     help="batches of more rows run uncaptured (the server's OMNI_CUDA_GRAPH_ROWS)")
+    ap.add_argument("--sdpa-kernel", type=int, default=0, help="the server's OMNI_CUDA_SDPA_KERNEL")
     ap.add_argument("--kernels", action="store_true",
                     help="also time the GPU kernels (CUPTI) of each export's forward, 1 and 64 rows, no graphs")
     ap.add_argument("--no-laya", action="store_true", help="skip the laya package baseline")
@@ -61,8 +62,9 @@ def main(argv=None):
     for label, path in _exports(args.export).items():
         model = load(path)
         try:
-            plain = sessions.create(model.onnx_path, device)
-            graphs = sessions.create(model.onnx_path, device, cuda_graphs=64) if device == "cuda" else None
+            plain = sessions.create(model.onnx_path, device, sdpa_kernel=args.sdpa_kernel)
+            graphs = (sessions.create(model.onnx_path, device, cuda_graphs=64, sdpa_kernel=args.sdpa_kernel)
+                      if device == "cuda" else None)
         except Exception as exc:                  # one export the provider refuses must not end the run
             print("%s: session failed: %s" % (label, exc), flush=True)
             continue

@@ -55,6 +55,8 @@ def register() -> None:
             type_constraints=[("T", FLOATS, ""), ("M", ["tensor(int64)"], "")],
             attributes=[A("interleaved", integer), A("num_heads", integer), A("rotary_embedding_dim", integer),
                         A("scale", real), A("is_packed_batching", integer)]),
+        ("Gelu", "com.microsoft"): dict(
+            inputs=[P("X", "T")], outputs=[P("Y", "T")], type_constraints=[("T", FLOATS, "")], attributes=[]),
         ("CausalConvWithState", "com.microsoft"): dict(
             inputs=[P("input", "T"), P("weight", "T"), P("bias", "T", param_option=opt),
                     P("past_state", "T", param_option=opt)],

@@ -132,7 +132,7 @@ class Executor:
             # CUDA graphs: capturing a graph per new shape costs more than replay saves.
             graphs = self.settings.cuda_graphs if slot.model.cuda_graphs else 0
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
-                                   graphs)
+                                   graphs, self.settings.cuda_sdpa_kernel)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc

@@ -84,7 +84,10 @@ def _cuda_available(ort) -> bool:
     return True
 
 
-def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0) -> SessionInfo:
+def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
+           sdpa_kernel: int = 0) -> SessionInfo:
+    """`sdpa_kernel`: the CUDA provider's attention backends (bitmask: 1 flash, 2 memory-efficient,
+    4 TensorRT fused, 8 cuDNN flash, 16 unfused); 0 leaves the choice to ONNX Runtime."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -102,6 +105,8 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
         cuda = {"device_id": index}
         if cuda_graphs:
             cuda["enable_cuda_graph"] = "1"
+        if sdpa_kernel:
+            cuda["sdpa_kernel"] = str(sdpa_kernel)
         session = ort.InferenceSession(onnx_path, sess_options=options,
                                        providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"])
         if session.get_providers()[0] != "CUDAExecutionProvider":

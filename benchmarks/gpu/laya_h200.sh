@@ -5,9 +5,11 @@
 # onnxruntime-gpu must already be unpacked in /tmp/ortsite (../shared/tools/ort-gpu-carry), and
 # `.whl` carried in the prepare call (benchmarks/gpu/wheels.sh downloads what the machine lacks).
 #
-# EXPORTS names the exports, LABEL=ATTENTION:DTYPE each, written to /tmp/omni/ex-LABEL (default:
-# the traced fp32 graph, the fused fp32 graph and the fused fp16 graph). SERVERS names the HTTP
-# servers the bench runs side by side, LABEL:CUDA_GRAPHS each (one port per server, from 18080);
+# EXPORTS names the exports, LABEL=ATTENTION:DTYPE[:CODE_DIR] each, written to /tmp/omni/ex-LABEL
+# (default: the traced fp32 graph, the fused fp32 graph and the fused fp16 graph; CODE_DIR, a
+# checkout of another commit carried along, exports with that commit's code). SERVERS names the
+# HTTP servers the bench runs side by side, LABEL:CUDA_GRAPHS[:SDPA_KERNEL] each (one port per
+# server, from 18080; SDPA_KERNEL is OMNI_CUDA_SDPA_KERNEL, default 0);
 # WORKLOADS3Q the labels that also get the 3-question workload. ITERS sets the in-process calls.
 # PROFILE=LABEL:CUDA_GRAPHS samples that server with py-spy (every thread) under c=64 load.
 # SKIP_WHEELS=1: the wheels in .whl are already installed in /tmp/site. INPROCESS_ARGS go to
@@ -31,9 +33,10 @@ if [ "$phase" = prepare ]; then
   echo "checkpoint $(( $(date +%s) - t0 )) s"
   pids=()
   for e in $EXPORTS; do
-    label=${e%%=*}; spec=${e#*=}
-    python3 -m models.export laya --checkpoint $CK --out /tmp/omni/ex-$label --attention ${spec%%:*} \
-      --dtype ${spec#*:} > "$OUT/export-$label.log" 2>&1 &
+    label=${e%%=*}; IFS=: read -r attention dtype code <<< "${e#*=}"
+    code=$(cd "${code:-.}" && pwd)
+    (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code python3 -m models.export laya --checkpoint $CK \
+      --out /tmp/omni/ex-$label --attention $attention --dtype $dtype) > "$OUT/export-$label.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait $p || true; done
@@ -62,9 +65,10 @@ set -o pipefail
 t0=$(python3 -c 'import time; print(time.time())')
 port=18080; pids=(); ports=()
 for s in $SERVERS; do
-  label=${s%%:*}; graphs=${s#*:}
-  OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs python3 -m granian --interface asgi \
-    --workers 1 --host 127.0.0.1 --port $port --log-level warning app.main:app > "$OUT/server-$label-$graphs.log" 2>&1 &
+  IFS=: read -r label graphs sdpa <<< "$s"
+  OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs OMNI_CUDA_SDPA_KERNEL=${sdpa:-0} \
+    python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 --port $port --log-level warning \
+    app.main:app > "$OUT/server-${s//:/-}.log" 2>&1 &
   pids+=($!); ports+=($port); port=$((port + 1))
 done
 python3 - "$t0" "${ports[@]}" <<'PY' | tee "$OUT/startup.txt" || { tail -30 "$OUT"/server*.log; exit 1; }
@@ -87,12 +91,12 @@ PY
 nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving.txt"
 i=0
 for s in $SERVERS; do
-  label=${s%%:*}; graphs=${s#*:}; port=${ports[$i]}; i=$((i + 1))
+  port=${ports[$i]}; i=$((i + 1))
   python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_1q.jsonl \
-    --concurrency 1,8,16,64 --out "$OUT/http_1q_$label-$graphs.json" --label "1 question, $label, graphs $graphs" | tail -4
+    --concurrency 1,8,16,64 --out "$OUT/http_1q_${s//:/-}.json" --label "1 question, server $s" | tail -4
   case " $WORKLOADS3Q " in *" $s "*)
     python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_3q.jsonl \
-      --concurrency 1,16 --out "$OUT/http_3q_$label-$graphs.json" --label "3 questions, $label, graphs $graphs" | tail -2 ;;
+      --concurrency 1,16 --out "$OUT/http_3q_${s//:/-}.json" --label "3 questions, server $s" | tail -2 ;;
   esac
 done
 i=0

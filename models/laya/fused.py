@@ -9,7 +9,9 @@ kernel count is the cost. Emitting the kernels directly:
 * `rotary` → com.microsoft `RotaryEmbedding` (non-interleaved halves, as ModernBERT's
   `rotate_half`; one cos/sin cache per layer type, position 0 first);
 * `attention` → com.microsoft `MultiHeadAttention` with an additive `attention_bias`
-  [B, 1, T, T] that carries the key padding and, in sliding layers, the local window.
+  [B, 1, T, T] that carries the key padding and, in sliding layers, the local window;
+* `gelu` → com.microsoft `Gelu` (exact, erf): traced, `nn.GELU` became five elementwise kernels
+  that ONNX Runtime's fusion did not recognise in the dynamo export.
 
 The encoder and decision layers call them when exported with `attention="mha"` (the default);
 `"sdpa"` traces the reference maths below instead, the same functions the ops run in torch.
@@ -76,6 +78,16 @@ def _(q, k, v, bias, heads, scale):
     return torch.empty_like(q)
 
 
+@torch.library.custom_op("omni_laya::gelu", mutates_args=())
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x)
+
+
+@gelu.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
 def translations() -> dict:
     """torch.onnx custom_translation_table entries for both ops."""
     from onnxscript import opset18 as op
@@ -93,5 +105,9 @@ def translations() -> dict:
         return ms.MultiHeadAttention(q, k, v, None, None, op.CastLike(bias, q), num_heads=heads,
                                      scale=float(scale))
 
+    def exact_gelu(x):
+        return ms.Gelu(x)
+
     return {torch.ops.omni_laya.rotary.default: rotary_embedding,
-            torch.ops.omni_laya.attention.default: multi_head_attention}
+            torch.ops.omni_laya.attention.default: multi_head_attention,
+            torch.ops.omni_laya.gelu.default: exact_gelu}

@@ -97,6 +97,7 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     ops, nodes = _ops(exports["mha"])
     traced, traced_nodes = _ops(exports["sdpa"])
     assert ops["RotaryEmbedding"] == 2 * layers and ops["MultiHeadAttention"] == layers + head
+    assert ops["Gelu"] == layers and traced["Gelu"] == 0
     assert ops["Softmax"] == 1 and traced["Softmax"] == 1 + layers + head     # only the act features'
     assert nodes < traced_nodes / 2, (nodes, traced_nodes)
 
