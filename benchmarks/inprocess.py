@@ -23,6 +23,14 @@ from benchmarks.load import nearest_rank
 from benchmarks.make_workloads import laya_requests
 
 
+def _server_default(name: str):
+    import dataclasses
+
+    from app.config import Settings
+
+    return next(f.default for f in dataclasses.fields(Settings) if f.name == name)
+
+
 def _exports(specs: list[str]) -> dict[str, str]:
     out = {}
     for spec in specs:
@@ -43,9 +51,10 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=200)
-    ap.add_argument("--graph-rows", type=int, default=16,
+    ap.add_argument("--graph-rows", type=int, default=_server_default("cuda_graph_rows"),
                     help="batches of more rows run uncaptured (the server's OMNI_CUDA_GRAPH_ROWS)")
-    ap.add_argument("--sdpa-kernel", type=int, default=0, help="the server's OMNI_CUDA_SDPA_KERNEL")
+    ap.add_argument("--sdpa-kernel", type=int, default=_server_default("cuda_sdpa_kernel"),
+                    help="the server's OMNI_CUDA_SDPA_KERNEL (default: the server's default)")
     ap.add_argument("--kernels", action="store_true",
                     help="also time the GPU kernels (CUPTI) of each export's forward, 1 and 64 rows, no graphs")
     ap.add_argument("--no-laya", action="store_true", help="skip the laya package baseline")

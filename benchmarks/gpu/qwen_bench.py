@@ -61,6 +61,9 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--no-hf", action="store_true")
+    ap.add_argument("--no-graphs", action="store_true", help="plain sessions only")
+    ap.add_argument("--sdpa-kernels", default="19",
+                    help="OMNI_CUDA_SDPA_KERNEL values, comma separated: one set of sessions each")
     ap.add_argument("--parity-prompts", type=int, default=16)
     ap.add_argument("--profile", help="label of an export to profile per op type (batch 1 and 16, 218 tokens)")
     ap.add_argument("--out")
@@ -75,15 +78,19 @@ def main(argv=None):
     lengths = [int(x) for x in args.lengths.split(",")]
     rng = np.random.default_rng(0)
     runners = {}
-    for label, directory in exports.items():
-        t0 = time.perf_counter()
-        plain = sessions.create(directory + "/model.onnx", "cuda")
-        runners[label] = plain.session
-        try:
-            runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64).session
-        except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
-            print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
-        print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
+    kernels = [int(x) for x in args.sdpa_kernels.split(",")]
+    for base, directory in exports.items():
+        for sdpa in kernels:
+            label = base if len(kernels) == 1 else "%s@sdpa%d" % (base, sdpa)
+            t0 = time.perf_counter()
+            runners[label] = sessions.create(directory + "/model.onnx", "cuda", sdpa_kernel=sdpa).session
+            if not args.no_graphs:
+                try:
+                    runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
+                                                                 sdpa_kernel=sdpa).session
+                except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
+                    print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
+            print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
     hf = None
     if not args.no_hf:
         try:
@@ -104,9 +111,13 @@ def main(argv=None):
                 torch.cuda.synchronize()
                 return out
             calls["hf-eager-bf16"] = hf_call
+        key = "%d" % n if batch == 1 else "%dx%d" % (batch, n)
         for k, f in list(calls.items()):     # a variant that cannot run this shape is reported, not fatal
             try:
-                f()
+                t0 = time.perf_counter()
+                f()                          # the first call at this shape: plans, captures, autotuning
+                results.setdefault("first_call_ms", {}).setdefault(key, {})[k] = round(
+                    (time.perf_counter() - t0) * 1e3, 2)
             except Exception as exc:
                 results.setdefault("errors", {})["%s@%dx%d" % (k, batch, n)] = repr(exc)[:400]
                 print("skipping %s at %dx%d: %r" % (k, batch, n, exc), flush=True)
@@ -120,9 +131,9 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 f()
                 times[k].append(time.perf_counter() - t0)
-        key = "%d" % n if batch == 1 else "%dx%d" % (batch, n)
         results["lengths"][key] = {k: _stats(v) for k, v in times.items()}
-        print(key, json.dumps(results["lengths"][key]), flush=True)
+        print(key, json.dumps(results["lengths"][key]), "first call", json.dumps(results["first_call_ms"][key]),
+              flush=True)
     hf = None
     torch.cuda.empty_cache()
     if args.parity_prompts:
