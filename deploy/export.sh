@@ -7,7 +7,9 @@
 #     name=family:checkpoint with family laya, cua-s1, open-jev or clef-flash;
 #   - name=demo for the random-weight Laya demo checkpoint.
 # OMNI_REVISION pins Hub downloads of name=... entries; OMNI_EXPORT_DTYPE (float32, float16,
-# bfloat16) and OMNI_GDN_KERNEL (linear_attention, gated_delta_net) apply to Qwen3.5 families.
+# bfloat16) and OMNI_GDN_KERNEL (linear_attention, gated_delta_net) apply to Qwen3.5 families,
+# OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. A Laya float16 export that fails its parity
+# gate (or fails at all) is redone in float32, with a warning: the server still gets a model.
 set -eu
 root=${OMNI_MODEL_ROOT:-/models}
 for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
@@ -43,7 +45,11 @@ for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
   if [ -n "$revision" ]; then set -- "$@" --revision "$revision"; fi
   if [ "$family" != laya ]; then
     set -- "$@" --dtype "${OMNI_EXPORT_DTYPE:-float32}" --gdn-kernel "${OMNI_GDN_KERNEL:-linear_attention}"
+    # shellcheck disable=SC2086  # $extra is a flag and its value
+    python -m models.export "$family" "$@" $extra
+  elif ! python -m models.export laya "$@" --dtype "${OMNI_LAYA_EXPORT_DTYPE:-float32}"; then
+    [ "${OMNI_LAYA_EXPORT_DTYPE:-float32}" != float32 ] || exit 1
+    echo "omni-export: the ${OMNI_LAYA_EXPORT_DTYPE} export of $name failed (see above); exporting float32 instead" >&2
+    python -m models.export laya "$@" --dtype float32
   fi
-  # shellcheck disable=SC2086  # $extra is a flag and its value
-  python -m models.export "$family" "$@" $extra
 done
