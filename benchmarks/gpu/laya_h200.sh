@@ -11,7 +11,7 @@
 # HTTP servers the bench runs side by side, LABEL:CUDA_GRAPHS[:SDPA_KERNEL] each (one port per
 # server, from 18080; SDPA_KERNEL is OMNI_CUDA_SDPA_KERNEL, default 0);
 # WORKLOADS3Q the labels that also get the 3-question workload. ITERS sets the in-process calls.
-# PROFILE=LABEL:CUDA_GRAPHS samples that server with py-spy (every thread) under c=64 load.
+# PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export.
 # SKIP_WHEELS=1: the wheels in .whl are already installed in /tmp/site. INPROCESS_ARGS go to
 # benchmarks.inprocess (--kernels: CUPTI kernel times of each export).
 set -euo pipefail
@@ -99,18 +99,11 @@ for s in $SERVERS; do
       --concurrency 1,16 --out "$OUT/http_3q_${s//:/-}.json" --label "3 questions, server $s" | tail -2 ;;
   esac
 done
-i=0
-for s in $SERVERS; do
-  port=${ports[$i]}; pid=${pids[$i]}; i=$((i + 1))
-  [ "$s" = "${PROFILE:-}" ] || continue
-  python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_1q.jsonl \
-    --concurrency 64 --requests 12000 --out "$OUT/http_1q_profiled.json" --label "under py-spy" > /dev/null &
-  load=$!
-  sleep 4
-  /tmp/site/bin/py-spy record -p $pid -d 6 -r 250 --threads --nonblocking -f raw -o "$OUT/spy-${s%%:*}.txt" \
-    > /dev/null 2>&1 || echo "py-spy failed"
-  wait $load
-done
 kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
+if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy from .whl: pip's --target bin)
+  IFS=: read -r label graphs sdpa <<< "$PROFILE"
+  PATH=/tmp/site/bin:$PATH OMNI_CUDA_GRAPHS=$graphs OMNI_CUDA_SDPA_KERNEL=${sdpa:-19} python3 -m benchmarks.loop_profile \
+    --export /tmp/omni/ex-$label --device cuda --out "$OUT/loop-profile.json" | head -30 || echo "loop profile failed"
+fi
 python3 -m benchmarks.inprocess --checkpoint $CK $(for e in $EXPORTS; do echo --export ${e%%=*}=/tmp/omni/ex-${e%%=*}; done) \
   --warmup 10 --iters $ITERS ${INPROCESS_ARGS:-} --out "$OUT/inprocess.json"

@@ -1,0 +1,158 @@
+"""Where one Granian worker's CPU goes under load: py-spy samples of a live server, summed per
+thread and per function of the event loop's thread.
+
+    python -m benchmarks.loop_profile --export EXPORT_DIR [--device cpu|cuda] [--concurrency 64]
+        [--seconds 8] [--out profile.json]
+
+Starts the server on a free loopback port (`granian --workers 1`, as served), drives the
+one-question Laya workload at the given concurrency with benchmarks.load, and lets py-spy
+(`pip install py-spy`; it needs ptrace rights over the server) sample every thread for
+`--seconds` from the third second of load on. The report: samples per thread (the loop's
+thread is `MainThread`; `omni-executor` is the executor), then the loop thread's busiest
+functions, inclusive (a handler counts everything it calls) and as leaves (where the CPU was).
+Samples the loop spent in `select` are idle time.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
+    """py-spy `--format raw` lines ("thread;frame;frame... count") → samples per thread and
+    the named thread's functions, inclusive and as leaves, in % of that thread's samples."""
+    threads, inclusive, leaves, total = collections.Counter(), collections.Counter(), collections.Counter(), 0
+    for line in raw_lines:
+        line = line.strip()
+        if not line:
+            continue
+        stack, _, count = line.rpartition(" ")
+        frames, n = stack.split(";"), int(count)
+        threads[frames[0]] += n
+        if thread not in frames[0]:
+            continue
+        total += n
+        names = [_name(f) for f in frames[1:]]
+        for name in set(names):
+            inclusive[name] += n
+        if names:
+            leaves[names[-1]] += n
+
+    def share(counter):
+        return [(name, round(100.0 * n / total, 1)) for name, n in counter.most_common(top)] if total else []
+
+    return {"threads": dict(threads.most_common()), "thread": thread, "samples": total,
+            "inclusive_pct": share(inclusive), "leaf_pct": share(leaves)}
+
+
+def _name(frame: str) -> str:
+    """"func (path/to/file.py:12)" → "func (file.py)": lines of one function count together."""
+    func, _, where = frame.partition(" (")
+    return "%s (%s)" % (func, os.path.basename(where.rsplit(":", 1)[0])) if where else func
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(port: int, timeout: float = 180.0) -> None:
+    deadline = time.time() + timeout
+    while True:
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2).read()
+            return
+        except (urllib.error.URLError, ConnectionError):
+            if time.time() > deadline:
+                raise SystemExit("server not ready in %.0f s" % timeout)
+            time.sleep(0.2)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--export", required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--workload", default=os.path.join(ROOT, "benchmarks/workloads/laya_1q.jsonl"))
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    spy = shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("py-spy is not installed (pip install py-spy)")
+    port = _free_port()
+    env = dict(os.environ, OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
+    server = subprocess.Popen([sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1",
+                               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "app.main:app"],
+                              cwd=ROOT, env=env)
+    load = None
+    try:
+        _wait_ready(port)
+        worker = _worker_pid(server.pid)
+        # Enough requests to outlast the sampling window at any plausible rate.
+        requests = max(2000, int(args.concurrency * 400 * args.seconds))
+        load = subprocess.Popen([sys.executable, "-m", "benchmarks.load", "--url", "http://127.0.0.1:%d" % port,
+                                 "--workload", args.workload, "--concurrency", str(args.concurrency),
+                                 "--requests", str(requests), "--procs", "1"], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(3.0)
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = os.path.join(tmp, "raw.txt")
+            done = subprocess.run([spy, "record", "-p", str(worker), "-d", str(int(args.seconds)), "-r", str(args.rate),
+                                   "--threads", "--nonblocking", "-f", "raw", "-o", raw],
+                                  capture_output=True, text=True)
+            if done.returncode != 0 or not os.path.exists(raw):
+                raise SystemExit("py-spy failed (ptrace rights?): %s" % (done.stderr or done.stdout)[-400:])
+            with open(raw, encoding="utf-8") as f:
+                report = summarize(f, top=args.top)
+    finally:
+        if load is not None:
+            load.kill()
+        server.terminate()
+        server.wait(30)
+    report.update(export=args.export, device=args.device, concurrency=args.concurrency, seconds=args.seconds)
+    print("samples per thread: %s" % report["threads"])
+    print("%s, inclusive:" % report["thread"])
+    for name, pct in report["inclusive_pct"]:
+        print("  %5.1f%%  %s" % (pct, name))
+    print("%s, leaves:" % report["thread"])
+    for name, pct in report["leaf_pct"][:20]:
+        print("  %5.1f%%  %s" % (pct, name))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
+
+
+def _worker_pid(parent: int) -> int:
+    """Granian serves from a child process of the one started; that child is what to sample."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            with open("/proc/%d/task/%d/children" % (parent, parent)) as f:
+                children = [int(p) for p in f.read().split()]
+        except OSError:
+            children = []
+        if children:
+            return children[0]
+        time.sleep(0.1)
+    return parent
+
+
+if __name__ == "__main__":
+    sys.exit(main())
