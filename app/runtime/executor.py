@@ -211,9 +211,11 @@ class Executor:
             span.end()
             log.exception("batch of %d requests for %s failed", len(jobs), slot.name)
             error = exc if isinstance(exc, InferenceFailed) else InferenceFailed(str(exc))
+            # Counted before anyone hears of it: a client that retries the moment its 500 arrives
+            # must find the model already out of service if this failure took it out.
+            self._count_failure(slot, exc)
             for job in jobs:
                 job.loop.call_soon_threadsafe(_fail, job.future, error)
-            self._count_failure(slot, exc)
             return
         self._failures[slot] = 0
         ended = time.perf_counter()
