@@ -22,7 +22,7 @@ EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
              "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "max_length")
+QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "max_length", "projections")
 # Attention kernels each family exports ("auto" picks per dtype; see each family's fused.py).
 ATTENTION = {"laya": ("auto", "sdpa", "mha")}
 QWEN_ATTENTION = ("auto", "sdpa", "gqa")
@@ -50,6 +50,9 @@ def main(argv=None) -> int:
     qwen.add_argument("--adapter", help="PEFT LoRA adapter merged at export: local dir or owner/name[/sub]")
     qwen.add_argument("--base", help="open-jev: the base checkpoint (default: the one model.json names)")
     qwen.add_argument("--max-length", type=int, help="open-jev: tokens per candidate (default 4096, at most 16384)")
+    qwen.add_argument("--projections", choices=["merged", "separate"],
+                      help="projections reading one input: one matrix product and a split (merged, default) or "
+                           "one product per part (separate)")
     qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net"],
                       help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net: CUDA only)")
     args = ap.parse_args(argv)

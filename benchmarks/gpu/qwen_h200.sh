@@ -3,8 +3,9 @@
 #   bash benchmarks/gpu/qwen_h200.sh prepare FAMILY    # wheels, full-size random checkpoint, export(s)
 #   bash benchmarks/gpu/qwen_h200.sh bench FAMILY      # in-process and HF baselines, HTTP load
 # FAMILY: cua-s1 (4B), open-jev (9B), clef-flash (9B). KERNELS="la gdn" exports with both GDN
-# kernels (default: gdn only); an entry KERNEL-ATTENTION picks the attention too ("gdn-sdpa":
-# traced attention instead of GroupQueryAttention). DTYPE (default float16). DRIFT=1 adds the
+# kernels (default: gdn only); an entry KERNEL-ATTENTION[-PROJECTIONS] picks the attention too
+# ("gdn-sdpa": traced attention instead of GroupQueryAttention; "gdn-auto-separate": one matrix
+# product per projection part instead of merged products and splits). DTYPE (default float16). DRIFT=1 adds the
 # layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
 # /tmp/ortsite (../shared/tools/ort-gpu-carry) and `.whl` carried in the first prepare call.
 set -euo pipefail
@@ -38,10 +39,11 @@ if [ "$phase" = prepare ]; then
   [ "$family" = clef-flash ] && python3 -m models.clef_flash.random_checkpoint --full $CK /tmp/omni/clef-9b
   pids=()
   for k in $KERNELS; do
-    kernel=linear_attention; [ ${k%%-*} = gdn ] && kernel=gated_delta_net
-    attention=auto; [ $k != ${k#*-} ] && attention=${k#*-}
+    IFS=- read -r kernel attention projections <<< "$k"
+    [ "$kernel" = gdn ] && kernel=gated_delta_net || kernel=linear_attention
     python3 -m models.export $family --checkpoint $SRC "${EXTRA[@]}" --out $EX-$k --dtype $DTYPE \
-      --gdn-kernel $kernel --attention $attention > "$OUT/export-$family-$k.log" 2>&1 &
+      --gdn-kernel $kernel --attention ${attention:-auto} --projections ${projections:-merged} \
+      > "$OUT/export-$family-$k.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait $p; done

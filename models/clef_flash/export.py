@@ -37,7 +37,8 @@ def _example(vocab: int):
 
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
-           gdn_kernel: str = "linear_attention", attention: str = "auto", progress=print, **_ignored) -> dict:
+           gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "merged",
+           progress=print, **_ignored) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
@@ -49,7 +50,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         raise ValueError("%s is not a Clef-Flash checkpoint: no %s" % (src.path, ", ".join(missing)))
     served_name = name or NAME
     options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-               "attention": fused.attention_for(dtype, attention), "opset": qexport.OPSET}
+               "attention": fused.attention_for(dtype, attention), "projections": projections, "opset": qexport.OPSET}
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and manifests.up_to_date(out, FAMILY, sources, options):
@@ -60,7 +61,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     progress("[3/5] loading the backbone (%d layers, hidden %d) and the joint head"
              % (len(dims.layer_types), dims.hidden_size))
     backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype,
-                                    attention=attention)
+                                    attention=attention, projections=projections)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
     seq, tokens, questions, opts = (torch.export.Dim("seq_len"), torch.export.Dim("tokens"),

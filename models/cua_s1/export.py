@@ -27,7 +27,7 @@ LETTER_ROWS = "letter_rows.npy"
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
-           progress=print, **_ignored) -> dict:
+           projections: str = "merged", progress=print, **_ignored) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)
@@ -44,7 +44,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         lora = ck.resolve_adapter(ad.path, dims.layer_types)
     served_name = name or ck.MODEL_NAME
     options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-               "attention": fused.attention_for(dtype, attention), "opset": qexport.OPSET}
+               "attention": fused.attention_for(dtype, attention), "projections": projections, "opset": qexport.OPSET}
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base.path, qexport.source_files(base.path), progress)
     if lora is not None:
@@ -64,7 +64,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         "self_attn." + t for t in ck.ATTENTION_TARGETS] + ["mlp." + t for t in ck.MLP_TARGETS]) if lora else []
     rows_from = state["embed_tokens.weight"] if dims.tie_word_embeddings else state["lm_head.weight"]
     letter_rows = rows_from[list(ck.LETTER_IDS)].float().numpy()
-    model = qexport.build_module(dims, state, "last", dtype, attention=attention)
+    model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     graph = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True)

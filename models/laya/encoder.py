@@ -8,7 +8,7 @@ norm. Writing it out lets the export emit one kernel per rotary, attention and G
 (`fused.py`) and build the two attention masks once per pass instead of once per layer; it also
 keeps the exported graph independent of how a transformers release dispatches attention. The
 packed projections (Wqkv, the MLP's Wi) run as one matrix product per output instead of one
-product and a split: on the H200 the split kernels cost more than the extra launches.
+product and a split (models/projections.py).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from models.laya import fused
+from models.projections import rows
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
@@ -90,20 +91,14 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, attention_mas
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
     for layer, kind in zip(encoder.layers, layer_types(config)):
         x = layer.attn_norm(h)
-        q, k, v = (_rows(layer.attn.Wqkv, x, i * d, (i + 1) * d) for i in range(3))
+        q, k, v = (rows(layer.attn.Wqkv, x, i * d, (i + 1) * d) for i in range(3))
         cos, sin = caches.get(kind)
         o = attend(rotate(q, cos, sin, heads), rotate(k, cos, sin, heads), v, biases[kind], heads, scale)
         h = h + layer.attn.Wo(o)
         x = layer.mlp_norm(h)
         act = _gelu(attention) if exact_gelu else layer.mlp.act
-        h = h + layer.mlp.Wo(act(_rows(layer.mlp.Wi, x, 0, inner)) * _rows(layer.mlp.Wi, x, inner, 2 * inner))
+        h = h + layer.mlp.Wo(act(rows(layer.mlp.Wi, x, 0, inner)) * rows(layer.mlp.Wi, x, inner, 2 * inner))
     return encoder.final_norm(h)
-
-
-def _rows(linear: nn.Linear, x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """Outputs start..stop of `linear` (a slice of its weight rows, folded into a constant at export)."""
-    bias = linear.bias[start:stop] if linear.bias is not None else None
-    return F.linear(x, linear.weight[start:stop], bias)
 
 
 def _gelu(attention: str):

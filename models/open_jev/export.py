@@ -30,7 +30,8 @@ PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
 def export(checkpoint: str, out: str, *, base: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
-           max_length: int = ck.MAX_LENGTH_DEFAULT, progress=print, **_ignored) -> dict:
+           projections: str = "merged", max_length: int = ck.MAX_LENGTH_DEFAULT, progress=print,
+           **_ignored) -> dict:
     progress = progress or (lambda m: None)
     t0 = time.perf_counter()
     progress("[1/5] resolving package %s" % checkpoint)
@@ -43,7 +44,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
     dims = TextDims.from_dir(base_src.path)
     served_name = name or variant.alias
     options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-               "attention": fused.attention_for(dtype, attention), "max_length": max_length,
+               "attention": fused.attention_for(dtype, attention), "projections": projections, "max_length": max_length,
                "opset": qexport.OPSET}
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base_src.path, qexport.source_files(base_src.path), progress)
@@ -60,7 +61,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
              % (len(dims.layer_types), dims.hidden_size))
     state = weights.load_text_state(base_src.path, _load_dtype(dtype))
     merged = weights.merge_lora(state, package.adapter_path)
-    model = qexport.build_module(dims, state, "last", dtype, attention=attention)
+    model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     graph = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True)

@@ -28,14 +28,15 @@ def load_dtype(dtype: str):
 
 
 def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float32",
-                 letter_ids: list[int] | None = None, attention: str = "auto"):
-    """`attention`: "sdpa" (traced), "gqa" (GroupQueryAttention) or "auto" (fused.attention_for)."""
+                 letter_ids: list[int] | None = None, attention: str = "auto", projections: str = "merged"):
+    """`attention`: "sdpa" (traced), "gqa" (GroupQueryAttention) or "auto" (fused.attention_for);
+    `projections`: "merged" or "separate" (graph.Backbone.load_text_state)."""
     import torch
 
     from models.qwen35.graph import Backbone
 
     with torch.device("meta"):
-        model = Backbone(dims, readout, letter_ids, fused.attention_for(dtype, attention))
+        model = Backbone(dims, readout, letter_ids, fused.attention_for(dtype, attention), projections)
     torch_dtype = getattr(torch, dtype)
     model = model.to_empty(device="cpu").to(torch_dtype)
     model.load_text_state({k: v.to(torch_dtype) if v.is_floating_point() else v for k, v in state.items()})

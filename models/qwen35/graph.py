@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from models.projections import parts, rows
 from models.qwen35 import fused
 from models.qwen35.dims import TextDims
 from models.qwen35.gdn import causal_conv_silu, gated_delta
@@ -37,6 +38,9 @@ def _merged(*linears: nn.Linear) -> nn.Linear:
     return merged
 
 
+PROJECTIONS = ("merged", "separate")
+
+
 class Norm(nn.Module):
     def __init__(self, dim: int, eps: float, offset: float = 1.0):
         super().__init__()
@@ -55,11 +59,12 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(d.intermediate_size, d.hidden_size, bias=False)
 
     def merge_projections(self) -> None:
+        self.sizes = [self.gate_proj.out_features, self.up_proj.out_features]
         self.gate_up_proj = _merged(self.gate_proj, self.up_proj)
         del self.gate_proj, self.up_proj
 
     def forward(self, x):
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        gate, up = parts(self.gate_up_proj, x, self.sizes, self.separate)
         return self.down_proj(F.silu(gate) * up)
 
 
@@ -88,7 +93,7 @@ class GatedDeltaNet(nn.Module):
     def forward(self, x):
         d = self.d
         b, t, _ = x.shape
-        qkv, z, b_logits, a_logits = torch.split(self.in_proj(x), self.in_proj_sizes, dim=-1)
+        qkv, z, b_logits, a_logits = parts(self.in_proj, x, self.in_proj_sizes, self.separate)
         qkv = causal_conv_silu(qkv, self.conv1d.weight)                     # causal depthwise conv
         q, k, v = torch.split(qkv, [d.key_dim, d.key_dim, d.value_dim], dim=-1)
         # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
@@ -127,8 +132,16 @@ class Attention(nn.Module):
         d = self.d
         b, t, _ = x.shape
         hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
-        qg, k, v = torch.split(self.qkv_proj(x), self.qkv_sizes, dim=-1)
-        q, gate = qg.view(b, t, hq, 2 * hd).chunk(2, dim=-1)
+        if self.separate:
+            # q_proj interleaves [query | gate] per head: take each as its own product.
+            w = self.qkv_proj.weight[: self.qkv_sizes[0]].view(hq, 2, hd, -1)
+            q = F.linear(x, w[:, 0].reshape(hq * hd, -1)).view(b, t, hq, hd)
+            gate = F.linear(x, w[:, 1].reshape(hq * hd, -1))
+            nq, nk, nv = self.qkv_sizes
+            k, v = rows(self.qkv_proj, x, nq, nq + nk), rows(self.qkv_proj, x, nq + nk, nq + nk + nv)
+        else:
+            qg, k, v = parts(self.qkv_proj, x, self.qkv_sizes, False)
+            q, gate = qg.view(b, t, hq, 2 * hd).chunk(2, dim=-1)
         q = _rope(self.q_norm(q), cos, sin, d.rotary_dim)                     # [B, T, Hq, hd]
         k = _rope(self.k_norm(k.view(b, t, hkv, hd)), cos, sin, d.rotary_dim)
         v = v.view(b, t, hkv, hd)
@@ -165,9 +178,11 @@ class Layer(nn.Module):
 
 class Backbone(nn.Module):
     def __init__(self, d: TextDims, readout: str = "last", letter_ids: list[int] | None = None,
-                 attention: str = "sdpa"):
+                 attention: str = "sdpa", projections: str = "merged"):
         super().__init__()
-        self.d, self.readout, self.attention = d, readout, attention
+        if projections not in PROJECTIONS:
+            raise ValueError("unknown projections %r (known: %s)" % (projections, ", ".join(PROJECTIONS)))
+        self.d, self.readout, self.attention, self.projections = d, readout, attention, projections
         self.embed_tokens = nn.Embedding(d.vocab_size, d.hidden_size)
         self.layers = nn.ModuleList(Layer(d, kind, attention) for kind in d.layer_types)
         self.norm = Norm(d.hidden_size, d.rms_norm_eps)
@@ -200,15 +215,19 @@ class Backbone(nn.Module):
 
     def load_text_state(self, state: dict) -> None:
         """Load a weights.load_text_state dict (an untied lm_head is not part of the backbone),
-        then merge the projections that read the same input into one matrix product each (MLP
-        gate+up, GDN qkv+z+b+a, attention q+k+v): the exported graph launches ~100 fewer kernels
-        a pass (4B: 32 MLPs, 24 GDN and 8 attention layers). Merged layer by layer, so peak memory
-        grows by one layer's projections. The module runs only once loaded."""
+        then merge the projections that read the same input into one weight each (MLP gate+up,
+        GDN qkv+z+b+a, attention q+k+v). `projections="merged"` runs each as one matrix product
+        and a split: ~100 fewer kernels a pass (4B: 32 MLPs, 24 GDN and 8 attention layers), but
+        the split kernels took 7.2 of 80 ms at 16 rows on the H200. "separate" runs one product
+        per part over weight row slices (models/projections.py; not yet measured on a GPU).
+        Merged layer by layer, so peak memory grows by one layer's projections. The module runs
+        only once loaded."""
         state = {k: v for k, v in state.items() if k != "lm_head.weight"}
         missing, unexpected = self.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise ValueError("checkpoint does not match the Qwen3.5 text stack: missing %s, unexpected %s"
                              % (missing[:6], unexpected[:6]))
         for layer in self.layers:
-            layer.mlp.merge_projections()
-            (layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn).merge_projections()
+            for module in (layer.mlp, layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn):
+                module.merge_projections()
+                module.separate = self.projections == "separate"

@@ -61,3 +61,37 @@ def test_fused_ops_match_their_torch_reference_in_half_precision(qwen_tied, arti
     assert got.dtype == np.float32                        # the readout is cast back to fp32
     rel = float(np.abs(got - want).max() / np.abs(want).max())
     assert 0 < rel <= 2e-2
+
+
+def test_separate_projections_are_the_merged_maths_without_split_kernels(qwen_tied, artifacts, tied_letters_export):
+    """`projections="separate"`: one matrix product per part of each merged projection (weight row
+    slices, the attention's per-head query/gate interleave included). Same numbers as the merged
+    module, and an export with no split behind any projection."""
+    import onnxruntime as ort
+
+    merged, merged_path = tied_letters_export
+    dims = TextDims.from_dir(qwen_tied)
+    state = weights.load_text_state(qwen_tied, torch.float32)
+    separate = export.build_module(dims, state, "letters", letter_ids=list(range(32, 58)),
+                                   attention=merged.attention, projections="separate")
+    ids, positions = export.example_inputs(dims.vocab_size, 3, 57, seed=9)
+    with torch.no_grad():
+        for a, b in zip(separate(ids, positions), merged(ids, positions)):
+            assert torch.allclose(a, b, atol=1e-5, rtol=0)
+    out = artifacts / ("qwen-tied-onnx-separate-" + merged.attention)
+    out.mkdir()
+    path = export.export_graph(separate, str(out), progress=lambda m: None)
+    got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input_ids": ids.numpy(), "positions": positions.numpy()})
+    with torch.no_grad():
+        want = [t.numpy() for t in merged(ids, positions)]
+    for g, w in zip(got, want):
+        assert np.abs(g - w).max() < 1e-4
+    ops, merged_ops = (collections.Counter(n.op_type for n in onnx.load(p, load_external_data=False).graph.node)
+                       for p in (path, merged_path))
+    layers, full = len(dims.layer_types), dims.layer_types.count("full_attention")
+    traced = 0 if merged.attention == "gqa" else 2 * full
+    # MLP: gate, up, down; GDN: qkv, z, b, a, out; attention: q, gate, k, v, o; plus the letters.
+    assert ops["MatMul"] == 8 * layers + 1 + traced
+    # What splits remain are not the projections': the GDN conv output's q/k/v, the same in both.
+    assert ops["Split"] == merged_ops["Split"] - (2 * layers + 2 * full - full)
