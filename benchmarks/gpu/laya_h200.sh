@@ -9,7 +9,7 @@
 # (default: the traced fp32 graph, the fused fp32 graph and the fused fp16 graph; CODE_DIR, a
 # checkout of another commit carried along, exports with that commit's code). SERVERS names the
 # HTTP servers the bench runs side by side, LABEL:CUDA_GRAPHS[:SDPA_KERNEL] each (one port per
-# server, from 18080; SDPA_KERNEL is OMNI_CUDA_SDPA_KERNEL, default 0);
+# server, from 18080; SDPA_KERNEL is OMNI_CUDA_SDPA_KERNEL, the server's default when left out);
 # WORKLOADS3Q the labels that also get the 3-question workload. ITERS sets the in-process calls.
 # PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export.
 # SKIP_WHEELS=1: the wheels in .whl are already installed in /tmp/site. INPROCESS_ARGS go to
@@ -66,7 +66,8 @@ t0=$(python3 -c 'import time; print(time.time())')
 port=18080; pids=(); ports=()
 for s in $SERVERS; do
   IFS=: read -r label graphs sdpa <<< "$s"
-  OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs OMNI_CUDA_SDPA_KERNEL=${sdpa:-0} \
+  # SDPA_KERNEL left out: the server's default.
+  OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} \
     python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 --port $port --log-level warning \
     app.main:app > "$OUT/server-${s//:/-}.log" 2>&1 &
   pids+=($!); ports+=($port); port=$((port + 1))
@@ -102,7 +103,7 @@ done
 kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
 if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy from .whl: pip's --target bin)
   IFS=: read -r label graphs sdpa <<< "$PROFILE"
-  PATH=/tmp/site/bin:$PATH OMNI_CUDA_GRAPHS=$graphs OMNI_CUDA_SDPA_KERNEL=${sdpa:-19} python3 -m benchmarks.loop_profile \
+  PATH=/tmp/site/bin:$PATH OMNI_CUDA_GRAPHS=$graphs env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} python3 -m benchmarks.loop_profile \
     --export /tmp/omni/ex-$label --device cuda --out "$OUT/loop-profile.json" | head -30 || echo "loop profile failed"
 fi
 python3 -m benchmarks.inprocess --checkpoint $CK $(for e in $EXPORTS; do echo --export ${e%%=*}=/tmp/omni/ex-${e%%=*}; done) \
