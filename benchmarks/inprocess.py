@@ -67,8 +67,8 @@ def main(argv=None):
     from models.registry import load
 
     device = "cuda" if args.device.startswith("cuda") else "cpu"
-    engines, info = {}, None
-    for label, path in _exports(args.export).items():
+    engines, info, exports = {}, None, _exports(args.export)
+    for label, path in exports.items():
         model = load(path)
         try:
             plain = sessions.create(model.onnx_path, device, sdpa_kernel=args.sdpa_kernel)
@@ -86,17 +86,17 @@ def main(argv=None):
         model, runner = engine
         prepared = [model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
-        # The executor's policy: graphs (bucketed shapes) up to --graph-rows rows, else uncaptured.
-        static = runner.static_shapes and sum(p.rows for p in prepared) <= args.graph_rows
+        static, run = sessions.batch_runner(runner.session, runner.static_shapes,
+                                            sum(p.rows for p in prepared), args.graph_rows)
         packed = model.adapter.pack(works, static=static)
-        run = runner.session.run if static or not runner.static_shapes else runner.session.run_uncaptured
         outs = model.adapter.unpack(run(None, packed.feeds), works, packed)
         return [model.finish(p, o, "reference", model.name) for p, o in zip(prepared, outs)]
 
     workloads = {"1q": [laya_requests(1, 1, 11)[0]], "3q": [laya_requests(1, 3, 12, long_state=True)[0]],
                  "16x1q": laya_requests(16, 1, 13), "64x1q": laya_requests(64, 1, 14)}
-    first = next(iter(engines.values()))
-    tokens = {wl: sum(r["usage"]["input_tokens"] for r in ours(first, bodies)) for wl, bodies in workloads.items()}
+    first = next(iter(engines))
+    answers = {wl: ours(engines[first], bodies) for wl, bodies in workloads.items()}
+    tokens = {wl: sum(r["usage"]["input_tokens"] for r in out) for wl, out in answers.items()}
     variants = {}
     if not args.no_laya:
         import laya
@@ -113,11 +113,11 @@ def main(argv=None):
             variants[(label, wl)] = (lambda e=engine, b=bodies: ours(e, b))
 
     parity = {}
-    reference = {wl: _probabilities(ours(first, bodies)) for wl, bodies in workloads.items()}
+    reference = [p for out in answers.values() for p in _probabilities(out)]
     for label, engine in engines.items():
-        probs = [p for wl, bodies in workloads.items() for p in _probabilities(ours(engine, bodies))]
-        parity[label] = precision.gate_rows(probs, [p for wl in workloads for p in reference[wl]])
-        print("%-16s vs %s: drift %.2e, top choice %s" % (label, next(iter(engines)),
+        probs = [p for bodies in workloads.values() for p in _probabilities(ours(engine, bodies))]
+        parity[label] = precision.gate_rows(probs, reference)
+        print("%-16s vs %s: drift %.2e, top choice %s" % (label, first,
                                                          parity[label]["max_prob_drift"],
                                                          parity[label]["top_choice_identical"]), flush=True)
 
@@ -129,7 +129,7 @@ def main(argv=None):
             if i >= args.warmup:
                 times[key].append((time.perf_counter() - t0) * 1000.0)
     report = {"device": info.device, "runtime": info.runtime, "tokens": tokens, "command": " ".join(sys.argv),
-              "exports": _exports(args.export), "parity_vs_first": parity, "results": {}}
+              "exports": exports, "parity_vs_first": parity, "results": {}}
     if not args.no_laya:
         report.update(laya=laya.__version__, laya_dtype=str(agent.dtype))
     for (who, wl), ts in times.items():

@@ -18,16 +18,14 @@ import argparse
 import collections
 import json
 import os
+import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks.local_server import ROOT, run_server
 
 
 def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
@@ -68,24 +66,6 @@ def _name(frame: str) -> str:
     return "%s (%s)" % (func, os.path.basename(where.rsplit(":", 1)[0])) if where else func
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_ready(port: int, timeout: float = 180.0) -> None:
-    deadline = time.time() + timeout
-    while True:
-        try:
-            urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2).read()
-            return
-        except (urllib.error.URLError, ConnectionError):
-            if time.time() > deadline:
-                raise SystemExit("server not ready in %.0f s" % timeout)
-            time.sleep(0.2)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--export", required=True)
@@ -100,23 +80,19 @@ def main(argv=None) -> int:
     spy = shutil.which("py-spy")
     if spy is None:
         raise SystemExit("py-spy is not installed (pip install py-spy)")
-    port = _free_port()
-    env = dict(os.environ, OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
-    server = subprocess.Popen([sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1",
-                               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "app.main:app"],
-                              cwd=ROOT, env=env)
-    load = None
-    try:
-        _wait_ready(port)
-        worker = _worker_pid(server.pid)
+    # The caller's OMNI_* settings apply (run_server starts from a clean OMNI_ environment).
+    env = {k: v for k, v in os.environ.items() if k.startswith("OMNI_")}
+    env.update(OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
+    with tempfile.TemporaryDirectory() as tmp, run_server(pathlib.Path(tmp), env, timeout=180) as server:
+        worker = _worker_pid(server.proc.pid)
         # Enough requests to outlast the sampling window at any plausible rate.
         requests = max(2000, int(args.concurrency * 400 * args.seconds))
-        load = subprocess.Popen([sys.executable, "-m", "benchmarks.load", "--url", "http://127.0.0.1:%d" % port,
+        load = subprocess.Popen([sys.executable, "-m", "benchmarks.load", "--url", server.url,
                                  "--workload", args.workload, "--concurrency", str(args.concurrency),
                                  "--requests", str(requests), "--procs", "1"], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(3.0)
-        with tempfile.TemporaryDirectory() as tmp:
+        try:
+            time.sleep(3.0)
             raw = os.path.join(tmp, "raw.txt")
             done = subprocess.run([spy, "record", "-p", str(worker), "-d", str(int(args.seconds)), "-r", str(args.rate),
                                    "--threads", "--nonblocking", "-f", "raw", "-o", raw],
@@ -125,11 +101,8 @@ def main(argv=None) -> int:
                 raise SystemExit("py-spy failed (ptrace rights?): %s" % (done.stderr or done.stdout)[-400:])
             with open(raw, encoding="utf-8") as f:
                 report = summarize(f, top=args.top)
-    finally:
-        if load is not None:
+        finally:
             load.kill()
-        server.terminate()
-        server.wait(30)
     report.update(export=args.export, device=args.device, concurrency=args.concurrency, seconds=args.seconds)
     print("samples per thread: %s; the loop idle (select) in %s%% of its samples"
           % (report["threads"], report["idle_pct"]))

@@ -194,12 +194,9 @@ class Executor:
             if slot.session is None:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
-            # Graphs pay off where the pass is launch-bound (few rows). A large batch is
-            # compute-bound: there, capture saves nothing and the bucketed shapes (rows to a
-            # power of two) would cost up to twice the work (H200, Laya: 64 rows 50 vs 24 ms).
-            static = slot.static_shapes and sum(j.prepared.rows for j in jobs) <= self.settings.cuda_graph_rows
+            static, run = sessions.batch_runner(slot.session, slot.static_shapes,
+                                                sum(j.prepared.rows for j in jobs), self.settings.cuda_graph_rows)
             packed: Packed = adapter.pack(works, static=static)
-            run = slot.session.run if static or not slot.static_shapes else slot.session.run_uncaptured
             if packed.parts is None:
                 outputs = run(None, packed.feeds)
             else:

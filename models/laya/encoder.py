@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from models.laya import fused
 from models.projections import rows
@@ -74,19 +73,18 @@ def window_bias(t: int, half_window: int, device) -> torch.Tensor:
     return torch.where(far, fused.MASKED, 0.0)
 
 
-def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torch.Tensor,
            attention: str) -> torch.Tensor:
-    """last_hidden_state of `encoder` (a transformers ModernBertModel) for a padded batch."""
+    """last_hidden_state of `encoder` (a transformers ModernBertModel) for a padded batch;
+    `padding` is key_bias(attention_mask, torch.float32), which the caller reuses."""
     config = encoder.config
     heads = config.num_attention_heads
     scale = (config.hidden_size // heads) ** -0.5
-    rotate, attend = ((fused.rotary, fused.attention) if attention == "mha"
-                      else (fused.rotary_reference, fused.attention_reference))
+    rotate, attend, gelu = fused.kernels(attention)
     h = encoder.embeddings.norm(encoder.embeddings.tok_embeddings(input_ids))
-    full = key_bias(attention_mask, torch.float32)
-    biases = {"full_attention": full.to(h.dtype),
-              "sliding_attention": (full + window_bias(input_ids.shape[1], config.local_attention // 2,
-                                                       input_ids.device)).to(h.dtype)}
+    biases = {"full_attention": padding.to(h.dtype),
+              "sliding_attention": (padding + window_bias(input_ids.shape[1], config.local_attention // 2,
+                                                          input_ids.device)).to(h.dtype)}
     d, inner = config.hidden_size, config.intermediate_size
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
     for layer, kind in zip(encoder.layers, layer_types(config)):
@@ -96,10 +94,6 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, attention_mas
         o = attend(rotate(q, cos, sin, heads), rotate(k, cos, sin, heads), v, biases[kind], heads, scale)
         h = h + layer.attn.Wo(o)
         x = layer.mlp_norm(h)
-        act = _gelu(attention) if exact_gelu else layer.mlp.act
+        act = gelu if exact_gelu else layer.mlp.act
         h = h + layer.mlp.Wo(act(rows(layer.mlp.Wi, x, 0, inner)) * rows(layer.mlp.Wi, x, inner, 2 * inner))
     return encoder.final_norm(h)
-
-
-def _gelu(attention: str):
-    return fused.gelu if attention == "mha" else F.gelu

@@ -37,6 +37,14 @@ def attention_for(requested: str = "auto") -> str:
     return requested
 
 
+def kernels(mode: str) -> tuple:
+    """(rotary, attention, exact GELU) for an export mode: the custom ops ("mha") or the same
+    maths as plain torch ops ("sdpa"). Defined below; looked up when called."""
+    if mode == "mha":
+        return rotary, attention, gelu
+    return rotary_reference, attention_reference, F.gelu
+
+
 def rotary_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int) -> torch.Tensor:
     """x [B, T, H·D] rotated at positions 0..T-1; cos/sin [P, D/2]. In fp32, as transformers'
     ModernBERT does, then back to x's dtype."""

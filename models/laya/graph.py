@@ -77,10 +77,10 @@ class LayaDecisionGraph(nn.Module):
         self.register_buffer("temperature", torch.ones(3))
 
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype):
-        h = encode(self.encoder, self.rotary, input_ids, attention_mask, self.attention)
+        padding = key_bias(attention_mask, torch.float32)        # one mask for encoder and head
+        h = encode(self.encoder, self.rotary, input_ids, padding, self.attention)
         h = h + self.type_emb(qtype)[:, None, :]
-        bias = key_bias(attention_mask, h.dtype)
-        attend = fused.attention if self.attention == "mha" else fused.attention_reference
+        attend, bias = fused.kernels(self.attention)[1], padding.to(h.dtype)
         for layer in self.head.layers:
             h = layer(h, bias, attend)
         # The scorer and act head stay fp32 in a half-precision export (half_precision): they are

@@ -58,7 +58,8 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(d.hidden_size, d.intermediate_size, bias=False)
         self.down_proj = nn.Linear(d.intermediate_size, d.hidden_size, bias=False)
 
-    def merge_projections(self) -> None:
+    def merge_projections(self, separate: bool) -> None:
+        self.separate = separate
         self.sizes = [self.gate_proj.out_features, self.up_proj.out_features]
         self.gate_up_proj = _merged(self.gate_proj, self.up_proj)
         del self.gate_proj, self.up_proj
@@ -84,10 +85,11 @@ class GatedDeltaNet(nn.Module):
         self.norm = Norm(d.linear_value_head_dim, d.rms_norm_eps, offset=0.0)   # plain w, no +1
         self.out_proj = nn.Linear(d.value_dim, d.hidden_size, bias=False)
 
-    def merge_projections(self) -> None:
-        parts = (self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a)
-        self.in_proj_sizes = [m.out_features for m in parts]
-        self.in_proj = _merged(*parts)
+    def merge_projections(self, separate: bool) -> None:
+        self.separate = separate
+        linears = (self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a)
+        self.in_proj_sizes = [m.out_features for m in linears]
+        self.in_proj = _merged(*linears)
         del self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a
 
     def forward(self, x):
@@ -123,7 +125,8 @@ class Attention(nn.Module):
         self.q_norm = Norm(hd, d.rms_norm_eps)
         self.k_norm = Norm(hd, d.rms_norm_eps)
 
-    def merge_projections(self) -> None:
+    def merge_projections(self, separate: bool) -> None:
+        self.separate = separate
         self.qkv_sizes = [m.out_features for m in (self.q_proj, self.k_proj, self.v_proj)]
         self.qkv_proj = _merged(self.q_proj, self.k_proj, self.v_proj)
         del self.q_proj, self.k_proj, self.v_proj
@@ -229,5 +232,4 @@ class Backbone(nn.Module):
                              % (missing[:6], unexpected[:6]))
         for layer in self.layers:
             for module in (layer.mlp, layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn):
-                module.merge_projections()
-                module.separate = self.projections == "separate"
+                module.merge_projections(separate=self.projections == "separate")

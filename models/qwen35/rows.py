@@ -4,10 +4,11 @@ candidates): rows from one or more requests become right-padded micro-batches.
 Rows are sorted by length and cut into micro-batches within a row and padded-token budget,
 each padded only to its own longest row, rounded up to a length bucket (multiples of `pad_to`
 up to 16·`pad_to` tokens, then 16 buckets per doubling, so under 1/16 of a longer row is padding
-and 1-4,096 tokens make 80 shapes rather than 256: ONNX Runtime pays extra on the first pass of a
-new shape (on the H200 the Open-Jev mix's first pass averaged 83 ms, the second, same shapes,
-42 ms); multiples of 64 with rows rounded to a power of two for CUDA-graph sessions), so a
-3,000-token candidate never pads a batch of short ones. A row also starts a new micro-batch when it would carry more than `max_row_padding` pads:
+and 1-4,096 tokens make 80 shapes rather than 256: the first pass of a new shape costs extra (on
+the H200 the Open-Jev mix's first pass averaged 83 ms, the second 42, mostly cuDNN attention
+plans, now off by default: OMNI_CUDA_SDPA_KERNEL); multiples of 64 with rows rounded to a power
+of two for CUDA-graph sessions), so a 3,000-token candidate never pads a batch of short ones.
+A row also starts a new micro-batch when it would carry more than `max_row_padding` pads:
 past about that many tokens a padded row costs the GPU more than one more forward pass's fixed
 overhead (on the H200, a 9B pass costs ~6 ms plus ~32 µs a token), and one batch of a
 80-3,399-token mix padded to its longest row ran slower than the same requests one by one

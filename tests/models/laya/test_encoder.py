@@ -46,7 +46,7 @@ def test_layer_types_and_thetas_follow_the_config(model):
 def test_encode_matches_transformers_modernbert(model, attention):
     ids, mask = _batch([37, 20, 9], 37)
     with torch.no_grad():
-        ours = enc.encode(model.encoder, model.rotary, ids, mask, attention)
+        ours = enc.encode(model.encoder, model.rotary, ids, enc.key_bias(mask, torch.float32), attention)
         theirs = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
     real = mask.bool()
     assert torch.allclose(ours[real], theirs[real], atol=2e-5), (ours[real] - theirs[real]).abs().max()
