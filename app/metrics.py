@@ -30,10 +30,28 @@ class Metrics:
         self.executor_failures = Counter("omni_executor_failures", "Failed forward passes", ["model"],
                                          registry=r)
 
+        # Labelled children, looked up once: `labels()` validates and locks on every call.
+        self._children: dict[tuple, object] = {}
+
+    def child(self, metric, *labels: str):
+        key = (metric._name, labels)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = metric.labels(*labels)
+        return c
+
+    def observe_request(self, route: str, model: str, status: int, stages: dict[str, float] | None) -> None:
+        """One answered HTTP request: its count by route, model and status, and for decisions the
+        duration of each stage it went through."""
+        self.child(self.requests, route, model, str(status)).inc()
+        if stages:
+            for stage, seconds in stages.items():
+                self.child(self.latency, stage, model).observe(seconds)
+
     def observe_batch(self, info) -> None:
-        self.batch_requests.labels(info.model).observe(info.size)
-        self.batch_rows.labels(info.model).observe(info.rows)
-        self.padded_tokens.labels(info.model).observe(info.padded_tokens - info.real_tokens)
+        self.child(self.batch_requests, info.model).observe(info.size)
+        self.child(self.batch_rows, info.model).observe(info.rows)
+        self.child(self.padded_tokens, info.model).observe(info.padded_tokens - info.real_tokens)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

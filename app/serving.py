@@ -6,9 +6,10 @@ same path as every request.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from typing import Any, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from app.config import Settings
 from app.metrics import Metrics
@@ -40,6 +41,7 @@ class Engine:
     async def start(self) -> None:
         """Start loading and warming in the background; returns at once so /livez answers."""
         self._loop = asyncio.get_running_loop()
+        log.info("event loop: %s.%s", type(self._loop).__module__, type(self._loop).__name__)
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
         for slot in self.registry.slots:      # every series exists from the start, at 0
             self.metrics.ready.labels(slot.name).set(0)
@@ -95,9 +97,10 @@ class Engine:
 
     # -- one request ----------------------------------------------------------------------
     async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
-                     slot: ModelSlot | None = None, warmup: bool = False,
-                     offload: bool = False) -> tuple[ModelSlot, dict]:
-        """`offload`: prepare on a worker thread. A large request can take seconds to validate
+                     slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
+                     disconnected: Callable[[], Awaitable[Any]] | None = None) -> tuple[ModelSlot, dict]:
+        """`disconnected`: returns when the client has gone (then the answer is a 499 and queued
+        work is dropped before dispatch). `offload`: prepare on a worker thread. A large request can take seconds to validate
         and tokenize (tens of thousands of candidates, a 4 MiB state); on the event loop that
         would stall every other request of the single worker. Small ones stay inline, where a
         thread hop would cost more than it frees."""
@@ -126,17 +129,35 @@ class Engine:
             raise retry_later(503, "overloaded", "the server is at capacity: %s" % exc,
                               self.settings.retry_after_s) from None
         self.metrics.queue_depth.set(self.executor.depth())
+        loop = job.loop
+        # The wait costs no task of its own: a disconnect and the deadline each cancel the job's
+        # future from a callback (a cancelled job is dropped unrun if still queued), and this
+        # coroutine learns which from `job.outcome`.
+        watch = None
+        if disconnected is not None:
+            watch = loop.create_task(disconnected())
+            watch.add_done_callback(functools.partial(_abandon, job))
         # Warm-up has no deadline: a slow first run (CUDA init, autotuning) must not fail readiness.
-        remaining = None if warmup else max(
-            0.001, self.settings.request_timeout_s - (time.perf_counter() - timing.start))
+        timer = None if warmup else loop.call_later(
+            max(0.001, self.settings.request_timeout_s - (time.perf_counter() - timing.start)), _expire, job)
         try:
-            output = await asyncio.wait_for(job.future, remaining)
-        except asyncio.TimeoutError:
-            raise Problem(504, "deadline_exceeded", "the request was not served within %g s"
-                          % self.settings.request_timeout_s) from None
+            output = await job.future
+        except asyncio.CancelledError:
+            if job.outcome == "gone":
+                self.metrics.disconnects.inc()
+                raise Problem(499, "client_disconnected",
+                              "the client closed the connection before its answer") from None
+            if job.outcome == "expired":
+                raise Problem(504, "deadline_exceeded", "the request was not served within %g s"
+                              % self.settings.request_timeout_s) from None
+            raise
         except InferenceFailed as exc:
             raise self._failed(slot, span, exc, "the forward pass failed; the error is logged") from None
         finally:
+            if watch is not None:
+                watch.cancel()
+            if timer is not None:
+                timer.cancel()
             if job.dispatched:
                 timing.record("queue", job.enqueued_ns, job.dispatched_ns)
             if job.batch is not None:
@@ -152,3 +173,20 @@ class Engine:
             self.metrics.input_tokens.labels(slot.name).inc(prepared.tokens)
             self.metrics.decisions.labels(slot.name).inc(prepared.questions)
         return slot, response
+
+
+def _abandon(job: Job, watch: asyncio.Task) -> None:
+    """The disconnect watcher ended: unless it was called off, the client is gone (a receive
+    that fails has lost the connection too)."""
+    if watch.cancelled():
+        return
+    watch.exception()          # retrieved, so a failed receive is not logged as unhandled
+    if not job.future.done():
+        job.outcome = "gone"
+        job.future.cancel()
+
+
+def _expire(job: Job) -> None:
+    if not job.future.done():
+        job.outcome = "expired"
+        job.future.cancel()

@@ -1,10 +1,17 @@
-"""Where one Granian worker's CPU goes under load: py-spy samples of a live server, summed per
-thread and per function of the event loop's thread.
+"""Where one Granian worker's CPU goes under load: CPU time per request of each of its threads,
+and py-spy samples of the live server, summed per thread and per function of the event loop's
+thread.
 
     python -m benchmarks.loop_profile --export EXPORT_DIR [--device cpu|cuda] [--concurrency 64]
-        [--seconds 8] [--out profile.json]
+        [--seconds 8] [--no-spy] [--out profile.json]
+    python -m benchmarks.loop_profile --url http://127.0.0.1:18080 --pid GRANIAN_PID --no-spy ...
 
-Starts the server on a free loopback port (`granian --workers 1`, as served), drives the
+CPU per request is read from /proc (user + system time of each thread of the worker) and the
+server's own request counter over the same window: the event loop's thread (the process's main
+thread) at N µs a request cannot serve more than 1e6/N requests a second, whatever the device.
+
+With --export it starts the server on a free loopback port (`granian --workers 1`, as
+served); with --url and --pid it measures a server already running. It drives the
 one-question Laya workload at the given concurrency with benchmarks.load, and lets py-spy
 (`pip install py-spy`; it needs ptrace rights over the server) sample every thread for
 `--seconds` from the third second of load on. The report: samples per thread (the loop's
@@ -16,14 +23,18 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+import httpx
 
 from benchmarks.local_server import ROOT, run_server
 
@@ -68,42 +79,68 @@ def _name(frame: str) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--export", required=True)
+    ap.add_argument("--export", help="serve this export (a server of our own on a free port)")
+    ap.add_argument("--url", help="or measure the server already running here...")
+    ap.add_argument("--pid", type=int, help="...whose Granian process (parent or worker) is this")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--workload", default=os.path.join(ROOT, "benchmarks/workloads/laya_1q.jsonl"))
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--thread", default="MainThread", help="whose functions to list (omni-executor: the executor)")
+    ap.add_argument("--no-spy", action="store_true", help="CPU time per request only, no py-spy")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    spy = shutil.which("py-spy")
-    if spy is None:
-        raise SystemExit("py-spy is not installed (pip install py-spy)")
+    spy = None if args.no_spy else shutil.which("py-spy")
+    if spy is None and not args.no_spy:
+        raise SystemExit("py-spy is not installed (pip install py-spy), or pass --no-spy")
     # The caller's OMNI_* settings apply (run_server starts from a clean OMNI_ environment).
     env = {k: v for k, v in os.environ.items() if k.startswith("OMNI_")}
     env.update(OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
-    with tempfile.TemporaryDirectory() as tmp, run_server(pathlib.Path(tmp), env, timeout=180) as server:
-        worker = _worker_pid(server.proc.pid)
+    if bool(args.export) == bool(args.url and args.pid):
+        raise SystemExit("give --export, or --url and --pid of a running server")
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if args.export:
+            server = stack.enter_context(run_server(pathlib.Path(tmp), env, timeout=180))
+            url, worker = server.url, _worker_pid(server.proc.pid)
+        else:
+            url, worker = args.url.rstrip("/"), _worker_pid(args.pid)
         # Enough requests to outlast the sampling window at any plausible rate.
         requests = max(2000, int(args.concurrency * 400 * args.seconds))
-        load = subprocess.Popen([sys.executable, "-m", "benchmarks.load", "--url", server.url,
+        load = subprocess.Popen([sys.executable, "-m", "benchmarks.load", "--url", url,
                                  "--workload", args.workload, "--concurrency", str(args.concurrency),
                                  "--requests", str(requests), "--procs", "1"], cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             time.sleep(3.0)
-            raw = os.path.join(tmp, "raw.txt")
-            done = subprocess.run([spy, "record", "-p", str(worker), "-d", str(int(args.seconds)), "-r", str(args.rate),
-                                   "--threads", "--nonblocking", "-f", "raw", "-o", raw],
-                                  capture_output=True, text=True)
-            if done.returncode != 0 or not os.path.exists(raw):
-                raise SystemExit("py-spy failed (ptrace rights?): %s" % (done.stderr or done.stdout)[-400:])
-            with open(raw, encoding="utf-8") as f:
-                report = summarize(f, top=args.top)
+            cost = cpu_per_request(worker, url, args.seconds)
+            report = {}
+            if spy is not None:
+                raw = os.path.join(tmp, "raw.txt")
+                done = subprocess.run([spy, "record", "-p", str(worker), "-d", str(int(args.seconds)),
+                                       "-r", str(args.rate), "--threads", "--nonblocking", "-f", "raw", "-o", raw],
+                                      capture_output=True, text=True)
+                if done.returncode != 0 or not os.path.exists(raw):
+                    raise SystemExit("py-spy failed (ptrace rights?): %s" % (done.stderr or done.stdout)[-400:])
+                with open(raw, encoding="utf-8") as f:
+                    report = summarize(f, thread=args.thread, top=args.top)
         finally:
-            load.kill()
-    report.update(export=args.export, device=args.device, concurrency=args.concurrency, seconds=args.seconds)
+            # The whole group: the generator's pool process would otherwise go on loading the
+            # server (and whatever is measured next) for its remaining requests.
+            os.killpg(load.pid, signal.SIGKILL)
+            load.wait()
+    report.update(export=args.export or args.url, device=args.device, concurrency=args.concurrency, seconds=args.seconds,
+                  cpu=cost)
+    print("%d requests in %.1f s (%.0f req/s); CPU per request: loop thread %.0f µs, other threads %.0f µs, "
+          "whole worker %.0f µs" % (cost["requests"], cost["seconds"], cost["requests_per_s"],
+                                    cost["loop_us"], cost["others_us"], cost["total_us"]))
+    print("  by thread (µs a request): %s" % cost["threads_us"])
+    if spy is None:
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(report, f, indent=2)
+        return 0
     print("samples per thread: %s; the loop idle (select) in %s%% of its samples"
           % (report["threads"], report["idle_pct"]))
     print("%s, inclusive:" % report["thread"])
@@ -116,6 +153,53 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)
     return 0
+
+
+def _thread_ticks(pid: int) -> dict[int, int]:
+    """utime + stime, in clock ticks, of every thread of `pid`."""
+    ticks = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        ticks[int(tid)] = int(fields[11]) + int(fields[12])   # fields 14 and 15 of stat(5)
+    return ticks
+
+
+def _served(url: str) -> float:
+    """Requests the server has answered on /v1/systemone, from its own counter."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
+               if line.startswith("omni_requests_total{") and 'route="/v1/systemone"' in line)
+
+
+def cpu_per_request(pid: int, url: str, seconds: float) -> dict:
+    """CPU µs per answered request over `seconds` of load: the loop's thread (tid == pid), the
+    other threads together (executor, Granian's runtime, ONNX Runtime's pool), and the sum."""
+    hz = os.sysconf("SC_CLK_TCK")
+    n0, t0, w0 = _served(url), _thread_ticks(pid), time.perf_counter()
+    time.sleep(seconds)
+    n1, t1, w1 = _served(url), _thread_ticks(pid), time.perf_counter()
+    n = max(1.0, n1 - n0)
+    used = {tid: t1[tid] - t0.get(tid, 0) for tid in t1}
+    loop = used.get(pid, 0) / hz
+    others = sum(v for tid, v in used.items() if tid != pid) / hz
+    return {"requests": int(n), "seconds": round(w1 - w0, 2), "requests_per_s": round(n / (w1 - w0), 1),
+            "loop_us": round(loop / n * 1e6, 1), "others_us": round(others / n * 1e6, 1),
+            "total_us": round((loop + others) / n * 1e6, 1),
+            "loop_busy_pct": round(100.0 * loop / (w1 - w0), 1),
+            "threads_us": {_thread_name(pid, tid): round(v / hz / n * 1e6, 1)
+                           for tid, v in sorted(used.items(), key=lambda kv: -kv[1]) if v}}
+
+
+def _thread_name(pid: int, tid: int) -> str:
+    try:
+        with open("/proc/%d/task/%d/comm" % (pid, tid)) as f:
+            return "%s/%d" % (f.read().strip(), tid)
+    except OSError:
+        return str(tid)
 
 
 def _worker_pid(parent: int) -> int:

@@ -1,7 +1,7 @@
 """POST /v1/systemone: one request, typed answers from one forward pass."""
 from __future__ import annotations
 
-import asyncio
+import functools
 
 import msgspec
 from litestar import Request, Response, post
@@ -26,19 +26,8 @@ async def systemone(request: Request) -> Response:
     # Bodies past 64 KiB (or of unknown length) are prepared off the event loop.
     length = request.headers.get("content-length")
     offload = length is None or not length.isdigit() or int(length) > OFFLOAD_BYTES
-    decide = asyncio.ensure_future(o.engine.decide(body, profile, timing, offload=offload))
-    gone = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait((decide, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        abandoned = not decide.done()
-        if abandoned:   # nobody will read the answer: queued work is dropped before dispatch
-            decide.cancel()
-    if abandoned:
-        o.metrics.disconnects.inc()
-        raise Problem(499, "client_disconnected", "the client closed the connection before its answer")
-    slot, response = decide.result()
+    slot, response = await o.engine.decide(body, profile, timing, offload=offload,
+                                           disconnected=functools.partial(_disconnected, request))
     request.scope["omni.model"] = slot.name
     return Response(content=msgspec.json.encode(response), media_type="application/json")
 

@@ -58,6 +58,7 @@ class Job:
     dispatched: float = 0.0
     dispatched_ns: int = 0
     batch: BatchInfo | None = None
+    outcome: str = ""                      # why the future was cancelled: "gone", "expired"
 
     @property
     def cancelled(self) -> bool:
@@ -211,8 +212,7 @@ class Executor:
             # Counted before anyone hears of it: a client that retries the moment its 500 arrives
             # must find the model already out of service if this failure took it out.
             self._count_failure(slot, exc)
-            for job in jobs:
-                job.loop.call_soon_threadsafe(_fail, job.future, error)
+            _settle(jobs, _fail, [error] * len(jobs))
             return
         self._failures[slot] = 0
         ended = time.perf_counter()
@@ -222,9 +222,9 @@ class Executor:
         span.end()
         info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
                          slot.device or "?", started, ended, packed.meta)
-        for job, result in zip(jobs, results):
+        for job in jobs:
             job.batch = info
-            job.loop.call_soon_threadsafe(_succeed, job.future, result)
+        _settle(jobs, _succeed, results)
         if self._on_batch:
             self._on_batch(info, jobs)
 
@@ -240,11 +240,22 @@ class Executor:
                 self._on_fatal(slot)
 
 
-def _succeed(future: asyncio.Future, value: Any) -> None:
-    if not future.done():
-        future.set_result(value)
+def _settle(jobs: list[Job], how: Callable, values: list) -> None:
+    """Complete a batch's futures with one wake-up of each event loop, not one per job."""
+    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    for job, value in zip(jobs, values):
+        by_loop.setdefault(job.loop, []).append((job.future, value))
+    for loop, pairs in by_loop.items():
+        loop.call_soon_threadsafe(how, pairs)
 
 
-def _fail(future: asyncio.Future, error: BaseException) -> None:
-    if not future.done():
-        future.set_exception(error)
+def _succeed(pairs: list) -> None:
+    for future, value in pairs:
+        if not future.done():
+            future.set_result(value)
+
+
+def _fail(pairs: list) -> None:
+    for future, error in pairs:
+        if not future.done():
+            future.set_exception(error)

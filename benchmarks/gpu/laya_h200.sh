@@ -8,11 +8,15 @@
 # EXPORTS names the exports, LABEL=ATTENTION:DTYPE[:CODE_DIR] each, written to /tmp/omni/ex-LABEL
 # (default: the traced fp32 graph, the fused fp32 graph and the fused fp16 graph; CODE_DIR, a
 # checkout of another commit carried along, exports with that commit's code). SERVERS names the
-# HTTP servers the bench runs side by side, LABEL:CUDA_GRAPHS[:SDPA_KERNEL] each (one port per
-# server, from 18080; SDPA_KERNEL is OMNI_CUDA_SDPA_KERNEL, the server's default when left out);
-# WORKLOADS3Q the labels that also get the 3-question workload. ITERS sets the in-process calls.
+# HTTP servers the bench runs side by side, LABEL:CUDA_GRAPHS[:SDPA_KERNEL[:LOOP[:CODE_DIR[:ENV]]]]
+# each (one port per server, from 18080; SDPA_KERNEL is OMNI_CUDA_SDPA_KERNEL, the server's default
+# when left out; LOOP is Granian's event loop, asyncio|uvloop|rloop, its auto choice when left out;
+# CODE_DIR serves another commit's app, carried along; ENV, NAME=VALUE[,NAME=VALUE...], more
+# settings of that server); WORKLOADS3Q the servers that also get the
+# 3-question workload. After its load, each server's CPU time per request at c=64 is measured
+# (benchmarks.loop_profile --url --pid --no-spy) into cpu_SERVER.json. ITERS sets the in-process calls.
 # PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export.
-# SKIP_WHEELS=1: the wheels in .whl are already installed in /tmp/site. INPROCESS_ARGS go to
+# INPROCESS=0 skips the in-process comparison. SKIP_WHEELS=1: the wheels in .whl are already installed in /tmp/site. INPROCESS_ARGS go to
 # benchmarks.inprocess (--kernels: CUPTI kernel times of each export).
 set -euo pipefail
 phase=${1:?prepare or bench}
@@ -64,12 +68,16 @@ nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
 set -o pipefail
 t0=$(python3 -c 'import time; print(time.time())')
 port=18080; pids=(); ports=()
+name() { echo "$1" | tr ':/' '--'; }
 for s in $SERVERS; do
-  IFS=: read -r label graphs sdpa <<< "$s"
-  # SDPA_KERNEL left out: the server's default.
-  OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} \
+  IFS=: read -r label graphs sdpa loop code extra <<< "$s"
+  code=$(cd "${code:-.}" && pwd)
+  IFS=, read -r -a extra <<< "${extra:-}"
+  # SDPA_KERNEL and LOOP left out: the server's defaults.
+  (cd "$code" && OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs PYTHONPATH=/tmp/ortsite:/tmp/site:$code \
+    exec env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} ${loop:+GRANIAN_LOOP=$loop} "${extra[@]}" \
     python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 --port $port --log-level warning \
-    app.main:app > "$OUT/server-${s//:/-}.log" 2>&1 &
+    app.main:app) > "$OUT/server-$(name "$s").log" 2>&1 &
   pids+=($!); ports+=($port); port=$((port + 1))
 done
 python3 - "$t0" "${ports[@]}" <<'PY' | tee "$OUT/startup.txt" || { tail -30 "$OUT"/server*.log; exit 1; }
@@ -94,11 +102,13 @@ i=0
 for s in $SERVERS; do
   port=${ports[$i]}; i=$((i + 1))
   python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_1q.jsonl \
-    --concurrency 1,8,16,64 --out "$OUT/http_1q_${s//:/-}.json" --label "1 question, server $s" | tail -4
+    --concurrency 1,8,16,64 --out "$OUT/http_1q_$(name "$s").json" --label "1 question, server $s" | tail -4
   case " $WORKLOADS3Q " in *" $s "*)
     python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_3q.jsonl \
-      --concurrency 1,16 --out "$OUT/http_3q_${s//:/-}.json" --label "3 questions, server $s" | tail -2 ;;
+      --concurrency 1,16 --out "$OUT/http_3q_$(name "$s").json" --label "3 questions, server $s" | tail -2 ;;
   esac
+  python3 -m benchmarks.loop_profile --url http://127.0.0.1:$port --pid ${pids[$((i - 1))]} --no-spy --seconds 8 \
+    --out "$OUT/cpu_$(name "$s").json" | head -2 || echo "CPU per request: failed on $s"
 done
 kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
 if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy from .whl: pip's --target bin)
@@ -106,5 +116,6 @@ if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy fr
   PATH=/tmp/site/bin:$PATH OMNI_CUDA_GRAPHS=$graphs env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} python3 -m benchmarks.loop_profile \
     --export /tmp/omni/ex-$label --device cuda --out "$OUT/loop-profile.json" | head -30 || echo "loop profile failed"
 fi
+[ "${INPROCESS:-1}" = 1 ] || exit 0
 python3 -m benchmarks.inprocess --checkpoint $CK $(for e in $EXPORTS; do echo --export ${e%%=*}=/tmp/omni/ex-${e%%=*}; done) \
   --warmup 10 --iters $ITERS ${INPROCESS_ARGS:-} --out "$OUT/inprocess.json"

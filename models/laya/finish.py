@@ -58,6 +58,7 @@ def decode(questions: list[Question], logits: np.ndarray, act_p: np.ndarray, cal
     for r, q in enumerate(questions):
         k = len(q.keys) if q.t == "choice" else (len(q.crit) if q.t == "score" else 2)
         row = np.asarray(logits[r, :k], dtype=np.float32)
+        act = float(act_p[r, 0])
         if not np.isfinite(row).all() or not np.isfinite(act_p[r]).all():
             raise InferenceFailed("non-finite model output for question %r" % q.qid)
         qt = QTYPES[q.t]
@@ -66,23 +67,26 @@ def decode(questions: list[Question], logits: np.ndarray, act_p: np.ndarray, cal
             canonical = np.empty_like(p)
             canonical[np.asarray(q.option_order, dtype=int)] = p
             p = canonical
-        ans_conf = round(float(np.clip(p[:k].max(), 0.0, 1.0)), 4)
-        action = {"act_probability": round(float(act_p[r, 0]), 4)}
+        # Python floats of the float32 values (what float(p[i]) gives), read once.
+        probs = p.tolist()
+        top = max(probs[:k])
+        ans_conf = round(0.0 if top < 0.0 else (1.0 if top > 1.0 else top), 4)
+        action = {"act_probability": round(act, 4)}
         if q.t == "choice":
             answers[q.qid] = {
                 "type": "choice", "choice": q.keys[int(p.argmax())],
-                "probabilities": {json_key(kk): round(float(v), 4) for kk, v in zip(q.keys, p)},
+                "probabilities": {json_key(kk): round(v, 4) for kk, v in zip(q.keys, probs)},
                 "confidence": round(entropy_confidence(p, k), 4),
                 "answer_confidence": ans_conf, "action": action}
         elif q.t == "score":
             answers[q.qid] = {
                 "type": "score", "score": round(float((np.arange(k) * p).sum()), 4),
                 "legend": {str(i): render_criterion(c) for i, c in enumerate(q.crit)},
-                "probabilities": {str(i): round(float(v), 4) for i, v in enumerate(p)},
+                "probabilities": {str(i): round(v, 4) for i, v in enumerate(probs)},
                 "confidence": round(entropy_confidence(p, k), 4),
                 "answer_confidence": ans_conf, "action": action}
         else:
-            p1 = float(p[1])
+            p1 = probs[1]
             answers[q.qid] = {
                 "type": "noul", "noul": round(p1, 4), "confidence": round(max(p1, 1.0 - p1), 4),
                 "answer_confidence": ans_conf, "action": action}

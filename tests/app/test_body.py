@@ -1,12 +1,14 @@
 """Body decoding units: strict JSON, compression limits."""
 from __future__ import annotations
 
+import asyncio
 import gzip
 
 import pytest
 import zstandard
 
-from app.body import decompress, parse_json
+from app.body import decompress, parse_json, read_raw
+from app.config import Settings
 from app.problems import Problem
 
 
@@ -33,3 +35,35 @@ def test_decompression_limits():
     with pytest.raises(Problem) as info:
         decompress(b"\x28\xb5\x2f\xfd garbage", "zstd", 1000)
     assert info.value.status == 400
+
+
+class _Request:
+    """The one attribute read_raw uses: the ASGI receive channel."""
+
+    def __init__(self, messages, stall: bool = False):
+        self.messages, self.stall = list(messages), stall
+
+    async def receive(self):
+        if not self.messages and self.stall:
+            await asyncio.sleep(3600)
+        return self.messages.pop(0)
+
+
+def _read(messages, stall=False, **settings):
+    return asyncio.run(read_raw(_Request(messages, stall), Settings(**settings)))
+
+
+def test_read_raw_joins_chunks_and_enforces_the_limits():
+    assert _read([{"type": "http.request", "body": b'{"a":', "more_body": True},
+                  {"type": "http.request", "body": b"", "more_body": True},
+                  {"type": "http.request", "body": b" 1}", "more_body": False}]) == b'{"a": 1}'
+    with pytest.raises(Problem) as info:       # a chunked body past the limit, found while reading
+        _read([{"type": "http.request", "body": b"x" * 600, "more_body": True},
+               {"type": "http.request", "body": b"x" * 600, "more_body": False}], max_body_bytes=1000)
+    assert info.value.status == 413 and info.value.headers == {"Connection": "close"}
+    with pytest.raises(Problem) as info:       # the client left half way
+        _read([{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}])
+    assert info.value.status == 499 and info.value.code == "client_disconnected"
+    with pytest.raises(Problem) as info:       # the rest never comes
+        _read([{"type": "http.request", "body": b"{", "more_body": True}], stall=True, body_timeout_s=0.05)
+    assert info.value.status == 408 and info.value.code == "request_timeout"

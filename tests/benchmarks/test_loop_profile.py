@@ -24,3 +24,35 @@ def test_shares_are_of_the_loop_threads_samples():
                                         "EpollSelector.select (selectors.py)": 10.0}
     assert report["idle_pct"] == 10.0
     assert "_execute (executor.py)" not in inclusive          # another thread's samples stay out
+
+
+def test_cpu_per_request_reads_each_threads_time(monkeypatch):
+    """A thread that burns 0.3 s of CPU while the server answered 10 requests costs ~30 ms a
+    request, and it is counted apart from the main (event-loop) thread."""
+    import os
+    import threading
+    import time
+
+    from benchmarks import loop_profile
+
+    served = iter([100.0, 110.0])
+    monkeypatch.setattr(loop_profile, "_served", lambda url: next(served))
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        cost = loop_profile.cpu_per_request(os.getpid(), "http://unused", 0.3)
+    finally:
+        stop.set()
+        t.join()
+    assert cost["requests"] == 10
+    # The spinning thread shares the GIL with the sleeping main thread: it runs nearly the
+    # whole window. Clock ticks are 10 ms, hence the loose bounds.
+    assert 15_000 <= cost["others_us"] <= 40_000
+    assert cost["loop_us"] <= 5_000
+    assert abs(cost["total_us"] - cost["loop_us"] - cost["others_us"]) < 0.2

@@ -1,0 +1,70 @@
+"""How a waiting request learns why its job's future was cancelled (app/serving.py): the
+disconnect watcher and the deadline each cancel the future and say which."""
+from __future__ import annotations
+
+import asyncio
+
+from app.middleware import request_id
+from app.runtime.executor import Job
+from app.serving import _abandon, _expire
+
+
+def _job(loop) -> Job:
+    return Job(slot=None, prepared=None, future=loop.create_future(), loop=loop)
+
+
+def test_a_disconnect_cancels_the_job_and_says_so():
+    async def main():
+        loop = asyncio.get_running_loop()
+        job = _job(loop)
+
+        async def gone():          # the client's disconnect arrives at once
+            return None
+
+        watch = loop.create_task(gone())
+        watch.add_done_callback(lambda w: _abandon(job, w))
+        try:
+            await job.future
+        except asyncio.CancelledError:
+            pass
+        return job
+
+    job = asyncio.run(main())
+    assert job.cancelled and job.outcome == "gone"
+
+
+def test_a_watcher_called_off_leaves_the_answer_alone():
+    async def main():
+        loop = asyncio.get_running_loop()
+        job = _job(loop)
+        watch = loop.create_task(asyncio.sleep(3600))
+        watch.add_done_callback(lambda w: _abandon(job, w))
+        loop.call_soon(job.future.set_result, "answer")
+        result = await job.future
+        watch.cancel()
+        await asyncio.sleep(0)
+        return job, result
+
+    job, result = asyncio.run(main())
+    assert result == "answer" and job.outcome == ""
+
+
+def test_the_deadline_cancels_only_unanswered_jobs():
+    async def main():
+        loop = asyncio.get_running_loop()
+        late, answered = _job(loop), _job(loop)
+        answered.future.set_result(1)
+        _expire(late)
+        _expire(answered)
+        return late, answered
+
+    late, answered = asyncio.run(main())
+    assert late.future.cancelled() and late.outcome == "expired"
+    assert answered.future.result() == 1 and answered.outcome == ""
+
+
+def test_generated_request_ids_are_unique_hex():
+    ids = [request_id([]) for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert request_id([(b"x-request-id", b"client-1")]) == "client-1"
