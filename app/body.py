@@ -51,11 +51,10 @@ def check_headers(headers, settings: Settings) -> str:
     return encoding
 
 
-async def read_raw(request, settings: Settings) -> bytes:
-    """The body bytes, at most `max_body_bytes`, within `body_timeout_s` (else 408).
-
-    Straight from the ASGI receive channel: a timer, not a task, bounds the wait."""
-    receive, chunks, size = request.receive, [], 0
+async def read_raw(receive, settings: Settings) -> bytes:
+    """The body bytes from the ASGI `receive` channel, at most `max_body_bytes`, within
+    `body_timeout_s` (else 408). A timer, not a task, bounds the wait."""
+    chunks, size = [], 0
     try:
         async with asyncio.timeout(settings.body_timeout_s):
             while True:
@@ -163,7 +162,8 @@ def parse_json(data: bytes) -> dict:
     return obj
 
 
-async def read_json(request, settings: Settings) -> dict:
-    encoding = check_headers(request.headers, settings)
-    raw = await read_raw(request, settings)
+async def read_json(headers, receive, settings: Settings) -> dict:
+    """`headers`: lower-case names → values (routes.systemone.headers_of)."""
+    encoding = check_headers(headers, settings)
+    raw = await read_raw(receive, settings)
     return parse_json(decompress(raw, encoding, settings.max_decompressed_bytes))

@@ -25,7 +25,7 @@ log = logging.getLogger("omni")
 
 def _problem_response(request: Request, problem: Problem) -> Response:
     o = request.app.state.omni
-    profile = request.scope.get("omni.profile") or profile_of(request, o.settings)
+    profile = request.scope.get("omni.profile") or profile_of(request.headers, o.settings)
     body, media = problem.render(request.scope.get("omni.request_id", ""), profile)
     timing = request.scope.get("omni.timing")
     if timing is not None and timing.span is not None:

@@ -170,8 +170,8 @@ class Engine:
             raise self._failed(slot, span, exc, "the model produced no usable output; the error is logged") from None
         response["x_served_by" if profile == "jev" else "served_by"] = slot.served_by()
         if not warmup:
-            self.metrics.input_tokens.labels(slot.name).inc(prepared.tokens)
-            self.metrics.decisions.labels(slot.name).inc(prepared.questions)
+            self.metrics.child(self.metrics.input_tokens, slot.name).inc(prepared.tokens)
+            self.metrics.child(self.metrics.decisions, slot.name).inc(prepared.questions)
         return slot, response
 
 

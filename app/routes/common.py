@@ -23,19 +23,21 @@ def omni(request) -> Omni:
     return request.app.state.omni
 
 
-def profile_of(request, settings: Settings) -> str:
-    """`Prefer: profile=jev|reference` per request, else the configured default."""
-    for part in request.headers.get("prefer", "").split(","):
+def profile_of(headers, settings: Settings) -> str:
+    """`Prefer: profile=jev|reference` per request, else the configured default. `headers`: a
+    mapping of lower-case names (a Litestar request's headers, or routes.systemone.headers_of)."""
+    for part in headers.get("prefer", "").split(","):
         key, _, value = part.strip().partition("=")
         if key.strip().lower() == "profile" and value.strip().strip('"') in PROFILES:
             return value.strip().strip('"')
     return settings.profile
 
 
-def check_auth(request, settings: Settings) -> None:
+def check_auth(headers, settings: Settings) -> None:
+    """`headers`: as for profile_of."""
     if not settings.api_key:
         return
-    header = request.headers.get("authorization", "")
+    header = headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     ok = scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), settings.api_key.encode())
     if not ok:

@@ -11,7 +11,7 @@ from app.wire import ProblemDetails, SystemOneRequest, SystemOneResponse
 @get("/v1/models", summary="Loaded models, their aliases and limits", tags=["discovery"])
 async def list_models(request: Request) -> Response:
     o = omni(request)
-    check_auth(request, o.settings)
+    check_auth(request.headers, o.settings)
     models = []
     for slot in o.registry.slots:
         entry = slot.model.describe()
@@ -23,25 +23,26 @@ async def list_models(request: Request) -> Response:
 
 
 def openapi_document(app) -> dict:
-    """Litestar's document, with the decision route's body and answers described by wire types."""
+    """Litestar's document, plus the decision route described by its wire types (a raw ASGI
+    handler, which Litestar leaves out of the document)."""
     doc = app.openapi_schema.to_schema()
     (schemas,), components = msgspec.json.schema_components(
         [SystemOneRequest], ref_template="#/components/schemas/{name}")
     (response_schema, problem_schema), more = msgspec.json.schema_components(
         [SystemOneResponse, ProblemDetails], ref_template="#/components/schemas/{name}")
     doc.setdefault("components", {}).setdefault("schemas", {}).update({**components, **more})
-    op = doc.get("paths", {}).get("/v1/systemone", {}).get("post")
-    if op is not None:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": schemas}}}
-        problem = {"content": {"application/problem+json": {"schema": problem_schema}}}
-        op["responses"] = {
-            "200": {"description": "Answers in request order",
-                    "content": {"application/json": {"schema": response_schema}}},
-            **{str(code): {"description": text, **problem} for code, text in (
-                (400, "malformed_request"), (401, "unauthorized"), (408, "request_timeout"),
-                (411, "length_required"), (413, "too_large, too_many_questions, input_too_long"),
-                (415, "unsupported_media_type"), (422, "invalid_request, invalid_question, unknown_model"),
-                (500, "inference_failed"), (503, "overloaded, not_ready"), (504, "deadline_exceeded"))}}
+    op = doc.setdefault("paths", {}).setdefault("/v1/systemone", {}).setdefault("post", {})
+    op.update(summary="Answer typed questions about a state", operationId="systemone", tags=["decisions"])
+    op["requestBody"] = {"required": True, "content": {"application/json": {"schema": schemas}}}
+    problem = {"content": {"application/problem+json": {"schema": problem_schema}}}
+    op["responses"] = {
+        "200": {"description": "Answers in request order",
+                "content": {"application/json": {"schema": response_schema}}},
+        **{str(code): {"description": text, **problem} for code, text in (
+            (400, "malformed_request"), (401, "unauthorized"), (408, "request_timeout"),
+            (411, "length_required"), (413, "too_large, too_many_questions, input_too_long"),
+            (415, "unsupported_media_type"), (422, "invalid_request, invalid_question, unknown_model"),
+            (500, "inference_failed"), (503, "overloaded, not_ready"), (504, "deadline_exceeded"))}}
     return doc
 
 

@@ -59,7 +59,8 @@ def decode(questions: list[Question], logits: np.ndarray, act_p: np.ndarray, cal
         k = len(q.keys) if q.t == "choice" else (len(q.crit) if q.t == "score" else 2)
         row = np.asarray(logits[r, :k], dtype=np.float32)
         act = float(act_p[r, 0])
-        if not np.isfinite(row).all() or not np.isfinite(act_p[r]).all():
+        # math over the few floats: numpy's isfinite().all() costs more than it checks here.
+        if not all(map(math.isfinite, row.tolist())) or not all(map(math.isfinite, act_p[r].tolist())):
             raise InferenceFailed("non-finite model output for question %r" % q.qid)
         qt = QTYPES[q.t]
         p = softmax_row(row, by_options.get(temp_bucket(qt, k), temperature[qt]))

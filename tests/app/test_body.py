@@ -37,20 +37,15 @@ def test_decompression_limits():
     assert info.value.status == 400
 
 
-class _Request:
-    """The one attribute read_raw uses: the ASGI receive channel."""
-
-    def __init__(self, messages, stall: bool = False):
-        self.messages, self.stall = list(messages), stall
-
-    async def receive(self):
-        if not self.messages and self.stall:
-            await asyncio.sleep(3600)
-        return self.messages.pop(0)
-
-
 def _read(messages, stall=False, **settings):
-    return asyncio.run(read_raw(_Request(messages, stall), Settings(**settings)))
+    messages = list(messages)
+
+    async def receive():          # an ASGI receive channel that plays `messages`
+        if not messages and stall:
+            await asyncio.sleep(3600)
+        return messages.pop(0)
+
+    return asyncio.run(read_raw(receive, Settings(**settings)))
 
 
 def test_read_raw_joins_chunks_and_enforces_the_limits():
