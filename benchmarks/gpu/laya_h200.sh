@@ -22,8 +22,8 @@ set -euo pipefail
 phase=${1:?prepare or bench}
 OUT=${OUT:-/tmp/omni-out}
 EXPORTS=${EXPORTS:-traced=sdpa:float32 mha=mha:float32 mha16=mha:float16}
-SERVERS=${SERVERS:-traced:0 traced:64 mha:64 mha16:64}
-WORKLOADS3Q=${WORKLOADS3Q:-traced:0 mha16:64}
+SERVERS=${SERVERS-traced:0 traced:64 mha:64 mha16:64}     # empty: no servers
+WORKLOADS3Q=${WORKLOADS3Q-traced:0 mha16:64}
 ITERS=${ITERS:-100}
 mkdir -p "$OUT" /tmp/omni
 export PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -110,7 +110,7 @@ for s in $SERVERS; do
   python3 -m benchmarks.loop_profile --url http://127.0.0.1:$port --pid ${pids[$((i - 1))]} --no-spy --seconds 8 \
     --out "$OUT/cpu_$(name "$s").json" | head -2 || echo "CPU per request: failed on $s"
 done
-kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
+[ ${#pids[@]} -eq 0 ] || { kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true; }
 if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy from .whl: pip's --target bin)
   IFS=: read -r label graphs sdpa <<< "$PROFILE"
   PATH=/tmp/site/bin:$PATH OMNI_CUDA_GRAPHS=$graphs env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} python3 -m benchmarks.loop_profile \
