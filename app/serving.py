@@ -99,11 +99,13 @@ class Engine:
     async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
                      slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
                      disconnected: Callable[[], Awaitable[Any]] | None = None) -> tuple[ModelSlot, dict]:
-        """`disconnected`: returns when the client has gone (then the answer is a 499 and queued
-        work is dropped before dispatch). `offload`: prepare on a worker thread. A large request can take seconds to validate
-        and tokenize (tens of thousands of candidates, a 4 MiB state); on the event loop that
-        would stall every other request of the single worker. Small ones stay inline, where a
-        thread hop would cost more than it frees."""
+        """`disconnected`: returns when the client has gone; it is watched from submission on, and
+        then the answer is a 499 and queued work is dropped before dispatch.
+
+        `offload`: prepare on a worker thread. A large request can take seconds to validate and
+        tokenize (tens of thousands of candidates, a 4 MiB state); on the event loop that would
+        stall every other request of the single worker. Small ones stay inline, where a thread
+        hop would cost more than it frees."""
         try:
             slot = slot or self.registry.resolve(body.get("model"))
         except RequestError as exc:
