@@ -51,10 +51,13 @@ def test_cpu_per_request_reads_each_threads_time(monkeypatch):
         stop.set()
         t.join()
     assert cost["requests"] == 10
-    # The spinning thread shares the GIL with the sleeping main thread: it runs nearly the
-    # whole window. Clock ticks are 10 ms, hence the loose bounds. (Other threads of the test
-    # process, if any are busy, count in others_us too, so only lower bounds hold there.)
+    # The spinning thread is busy for the whole window (which stretches when the machine is
+    # loaded: the sleeping main thread must get the GIL back to end it), so its CPU time is most
+    # of the window and never more; clock ticks are 10 ms. Its time is its own, reported per
+    # request, and counted with the other threads, not the main (loop) thread.
     spun = [us for name, us in cost["threads_us"].items() if name.endswith("/%d" % tid[0])]
-    assert len(spun) == 1 and 15_000 <= spun[0] <= 40_000
-    assert cost["others_us"] >= spun[0] and cost["loop_us"] <= 5_000
+    assert len(spun) == 1
+    spun_s = spun[0] * cost["requests"] / 1e6
+    assert 0.05 <= spun_s <= cost["seconds"] + 0.02, (spun_s, cost["seconds"])
+    assert cost["others_us"] >= spun[0] and cost["loop_us"] < spun[0]
     assert abs(cost["total_us"] - cost["loop_us"] - cost["others_us"]) < 0.2
