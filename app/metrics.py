@@ -34,7 +34,7 @@ class Metrics:
         self._children: dict[tuple, object] = {}
 
     def child(self, metric, *labels: str):
-        key = (metric._name, labels)
+        key = (metric, labels)
         c = self._children.get(key)
         if c is None:
             c = self._children[key] = metric.labels(*labels)

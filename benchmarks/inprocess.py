@@ -24,11 +24,9 @@ from benchmarks.make_workloads import laya_requests
 
 
 def _server_default(name: str):
-    import dataclasses
-
     from app.config import Settings
 
-    return next(f.default for f in dataclasses.fields(Settings) if f.name == name)
+    return getattr(Settings(), name)
 
 
 def _exports(specs: list[str]) -> dict[str, str]:

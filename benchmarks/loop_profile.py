@@ -43,6 +43,7 @@ def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
     """py-spy `--format raw` lines ("thread;frame;frame... count") → samples per thread and
     the named thread's functions, inclusive and as leaves, in % of that thread's samples."""
     threads, inclusive, leaves, total = collections.Counter(), collections.Counter(), collections.Counter(), 0
+    stacks = []
     for line in raw_lines:
         line = line.strip()
         if not line:
@@ -54,9 +55,16 @@ def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
             continue
         total += n
         names = [_name(f) for f in frames[1:]]
-        # What the loop dispatches, not the frames every sample shares (granian's CLI, run_forever).
+        # What the loop dispatches, not the frames every sample shares (granian's CLI, run_forever):
+        # below asyncio's Python `_run_once`, or, where the loop is in C (uvloop), below the
+        # frames the thread's full stacks have in common. (py-spy also returns some stacks that
+        # start part way down, already below those frames; they are kept whole.)
         cut = max((i for i, name in enumerate(names) if name.startswith("BaseEventLoop._run_once")), default=-1)
-        names = names[cut + 1:]
+        stacks.append((names[cut + 1:], n, cut >= 0))
+    shared = _shared_base([(names, n) for names, n, dispatched in stacks if not dispatched])
+    for names, n, dispatched in stacks:
+        if not dispatched and shared and names[:len(shared)] == shared:
+            names = names[min(len(shared), len(names) - 1):]
         for name in set(names):
             inclusive[name] += n
         if names:
@@ -69,6 +77,23 @@ def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
     return {"threads": dict(threads.most_common()), "thread": thread, "samples": total,
             "idle_pct": round(100.0 * idle / total, 1) if total else None,
             "inclusive_pct": share(inclusive), "leaf_pct": share(leaves)}
+
+
+def _shared_base(stacks: list[tuple[list[str], int]]) -> list[str]:
+    """The leading frames shared by every stack that starts where most samples start."""
+    firsts = collections.Counter()
+    for names, n in stacks:
+        if names:
+            firsts[names[0]] += n
+    if not firsts:
+        return []
+    full = [names for names, _ in stacks if names and names[0] == firsts.most_common(1)[0][0]]
+    shared = []
+    for i in range(min(len(names) for names in full)):
+        if any(names[i] != full[0][i] for names in full):
+            break
+        shared.append(full[0][i])
+    return shared
 
 
 def _name(frame: str) -> str:
@@ -95,13 +120,13 @@ def main(argv=None) -> int:
     spy = None if args.no_spy else shutil.which("py-spy")
     if spy is None and not args.no_spy:
         raise SystemExit("py-spy is not installed (pip install py-spy), or pass --no-spy")
-    # The caller's OMNI_* settings apply (run_server starts from a clean OMNI_ environment).
-    env = {k: v for k, v in os.environ.items() if k.startswith("OMNI_")}
-    env.update(OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
     if bool(args.export) == bool(args.url and args.pid):
         raise SystemExit("give --export, or --url and --pid of a running server")
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         if args.export:
+            # The caller's OMNI_* settings apply (run_server starts from a clean OMNI_ environment).
+            env = {k: v for k, v in os.environ.items() if k.startswith("OMNI_")}
+            env.update(OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
             server = stack.enter_context(run_server(pathlib.Path(tmp), env, timeout=180))
             url, worker = server.url, _worker_pid(server.proc.pid)
         else:
@@ -136,19 +161,15 @@ def main(argv=None) -> int:
           "whole worker %.0f µs" % (cost["requests"], cost["seconds"], cost["requests_per_s"],
                                     cost["loop_us"], cost["others_us"], cost["total_us"]))
     print("  by thread (µs a request): %s" % cost["threads_us"])
-    if spy is None:
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(report, f, indent=2)
-        return 0
-    print("samples per thread: %s; the loop idle (select) in %s%% of its samples"
-          % (report["threads"], report["idle_pct"]))
-    print("%s, inclusive:" % report["thread"])
-    for name, pct in report["inclusive_pct"]:
-        print("  %5.1f%%  %s" % (pct, name))
-    print("%s, leaves:" % report["thread"])
-    for name, pct in report["leaf_pct"][:20]:
-        print("  %5.1f%%  %s" % (pct, name))
+    if spy is not None:
+        print("samples per thread: %s; the loop idle (select) in %s%% of its samples"
+              % (report["threads"], report["idle_pct"]))
+        print("%s, inclusive:" % report["thread"])
+        for name, pct in report["inclusive_pct"]:
+            print("  %5.1f%%  %s" % (pct, name))
+        print("%s, leaves:" % report["thread"])
+        for name, pct in report["leaf_pct"][:20]:
+            print("  %5.1f%%  %s" % (pct, name))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)

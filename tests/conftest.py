@@ -2,14 +2,11 @@
 tokenizer), their ONNX exports, the `laya` reference agents, and real Granian servers."""
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
 
-from benchmarks.local_server import Server, free_port, run_server  # noqa: F401  (the tests' entry point)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks.local_server import ROOT, Server, free_port, run_server  # noqa: F401  (the tests' entry point)
 
 
 @pytest.fixture(scope="session")

@@ -97,7 +97,7 @@ def _(x):
 
 
 def translations() -> dict:
-    """torch.onnx custom_translation_table entries for both ops."""
+    """torch.onnx custom_translation_table entries for the ops above."""
     from onnxscript import opset18 as op
 
     from models import onnx_ops

@@ -61,3 +61,26 @@ def test_cpu_per_request_reads_each_threads_time(monkeypatch):
     assert 0.05 <= spun_s <= cost["seconds"] + 0.02, (spun_s, cost["seconds"])
     assert cost["others_us"] >= spun[0] and cost["loop_us"] < spun[0]
     assert abs(cost["total_us"] - cost["loop_us"] - cost["others_us"]) < 0.2
+
+
+def test_a_loop_in_c_is_cut_below_the_frames_every_sample_shares():
+    """uvloop has no Python `_run_once`: the frames all samples share (Granian's CLI down to the
+    worker's run_forever call) are left out instead; an idle sample keeps its last frame."""
+    raw = ("thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:118);prepare (served.py:31) 6\n"
+           "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:146) 3\n"
+           "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2) 1\n")
+    report = summarize(raw.splitlines())
+    inclusive = dict(report["inclusive_pct"])
+    assert inclusive == {"decide (serving.py)": 90.0, "prepare (served.py)": 60.0, "serve (mp.py)": 10.0}
+    assert dict(report["leaf_pct"]) == {"prepare (served.py)": 60.0, "decide (serving.py)": 30.0,
+                                        "serve (mp.py)": 10.0}
+
+
+def test_stacks_that_start_part_way_down_are_kept_whole():
+    raw = ("thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:118);prepare (served.py:31) 6\n"
+           "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:146) 2\n"
+           "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2) 1\n"
+           "thread (11): MainThread;decide (serving.py:146);finish (served.py:42) 1\n")
+    report = summarize(raw.splitlines())
+    assert dict(report["inclusive_pct"]) == {"decide (serving.py)": 90.0, "prepare (served.py)": 60.0,
+                                             "serve (mp.py)": 10.0, "finish (served.py)": 10.0}
