@@ -14,6 +14,20 @@ from typing import Any, Hashable, Mapping, Protocol, Sequence
 import numpy as np
 
 
+@dataclass(frozen=True)
+class GraphPolicy:
+    """Which of a model's bucketed batch shapes the executor captures as CUDA graphs.
+
+    A capture costs a few forward passes' time and pins that shape's activations on the GPU;
+    replay saves the launch overhead of a thousand-odd kernels, which matters only while a pass
+    is launch-bound (few rows, few tokens). Models whose shapes are few (Laya's buckets) capture
+    at first sight; models whose every request can be a new length capture only shapes that
+    recur, and only small ones."""
+
+    capture_after: int = 1      # sightings of a shape before it is captured (1: the first)
+    max_tokens: int = 0         # rows × longest row above which a batch runs uncaptured; 0: no bound
+
+
 @dataclass
 class Prepared:
     """One request, ready for the executor."""
@@ -55,7 +69,7 @@ class BatchAdapter(Protocol):
 
 class ServedModel(Protocol):
     name: str
-    cuda_graphs: bool
+    cuda_graphs: GraphPolicy | None         # None: never capture
     aliases: tuple[str, ...]
     description: str
     onnx_path: str
@@ -93,7 +107,7 @@ class ExportedModel:
 
     family = ""
     warmup_request: Mapping[str, Any] = API_EXAMPLE
-    cuda_graphs = True        # whether the executor may replay CUDA graphs per bucketed shape
+    cuda_graphs: GraphPolicy | None = GraphPolicy()    # which bucketed shapes the executor captures
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
         self.directory, self.manifest = directory, manifest

@@ -129,11 +129,12 @@ class Executor:
     def _load(self, slot: ModelSlot) -> None:
         t0 = time.perf_counter()
         try:
-            # Models whose shapes vary without bound (every request a new length) opt out of
-            # CUDA graphs: capturing a graph per new shape costs more than replay saves.
-            graphs = self.settings.cuda_graphs if slot.model.cuda_graphs else 0
+            # The model's policy says which shapes are worth a CUDA graph (models.base.GraphPolicy).
+            policy = slot.model.cuda_graphs
+            graphs = self.settings.cuda_graphs if policy is not None else 0
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
-                                   graphs, self.settings.cuda_sdpa_kernel)
+                                   graphs, self.settings.cuda_sdpa_kernel,
+                                   capture_after=policy.capture_after if policy is not None else 1)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc
@@ -195,8 +196,11 @@ class Executor:
             if slot.session is None:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
-            static, run = sessions.batch_runner(slot.session, slot.static_shapes,
-                                                sum(j.prepared.rows for j in jobs), self.settings.cuda_graph_rows)
+            rows = sum(j.prepared.rows for j in jobs)
+            policy = slot.model.cuda_graphs
+            static, run = sessions.batch_runner(
+                slot.session, slot.static_shapes, rows, self.settings.cuda_graph_rows,
+                rows * max(j.prepared.longest for j in jobs), policy.max_tokens if policy is not None else 0)
             packed: Packed = adapter.pack(works, static=static)
             if packed.parts is None:
                 outputs = run(None, packed.feeds)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 log = logging.getLogger("omni.sessions")
@@ -26,25 +27,29 @@ class GraphRunner:
 
     A plain export launches on the order of a thousand kernels per forward; replaying a captured
     graph launches them at once (the H200 probe: 11.4 → 4.2 ms for one 96-token row). Each
-    distinct feed shape gets its own graph id, device buffers the new request's data is copied
-    into, and a graph-owned memory pool; past `max_graphs` shapes, runs go without capture.
+    captured shape gets its own graph id, device buffers the new request's data is copied into,
+    and a graph-owned memory pool. A shape is captured on its `capture_after`-th sighting (before
+    that, and past `max_graphs` shapes, it runs bound but uncaptured, graph id -1).
     """
 
-    def __init__(self, session, device_id: int, max_graphs: int):
+    def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda"):
         import onnxruntime as ort
 
         self.ort, self.session, self.device_id, self.max_graphs = ort, session, device_id, max_graphs
+        self.device = device      # where inputs and outputs are bound ("cpu" only in tests: no capture)
+        self.capture_after = max(1, capture_after)
         self.outputs = [o.name for o in session.get_outputs()]
         self.graphs: dict[tuple, tuple] = {}
+        self.sightings: dict[tuple, int] = {}     # shapes seen but not captured (bucketed: few)
 
     def _binding(self, feeds: dict, graph_id: int):
         io = self.session.io_binding()
         values = {}
         for name, array in feeds.items():
-            values[name] = self.ort.OrtValue.ortvalue_from_numpy(array, "cuda", self.device_id)
+            values[name] = self.ort.OrtValue.ortvalue_from_numpy(array, self.device, self.device_id)
             io.bind_ortvalue_input(name, values[name])
         for name in self.outputs:
-            io.bind_output(name, "cuda", self.device_id)
+            io.bind_output(name, self.device, self.device_id)
         options = self.ort.RunOptions()
         options.add_run_config_entry("gpu_graph_id", str(graph_id))
         return io, values, options
@@ -52,15 +57,22 @@ class GraphRunner:
     def run(self, output_names, feeds: dict):
         key = tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
         entry = self.graphs.get(key)
-        if entry is None and len(self.graphs) < self.max_graphs:
+        if entry is None:
+            seen = self.sightings[key] = self.sightings.get(key, 0) + 1
+            if seen < self.capture_after or len(self.graphs) >= self.max_graphs:
+                return self.run_uncaptured(output_names, feeds)
+            t0 = time.perf_counter()
             entry = self.graphs[key] = self._binding(feeds, len(self.graphs) + 1)
-        if entry is None:    # beyond the cap: bind this run's arrays, no capture (graph id -1)
-            entry = self._binding(feeds, -1)
+            del self.sightings[key]
+            io, _, options = entry
+            self.session.run_with_iobinding(io, options)     # ONNX Runtime runs, captures, replays
+            log.info("captured CUDA graph %d/%d in %.0f ms: %s", len(self.graphs), self.max_graphs,
+                     (time.perf_counter() - t0) * 1000.0, _shapes(key))
         else:
             for name, array in feeds.items():
                 entry[1][name].update_inplace(array)
-        io, _, options = entry
-        self.session.run_with_iobinding(io, options)
+            io, _, options = entry
+            self.session.run_with_iobinding(io, options)
         return [value.numpy() for value in io.get_outputs()]
 
     def run_uncaptured(self, output_names, feeds: dict):
@@ -70,15 +82,19 @@ class GraphRunner:
         return [value.numpy() for value in io.get_outputs()]
 
 
-def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int):
-    """(static, run) for a batch of `rows` rows: whether to pack it in the bucketed shapes, and the
-    call that runs it. Graphs pay off where a pass is launch-bound (few rows); a large batch is
-    compute-bound, so capture saves nothing there and the buckets (rows to a power of two) would
-    cost up to twice the work (H200, Laya at c=64: 50 vs 24 ms): it runs uncaptured at its own
-    shapes."""
+def _shapes(key: tuple) -> str:
+    return " ".join("%s%s" % (name, list(shape)) for name, shape, _ in key)
+
+
+def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int, tokens: int = 0, graph_tokens: int = 0):
+    """(static, run) for a batch of `rows` rows and `tokens` = rows × longest row: whether to pack
+    it in the bucketed shapes, and the call that runs it. Graphs pay off where a pass is
+    launch-bound (few rows, few tokens); a large batch is compute-bound, so capture saves nothing
+    there and the buckets (rows to a power of two) would cost up to twice the work (H200, Laya at
+    c=64: 50 vs 24 ms): it runs uncaptured at its own shapes. `graph_tokens` 0: no token bound."""
     if not static_shapes:
         return False, session.run
-    if rows <= graph_rows:
+    if rows <= graph_rows and (not graph_tokens or tokens <= graph_tokens):
         return True, session.run
     return False, session.run_uncaptured
 
@@ -98,8 +114,9 @@ def _cuda_available(ort) -> bool:
 
 
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
-           sdpa_kernel: int = 0) -> SessionInfo:
-    """`sdpa_kernel`: the CUDA provider's attention backends (bitmask: 1 flash, 2 memory-efficient,
+           sdpa_kernel: int = 0, capture_after: int = 1) -> SessionInfo:
+    """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
+    which sighting a shape is captured (GraphRunner). `sdpa_kernel`: the CUDA provider's attention backends (bitmask: 1 flash, 2 memory-efficient,
     4 TensorRT fused, 8 cuDNN flash, 16 unfused); 0 leaves the choice to ONNX Runtime."""
     import onnxruntime as ort
 
@@ -125,7 +142,7 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
         if session.get_providers()[0] != "CUDAExecutionProvider":
             raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
         if cuda_graphs:
-            return SessionInfo(GraphRunner(session, index, cuda_graphs), "cuda:%d" % index,
+            return SessionInfo(GraphRunner(session, index, cuda_graphs, capture_after), "cuda:%d" % index,
                                "CUDAExecutionProvider", runtime, static_shapes=True)
         return SessionInfo(session, "cuda:%d" % index, "CUDAExecutionProvider", runtime)
     # Spinning intra-op threads burn the cores the event loop and tokenizer need.

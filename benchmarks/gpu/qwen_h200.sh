@@ -8,6 +8,7 @@
 # product per projection part instead of merged products and splits). DTYPE (default float16). DRIFT=1 adds the
 # layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
 # /tmp/ortsite (../shared/tools/ort-gpu-carry) and `.whl` carried in the first prepare call.
+# INPROCESS=0 / HF=0 skip the in-process bench / the HF transformers baseline; SERVES: see the HTTP part.
 set -euo pipefail
 phase=${1:?prepare or bench}
 family=${2:?cua-s1, open-jev or clef-flash}
@@ -53,11 +54,11 @@ if [ "$phase" = prepare ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
 exports=$(for k in $KERNELS; do printf '%s=%s,' $k $EX-$k; done); exports=${exports%,}
-if [ "$family" != clef-flash ]; then
+if [ "$family" != clef-flash ] && [ "${INPROCESS:-1}" = 1 ]; then
   python3 -m benchmarks.gpu.qwen_bench --checkpoint $CK "${ADAPTER[@]}" --exports $exports --out "$OUT/inprocess-$family.json" \
     ${BENCH_ARGS:-} 2>&1 | grep -v -i warn | tail -${BENCH_TAIL:-8} || echo "qwen_bench failed (the HTTP runs go on)"
 fi
-if [ "$family" != cua-s1 ]; then
+if [ "$family" != cua-s1 ] && [ "${HF:-1}" = 1 ]; then
   ws=(); for w in ${WORKLOADS:?}; do ws+=(--workload benchmarks/workloads/$w.jsonl); done
   base=$CK; [ "$family" = clef-flash ] && base=$SRC
   python3 -m benchmarks.gpu.hf_baseline --family $family --checkpoint $base --export $EX-${KERNELS##* } \
@@ -69,11 +70,16 @@ if [ "${DRIFT:-0}" = 1 ]; then
 fi
 [ -n "${WORKLOADS:-}" ] || exit 0
 best=${KERNELS##* }
-t0=$(python3 -c 'import time; print(time.time())')
-OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 \
-  --port 18081 --log-level warning app.main:app > "$OUT/server-$family.log" 2>&1 &
-S=$!
-python3 - "$t0" <<'PY' | tee "$OUT/startup-$family.txt" || { tail -30 "$OUT/server-$family.log"; kill $S; exit 1; }
+# SERVES: servers measured one after another, each LABEL[:VAR=VALUE[,VAR=VALUE...]] (e.g.
+# "graphs nographs:OMNI_CUDA_GRAPHS=0"); files get -LABEL. Unset: one server, unlabelled files.
+for serve in ${SERVES:-default}; do
+  label=${serve%%:*}; settings=; [ "$serve" != "${serve#*:}" ] && settings=${serve#*:}
+  tag=$family; [ "$serve" != default ] && tag=$family-$label
+  t0=$(python3 -c 'import time; print(time.time())')
+  env ${settings//,/ } OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda python3 -m granian --interface asgi --workers 1 \
+    --host 127.0.0.1 --port 18081 --log-level warning app.main:app > "$OUT/server-$tag.log" 2>&1 &
+  S=$!
+  python3 - "$t0" <<'PY' | tee "$OUT/startup-$tag.txt" || { tail -30 "$OUT/server-$tag.log"; kill $S; exit 1; }
 import sys, time, urllib.request, urllib.error
 t0 = float(sys.argv[1]); deadline = time.time() + 240
 while True:
@@ -84,10 +90,14 @@ while True:
         time.sleep(0.2)
 print("start-to-ready %.1f s" % (time.time() - t0))
 PY
-cp /tmp/omni-readyz.json "$OUT/readyz-$family.json"
-nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving-$family.txt"
-for w in ${WORKLOADS:?}; do
-  python3 -m benchmarks.load --url http://127.0.0.1:18081 --workload benchmarks/workloads/$w.jsonl \
-    --concurrency ${CONCURRENCY:-1,16} --requests ${REQUESTS:-200} --out "$OUT/http_$w.json" --label "$w"
+  cp /tmp/omni-readyz.json "$OUT/readyz-$tag.json"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving-$tag.txt"
+  for w in ${WORKLOADS:?}; do
+    out=$OUT/http_$w.json; [ "$serve" != default ] && out=$OUT/http_$w-$label.json
+    python3 -m benchmarks.load --url http://127.0.0.1:18081 --workload benchmarks/workloads/$w.jsonl \
+      --concurrency ${CONCURRENCY:-1,16} --requests ${REQUESTS:-200} --out "$out" --label "$w${tag#$family}"
+  done
+  # What the captured graphs hold, after every workload ran.
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee -a "$OUT/gpu_mem_serving-$tag.txt"
+  kill $S; wait $S 2>/dev/null || true
 done
-kill $S; wait $S 2>/dev/null || true

@@ -42,6 +42,9 @@ class RecordAdapter:
 
 class ClefFlashModel(QwenServed):
     family = "clef_flash"
+    # Its feeds carry per-record span arrays (every record a new shape), and its graph has not
+    # been tried under capture.
+    cuda_graphs = None
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: ClefLimits | None = None):
         super().__init__(directory, manifest, "Clef-Flash")

@@ -6,8 +6,8 @@ each padded only to its own longest row, rounded up to a length bucket (multiple
 up to 16·`pad_to` tokens, then 16 buckets per doubling, so under 1/16 of a longer row is padding
 and 1-4,096 tokens make 80 shapes rather than 256: the first pass of a new shape costs extra (on
 the H200 the Open-Jev mix's first pass averaged 83 ms, the second 42, mostly cuDNN attention
-plans, now off by default: OMNI_CUDA_SDPA_KERNEL); multiples of 64 with rows rounded to a power
-of two for CUDA-graph sessions), so a 3,000-token candidate never pads a batch of short ones.
+plans, now off by default: OMNI_CUDA_SDPA_KERNEL); for CUDA-graph sessions the same lengths with
+rows rounded to a power of two), so a 3,000-token candidate never pads a batch of short ones.
 A row also starts a new micro-batch when it would carry more than `max_row_padding` pads:
 past about that many tokens a padded row costs the GPU more than one more forward pass's fixed
 overhead (on the H200, a 9B pass costs ~6 ms plus ~32 µs a token), and one batch of a
@@ -37,19 +37,17 @@ class LastTokenAdapter:
     def compatible(self, prepared: Prepared) -> Hashable:
         return self.key
 
-    def _width(self, n: int, static: bool) -> int:
+    def _width(self, n: int) -> int:
         """The padded length of a micro-batch whose longest row has n tokens."""
-        if static:                                          # CUDA-graph sessions: multiples of 64
-            return _round(n, 64)
         if n <= 16 * self.pad_to:
             return _round(n, self.pad_to)
         return _round(n, 1 << (n.bit_length() - 5))         # 1/16 of the octave n falls in
 
-    def _chunks(self, lengths: list[int], order: list[int], static: bool):
+    def _chunks(self, lengths: list[int], order: list[int]):
         """Consecutive runs of `order` (longest first) within the budgets."""
         chunk: list[int] = []
         for i in order:
-            longest = self._width(lengths[chunk[0]] if chunk else lengths[i], static)
+            longest = self._width(lengths[chunk[0]] if chunk else lengths[i])
             if chunk and (len(chunk) + 1 > self.max_rows or (len(chunk) + 1) * longest > self.max_tokens
                           or longest - lengths[i] > self.max_row_padding):
                 yield chunk
@@ -63,8 +61,8 @@ class LastTokenAdapter:
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
         parts, chunks, padded = [], [], 0
-        for chunk in self._chunks(lengths, order, static):
-            length = self._width(lengths[chunk[0]], static)
+        for chunk in self._chunks(lengths, order):
+            length = self._width(lengths[chunk[0]])
             total = _pow2(len(chunk)) if static else len(chunk)
             ids = np.full((total, length), self.pad_id, dtype=np.int64)
             positions = np.zeros((total,), dtype=np.int64)

@@ -224,6 +224,29 @@ def test_only_small_batches_take_bucketed_graph_shapes(english, harness):
     np.testing.assert_allclose(small[0][0], large[0][0], atol=1e-6, rtol=0)             # same answers
 
 
+def test_a_models_token_bound_sends_larger_batches_uncaptured(english, harness, monkeypatch):
+    """A GraphPolicy's max_tokens (the Qwen families' bound) keeps batches of more padded tokens
+    out of the bucketed shapes even within the row bound."""
+    from models.base import GraphPolicy
+
+    h = harness([english[1]], cuda_graph_rows=16)
+    slot = h.slot("english")
+    slot.session, slot.static_shapes = _RecordingGraphs(slot.session), True
+    one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
+    longest = slot.model.prepare(one).longest
+    monkeypatch.setattr(slot.model, "cuda_graphs", GraphPolicy(capture_after=2, max_tokens=2 * longest))
+
+    async def main(n):
+        with h.executor._cv:
+            jobs = [h.executor.submit(slot, slot.model.prepare(one)) for _ in range(n)]
+        return [await j.future for j in jobs]
+
+    asyncio.run(main(2)), asyncio.run(main(3))
+    (kind_two, shape_two), (kind_three, shape_three) = slot.session.calls
+    assert kind_two == "replay" and shape_two[0] == 2
+    assert kind_three == "uncaptured" and shape_three[0] == 3
+
+
 def test_non_finite_outputs_fail_the_request(pipeline_english):
     from models.errors import InferenceFailed as Failed
 

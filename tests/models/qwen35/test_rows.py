@@ -43,7 +43,7 @@ def test_static_shapes_bucket_rows_and_lengths():
     works = [[[7] * 70], [[8] * 3], [[9] * 10]]
     packed = adapter.pack(works, static=True)
     (part,) = packed.parts
-    assert part["input_ids"].shape == (4, 128)           # 3 rows -> 4, 70 tokens -> 128
+    assert part["input_ids"].shape == (4, 80)            # 3 rows -> 4; 70 tokens -> the 80 bucket, as unbucketed
     out = adapter.unpack(_echo(packed), works, packed)
     assert [o[0][:, 0].tolist() for o in out] == [[70], [3], [10]]
 
