@@ -6,8 +6,9 @@ each padded only to its own longest row, rounded up to a length bucket (multiple
 up to 16·`pad_to` tokens, then 16 buckets per doubling, so under 1/16 of a longer row is padding
 and 1-4,096 tokens make 80 shapes rather than 256: the first pass of a new shape costs extra (on
 the H200 the Open-Jev mix's first pass averaged 83 ms, the second 42, mostly cuDNN attention
-plans, now off by default: OMNI_CUDA_SDPA_KERNEL); for CUDA-graph sessions the same lengths with
-rows rounded to a power of two), so a 3,000-token candidate never pads a batch of short ones.
+plans, now off by default: OMNI_CUDA_SDPA_KERNEL; CUDA-graph sessions get the same shapes: rows are
+not rounded, since a graph saves ~1 ms of a 4-row pass and a padded fourth row costs more), so a
+3,000-token candidate never pads a batch of short ones.
 A row also starts a new micro-batch when it would carry more than `max_row_padding` pads:
 past about that many tokens a padded row costs the GPU more than one more forward pass's fixed
 overhead (on the H200, a 9B pass costs ~6 ms plus ~32 µs a token), and one batch of a
@@ -57,13 +58,15 @@ class LastTokenAdapter:
             yield chunk
 
     def pack(self, works: Sequence[Rows], static: bool = False) -> Packed:
+        """`static` changes nothing here: the length buckets already bound the shapes, and the
+        policy (QwenServed.cuda_graphs) captures only those that recur."""
         rows = [r for work in works for r in work]
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
         parts, chunks, padded = [], [], 0
         for chunk in self._chunks(lengths, order):
             length = self._width(lengths[chunk[0]])
-            total = _pow2(len(chunk)) if static else len(chunk)
+            total = len(chunk)
             ids = np.full((total, length), self.pad_id, dtype=np.int64)
             positions = np.zeros((total,), dtype=np.int64)
             for j, i in enumerate(chunk):
@@ -97,6 +100,3 @@ class LastTokenAdapter:
 def _round(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())

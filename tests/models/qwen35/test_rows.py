@@ -38,12 +38,14 @@ def test_micro_batches_respect_budgets_and_pad_to_their_own_longest():
             assert (row[pos + 1:] == 9).all() and row[pos] != 9
 
 
-def test_static_shapes_bucket_rows_and_lengths():
+def test_static_shapes_are_the_length_buckets():
+    """CUDA-graph sessions get the same shapes: bucketed lengths, rows as they come."""
     adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=8, max_tokens=100_000)
     works = [[[7] * 70], [[8] * 3], [[9] * 10]]
     packed = adapter.pack(works, static=True)
     (part,) = packed.parts
-    assert part["input_ids"].shape == (4, 80)            # 3 rows -> 4; 70 tokens -> the 80 bucket, as unbucketed
+    assert part["input_ids"].shape == (3, 80)            # 70 tokens -> the 80 bucket
+    assert adapter.pack(works).parts[0]["input_ids"].shape == (3, 80)
     out = adapter.unpack(_echo(packed), works, packed)
     assert [o[0][:, 0].tolist() for o in out] == [[70], [3], [10]]
 
