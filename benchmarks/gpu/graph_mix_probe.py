@@ -25,10 +25,19 @@ def main() -> None:
     ap.add_argument("--capture-after", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=1024)
     ap.add_argument("--workload")
+    ap.add_argument("--thread", action="store_true", help="run --workload on a second thread, as the executor")
+    ap.add_argument("--sdpa-kernel", type=int, default=0, help="as the server's OMNI_CUDA_SDPA_KERNEL")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of --workload (no capture)")
     ap.add_argument("--out")
     args = ap.parse_args()
     if args.workload:
+        if args.thread:           # as the server: sessions created and run on another thread
+            import threading
+
+            t = threading.Thread(target=served, args=(args,))
+            t.start()
+            t.join()
+            return None
         return served(args)
     from app.runtime import sessions
 
@@ -75,7 +84,7 @@ def served(args) -> None:
         prepared = [model.prepare(json.loads(line)) for line in f if line.strip()]
     report = {"tokens": [p.tokens for p in prepared]}
     for label, graphs in (("plain", 0), ("graphs", 64)):
-        info = sessions.create(model.onnx_path, args.device, cuda_graphs=graphs,
+        info = sessions.create(model.onnx_path, args.device, cuda_graphs=graphs, sdpa_kernel=args.sdpa_kernel,
                                capture_after=policy.capture_after if policy else 1)
         if args.device == "cpu" and graphs:     # the dry run: the runner's bookkeeping, no capture
             info.session = sessions.GraphRunner(info.session, 0, graphs, policy.capture_after, device="cpu")

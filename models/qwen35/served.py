@@ -9,11 +9,10 @@ from models.tokenizer import TokenizerHandle
 
 
 class QwenServed(ExportedModel):
-    # Every request can be a new length. Capturing each new (rows, length) bucket at first sight
-    # cost more than replay saved (H200, Open-Jev noul mix: c=1 p95 640 ms in the first pass), so
-    # a shape is captured on its second sighting. Replay saved ~2.3 ms of 12 at one 218-token
-    # row and ~1.4 of 77 at sixteen (Cua-S1 4B, in-process): past ~1,024 tokens a pass is
-    # compute-bound and a graph would only pin memory.
+    # Every request can be a new length, and a capture costs 35-144 ms (H200), so a (rows,
+    # length) bucket is captured on its second sighting: a one-off length never pays for one.
+    # Replay saved 1.6-2.9 ms at c=1 and 3-5 ms at c=4 over HTTP (Cua-S1 4B, 139-292 tokens) but
+    # ~1 ms of 24 at four 218-token rows in-process: past ~1,024 tokens a pass is compute-bound.
     cuda_graphs = GraphPolicy(capture_after=2, max_tokens=1024)
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
