@@ -4,6 +4,10 @@ Rows are right-padded with the pad id to a multiple of `pad_to` tokens (a bounde
 for the session) and to at least 2 marker columns (the graph's TopK(2) needs them; masked
 columns change nothing). Attention masks keep padding out of every real row, so a request's
 answers do not depend on what it was batched with.
+
+`unpack` also calibrates (finish.calibrate) when given the model's calibration: once per batch
+on the executor thread, vectorised by option count, instead of once per question on the event
+loop, where it was an eighth of a request's CPU at high load (benchmarks.loop_profile).
 """
 from __future__ import annotations
 
@@ -12,14 +16,16 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from models.base import Packed, Prepared
+from models.laya import finish as finishing
 from models.laya.prepare import Row
 
 
 class LayaAdapter:
-    def __init__(self, pad_id: int, pad_to: int = 16, max_len: int = 512):
+    def __init__(self, pad_id: int, pad_to: int = 16, max_len: int = 512, calibration: dict | None = None):
         self.pad_id = pad_id
         self.pad_to = pad_to
         self.max_len = max_len
+        self.calibration = calibration
 
     def compatible(self, prepared: Prepared) -> Hashable:
         return "laya"   # any rows of one session can share a batch
@@ -61,10 +67,17 @@ class LayaAdapter:
         logits, act_logits = outputs[0], outputs[1].astype(np.float32)
         act = np.exp(act_logits - act_logits.max(-1, keepdims=True))
         act /= act.sum(-1, keepdims=True)
+        calibrated = None
+        if self.calibration is not None:
+            rows = [(len(r.markers), r.qtype, r.order) for work in works for r in work]
+            calibrated = finishing.calibrate(logits, act, rows, self.calibration)
         out, start = [], 0
         for work in works:
             end = start + len(work)
-            out.append((logits[start:end], act[start:end]))
+            if calibrated is None:
+                out.append((logits[start:end], act[start:end]))
+            else:
+                out.append((logits[start:end], act[start:end], calibrated[start:end]))
             start = end
         return out
 

@@ -7,6 +7,8 @@ Router's `routing`) and `jev` (the hosted-Jev core, extras prefixed `x_`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -51,47 +53,112 @@ def jev_confidence(kind: str, probabilities: list[float]) -> float | None:
     return max(0.0, 1.0 - spread / (sum(abs(i - center) for i in range(n)) / n))
 
 
+@dataclass(slots=True)
+class Calibrated:
+    """One question's numbers after calibration, in the request's option order."""
+
+    probs: list[float]          # the float32 probabilities, as Python floats
+    top: int                    # index of the most probable option
+    confidence: float           # entropy_confidence
+    expected: float             # Σ i·p_i (a score question's score)
+    act: float                  # act probability
+    finite: bool                # every logit and act probability finite
+
+
+def calibrate(logits: np.ndarray, act_p: np.ndarray, rows: Sequence[tuple[int, int, list[int] | None]],
+              calib: dict) -> list[Calibrated]:
+    """Temperature softmax, option reorder and confidences for many questions at once.
+
+    `rows[i]` = (option count k, qtype, option_order or None) of logits row i. Rows with the same
+    k are computed as one [n, k] float32 matrix: every reduction runs along each row's own k
+    values, so a row's numbers are bit for bit those of softmax_row / entropy_confidence on it
+    alone (tests/models/laya/test_finish.py), whichever rows share its batch. The executor calls
+    this once per batch (LayaAdapter.unpack), which costs about what one question cost alone."""
+    temperature, by_options = calib["temperature"], calib["temperature_by_options"]
+    groups: dict[int, list[int]] = {}
+    for i, (k, _, _) in enumerate(rows):
+        groups.setdefault(k, []).append(i)
+    act_ok = np.isfinite(act_p).all(axis=1).tolist()
+    act_first = act_p[:, 0].tolist()
+    with np.errstate(all="ignore"):      # a non-finite row is reported by `answers`, per request
+        return _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_options)
+
+
+def _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_options) -> list[Calibrated]:
+    out: list[Calibrated | None] = [None] * len(rows)
+    for k, idx in groups.items():
+        index = np.asarray(idx)
+        raw = np.asarray(logits[index, :k], dtype=np.float32)
+        t = np.asarray([by_options.get(temp_bucket(rows[i][1], k), temperature[rows[i][1]]) for i in idx],
+                       dtype=np.float32)[:, None]
+        z = raw / t
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        for j, i in enumerate(idx):
+            order = rows[i][2]
+            if order is not None:
+                canonical = np.empty_like(p[j])
+                canonical[np.asarray(order, dtype=int)] = p[j]
+                p[j] = canonical
+        ent = (p * np.log(np.clip(p, 1e-12, 1.0))).sum(axis=1).tolist()
+        expected = (np.arange(k) * p).sum(axis=1).tolist()
+        top = p.argmax(axis=1).tolist()
+        finite = np.isfinite(raw).all(axis=1).tolist()
+        probs = p.tolist()
+        log_k = math.log(k) if k >= 2 else 1.0
+        for j, i in enumerate(idx):
+            if k < 2:
+                conf = 1.0
+            else:
+                score = 1.0 - -ent[j] / log_k
+                conf = 0.0 if score < 0.0 else (1.0 if score > 1.0 else score)
+            out[i] = Calibrated(probs[j], top[j], conf, expected[j], act_first[i], finite[j] and act_ok[i])
+    return out  # type: ignore[return-value]
+
+
+def rows_of(questions: Sequence[Question]) -> list[tuple[int, int, list[int] | None]]:
+    """(k, qtype, option_order) per question, as calibrate takes them."""
+    out = []
+    for q in questions:
+        k = len(q.keys) if q.t == "choice" else (len(q.crit) if q.t == "score" else 2)
+        out.append((k, QTYPES[q.t], q.option_order))
+    return out
+
+
 def decode(questions: list[Question], logits: np.ndarray, act_p: np.ndarray, calib: dict) -> dict:
     """Typed answers in request order from per-row option logits and act probabilities."""
-    answers = {}
-    temperature, by_options = calib["temperature"], calib["temperature_by_options"]
-    for r, q in enumerate(questions):
-        k = len(q.keys) if q.t == "choice" else (len(q.crit) if q.t == "score" else 2)
-        row = np.asarray(logits[r, :k], dtype=np.float32)
-        act = float(act_p[r, 0])
-        # math over the few floats: numpy's isfinite().all() costs more than it checks here.
-        if not all(map(math.isfinite, row.tolist())) or not all(map(math.isfinite, act_p[r].tolist())):
+    return answers(questions, calibrate(logits, act_p, rows_of(questions), calib))
+
+
+def answers(questions: Sequence[Question], calibrated: Sequence[Calibrated]) -> dict:
+    """Typed answers in request order from each question's calibrated numbers."""
+    out = {}
+    for q, c in zip(questions, calibrated):
+        if not c.finite:
             raise InferenceFailed("non-finite model output for question %r" % q.qid)
-        qt = QTYPES[q.t]
-        p = softmax_row(row, by_options.get(temp_bucket(qt, k), temperature[qt]))
-        if q.option_order is not None and len(q.option_order) == len(p):
-            canonical = np.empty_like(p)
-            canonical[np.asarray(q.option_order, dtype=int)] = p
-            p = canonical
-        # Python floats of the float32 values (what float(p[i]) gives), read once.
-        probs = p.tolist()
-        top = max(probs[:k])
+        probs = c.probs
+        top = max(probs)
         ans_conf = round(0.0 if top < 0.0 else (1.0 if top > 1.0 else top), 4)
-        action = {"act_probability": round(act, 4)}
+        action = {"act_probability": round(c.act, 4)}
         if q.t == "choice":
-            answers[q.qid] = {
-                "type": "choice", "choice": q.keys[int(p.argmax())],
+            out[q.qid] = {
+                "type": "choice", "choice": q.keys[c.top],
                 "probabilities": {json_key(kk): round(v, 4) for kk, v in zip(q.keys, probs)},
-                "confidence": round(entropy_confidence(p, k), 4),
+                "confidence": round(c.confidence, 4),
                 "answer_confidence": ans_conf, "action": action}
         elif q.t == "score":
-            answers[q.qid] = {
-                "type": "score", "score": round(float((np.arange(k) * p).sum()), 4),
-                "legend": {str(i): render_criterion(c) for i, c in enumerate(q.crit)},
+            out[q.qid] = {
+                "type": "score", "score": round(c.expected, 4),
+                "legend": {str(i): render_criterion(v) for i, v in enumerate(q.crit)},
                 "probabilities": {str(i): round(v, 4) for i, v in enumerate(probs)},
-                "confidence": round(entropy_confidence(p, k), 4),
+                "confidence": round(c.confidence, 4),
                 "answer_confidence": ans_conf, "action": action}
         else:
             p1 = probs[1]
-            answers[q.qid] = {
+            out[q.qid] = {
                 "type": "noul", "noul": round(p1, 4), "confidence": round(max(p1, 1.0 - p1), 4),
                 "answer_confidence": ans_conf, "action": action}
-    return answers
+    return out
 
 
 def reference_profile(model: str, answers: dict, usage: dict, routing: dict) -> dict:

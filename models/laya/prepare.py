@@ -33,6 +33,7 @@ class Row:
     ids: list[int]
     markers: list[int]
     qtype: int
+    order: list[int] | None = None      # the question's option_order (finishing reorders by it)
 
 
 @dataclass
@@ -219,7 +220,7 @@ class RowBuilder:
                 "the question; use fewer or shorter options"
                 % (len(markers), stats["options"], self.max_len, self.head_max_len))
         dropped = len(state_ids) - len(st)
-        return Row(ids, markers, QTYPES[q.t]), stats, dropped
+        return Row(ids, markers, QTYPES[q.t], q.option_order), stats, dropped
 
 
 def validate_envelope(body: Mapping[str, Any], limits: LayaLimits) -> tuple[Any, dict]:

@@ -23,12 +23,14 @@ def test_answers_are_the_same_alone_or_batched(pipeline_english):
     assert packed.rows == sum(len(q) for _, _, q in CASES)
     assert packed.padded_tokens > packed.real_tokens          # real padding happened
     calib = pipeline_english.model.calibration
-    for (la, aa), (lb, ab), p in zip(alone, batched, prepared):
+    for (la, aa, ca), (lb, ab, cb), p in zip(alone, batched, prepared):
         for row, r in enumerate(p.work):
             k = len(r.markers)
             t = calib["temperature"][r.qtype]
             pa, pb = softmax_row(la[row, :k], t), softmax_row(lb[row, :k], t)
             np.testing.assert_allclose(pa, pb, atol=1e-6, rtol=0)      # fp32, before rounding
+            # ... and as the adapter calibrates them, batch by batch
+            np.testing.assert_allclose(ca[row].probs, cb[row].probs, atol=1e-6, rtol=0)
         np.testing.assert_allclose(aa, ab, atol=1e-6, rtol=0)
     for body, p, out_alone, out_batched in zip(bodies, prepared, alone, batched):
         a = pipeline_english.model.finish(p, out_alone, "reference", "english")
@@ -98,7 +100,7 @@ def test_batches_never_mix_models_and_route_results(two_models):
     for info, jobs in h.batches:
         assert len({j.slot.name for j in jobs}) == 1 and info.model == jobs[0].slot.name
     for slot, body, p, output in results:
-        logits, act = output
+        logits, act, *_ = output
         assert logits.shape[0] == p.rows                       # each request got its own rows
         alone = slot.model.finish(p, output, "reference", slot.name)["answers"]
         assert list(alone) == list(body["questions"])
@@ -185,7 +187,7 @@ def test_a_failed_batch_fails_only_its_requests(english, harness):
         good = h.executor.submit(slot, slot.model.prepare(body))
         return await good.future
 
-    logits, act = asyncio.run(main())
+    logits, act, *_ = asyncio.run(main())
     assert np.isfinite(logits).all()
     assert slot.state is SlotState.WARMING          # not fatal: the model stays usable
 
@@ -251,11 +253,32 @@ def test_non_finite_outputs_fail_the_request(pipeline_english):
     from models.errors import InferenceFailed as Failed
 
     body = {"state": "x", "questions": {"q": {"type": "noul", "instructions": "ok?"}}}
-    (p,), ((logits, act),), _ = pipeline_english.outputs([body])
+    (p,), ((logits, act, _),), _ = pipeline_english.outputs([body])
     logits = logits.copy()
     logits[0, 0] = np.nan
     with pytest.raises(Failed):
         pipeline_english.model.finish(p, (logits, act), "reference", "english")
+
+
+def test_a_non_finite_row_fails_only_its_own_request_in_a_batch(pipeline_english):
+    """The adapter calibrates the whole batch at once; a NaN in one request's row still fails
+    that request alone, and its neighbours' answers are what they are unbatched."""
+    from models.errors import InferenceFailed as Failed
+
+    model, session = pipeline_english.model, pipeline_english.session
+    bodies = [{"state": s, "questions": q} for _, s, q in CASES[:3]]
+    prepared = [model.prepare(b) for b in bodies]
+    works = [p.work for p in prepared]
+    packed = model.adapter.pack(works)
+    logits, act_logits = session.run(None, packed.feeds)
+    logits = logits.copy()
+    logits[len(works[0]), 0] = np.nan                 # the second request's first question
+    out = model.adapter.unpack([logits, act_logits], works, packed)
+    with pytest.raises(Failed):
+        model.finish(prepared[1], out[1], "reference", "english")
+    for i in (0, 2):
+        got = model.finish(prepared[i], out[i], "reference", "english")
+        assert got["answers"] == pipeline_english(bodies[i])["answers"]
 
 
 def test_bucketed_shapes_change_no_answer(pipeline_english):
@@ -277,7 +300,7 @@ def test_bucketed_shapes_change_no_answer(pipeline_english):
     a = model.adapter.unpack(session.run(None, plain.feeds), works, plain)
     b = model.adapter.unpack(session.run(None, static.feeds), works, static)
     calib = model.calibration
-    for p, (la, aa), (lb, ab) in zip(prepared, a, b):
+    for p, (la, aa, _), (lb, ab, _) in zip(prepared, a, b):
         for row, r in enumerate(p.work):
             k, t = len(r.markers), calib["temperature"][r.qtype]
             np.testing.assert_allclose(softmax_row(la[row, :k], t), softmax_row(lb[row, :k], t), atol=1e-6, rtol=0)

@@ -61,3 +61,36 @@ def test_buckets_and_variants():
     assert infer_variant("convaiinnovations/laya/multilingual", {}) == "multilingual"
     assert infer_variant("convaiinnovations/laya-typed-decisions", {}) == "typed-decisions"
     assert infer_variant("/data/ck", {"vocab_size": 256000}) == "multilingual"
+
+
+def test_batch_calibration_is_bit_identical_to_each_row_alone():
+    """calibrate() groups rows by option count; each row's probabilities, confidence, expected
+    score and top option must be exactly what the one-row formulas give (fp32 and fp16 logits,
+    2-255 options, reordered options, per-bucket temperatures)."""
+    from models.laya.finish import calibrate
+
+    calib = {"temperature": {0: 1.3, 1: 0.77, 2: 2.53}, "temperature_by_options": {"choice:3-5": 0.61, "choice:11+": 1.7}}
+    rng = np.random.default_rng(1)
+    checked = 0
+    for trial in range(60):
+        rows = []
+        for _ in range(int(rng.integers(1, 48))):
+            qt = int(rng.integers(0, 3))
+            k = 2 if qt == 2 else int(rng.integers(2, 256 if rng.random() < 0.3 else 12))
+            rows.append((k, qt, rng.permutation(k).tolist() if rng.random() < 0.3 else None))
+        logits = (rng.standard_normal((len(rows), max(k for k, _, _ in rows) + 2)) * rng.uniform(0.1, 40))
+        logits = logits.astype(np.float16 if trial % 2 else np.float32)
+        act = rng.random((len(rows), 2)).astype(np.float32)
+        for i, ((k, qt, order), c) in enumerate(zip(rows, calibrate(logits, act, rows, calib))):
+            p = softmax_row(np.asarray(logits[i, :k], dtype=np.float32),
+                            calib["temperature_by_options"].get(temp_bucket(qt, k), calib["temperature"][qt]))
+            if order is not None:
+                canonical = np.empty_like(p)
+                canonical[np.asarray(order)] = p
+                p = canonical
+            assert c.probs == p.tolist() and c.top == int(p.argmax())
+            assert c.confidence == entropy_confidence(p, k)
+            assert c.expected == float((np.arange(k) * p).sum())
+            assert c.act == float(act[i, 0]) and c.finite
+            checked += 1
+    assert checked > 1000
