@@ -157,7 +157,8 @@ def parse_json(data: bytes) -> dict:
         raise malformed("body is not valid JSON: %s" % exc) from None
     if not isinstance(obj, dict):
         raise malformed("body must be a JSON object, got %s" % type(obj).__name__)
-    if _has_lone_surrogate(obj):
+    # Raw UTF-8 cannot carry a surrogate (decode above rejects it): only a \u escape can.
+    if b"\\u" in data and _has_lone_surrogate(obj):
         raise malformed("body holds a lone UTF-16 surrogate escape, which is not text")
     return obj
 

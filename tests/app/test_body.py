@@ -24,6 +24,16 @@ def test_strict_json(data):
     assert info.value.status == 400 and info.value.code == "malformed_request"
 
 
+def test_surrogate_escapes():
+    """Lone surrogates are refused wherever they sit (keys too); pairs and escaped backslashes pass."""
+    for data in (b'{"s": "\\ud800"}', b'{"\\udfff": 1}', b'{"a": ["x", {"b": "\\uD83D"}]}'):
+        with pytest.raises(Problem):
+            parse_json(data)
+    assert parse_json(b'{"s": "\\ud83d\\ude00"}') == {"s": "\U0001F600"}
+    assert parse_json(b'{"s": "\\\\ud800"}') == {"s": "\\ud800"}           # a backslash, then text
+    assert parse_json('{"s": "\u00e9\U0001F600"}'.encode()) == {"s": "\u00e9\U0001F600"}   # raw UTF-8
+
+
 def test_decompression_limits():
     payload = b'{"state": "' + b"x" * 50000 + b'"}'
     assert decompress(gzip.compress(payload), "gzip", 60000) == payload
