@@ -34,6 +34,34 @@ def test_surrogate_escapes():
     assert parse_json('{"s": "\u00e9\U0001F600"}'.encode()) == {"s": "\u00e9\U0001F600"}   # raw UTF-8
 
 
+def test_fast_and_strict_paths_agree():
+    """parse_json decodes most bodies with msgspec and falls back to the strict json path; both
+    must give the same object, and a duplicate key must be refused whichever path sees it, also
+    when ':' inside strings breaks the fast path's key count."""
+    import json
+    import random
+
+    rnd = random.Random(5)
+
+    def value(depth):
+        r = rnd.random()
+        if depth > 3 or r < 0.3:
+            return rnd.choice([1, -2.5, 1e300, True, None, "plain", "with: colon", "é ü", "", 12345678901234567890])
+        if r < 0.6:
+            return [value(depth + 1) for _ in range(rnd.randint(0, 4))]
+        return {rnd.choice(["a", "b", "c:d", "é", "q%d" % rnd.randint(0, 9)]) + str(i): value(depth + 1)
+                for i in range(rnd.randint(0, 4))}
+
+    for _ in range(300):
+        obj = {"state": value(0), "questions": value(0)}
+        text = json.dumps(obj, ensure_ascii=rnd.random() < 0.3)
+        assert parse_json(text.encode()) == json.loads(text)
+        if text.count('"state": ') == 1:           # the same key twice, in the top object
+            dup = text[:-1] + ', "state": 1}'
+            with pytest.raises(Problem):
+                parse_json(dup.encode())
+
+
 def test_decompression_limits():
     payload = b'{"state": "' + b"x" * 50000 + b'"}'
     assert decompress(gzip.compress(payload), "gzip", 60000) == payload
