@@ -58,8 +58,10 @@ class GraphRunner:
         key = tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
         entry = self.graphs.get(key)
         if entry is None:
+            if len(self.graphs) >= self.max_graphs:      # full: nothing more to count or capture
+                return self.run_uncaptured(output_names, feeds)
             seen = self.sightings[key] = self.sightings.get(key, 0) + 1
-            if seen < self.capture_after or len(self.graphs) >= self.max_graphs:
+            if seen < self.capture_after:
                 return self.run_uncaptured(output_names, feeds)
             t0 = time.perf_counter()
             entry = self.graphs[key] = self._binding(feeds, len(self.graphs) + 1)
