@@ -18,9 +18,9 @@ import numpy as np
 class GraphPolicy:
     """Which of a model's bucketed batch shapes the executor captures as CUDA graphs.
 
-    A capture costs a few forward passes' time and pins that shape's activations on the GPU;
-    replay saves the launch overhead of a thousand-odd kernels, which matters only while a pass
-    is launch-bound (few rows, few tokens). Models whose shapes are few (Laya's buckets) capture
+    A capture costs a few forward passes' time (35-144 ms for the Qwen models on the H200; their
+    GPU memory after the load did not measurably grow); replay saves the launch overhead of a
+    thousand-odd kernels, which matters only while a pass is launch-bound (few rows, few tokens). Models whose shapes are few (Laya's buckets) capture
     at first sight; models whose every request can be a new length capture only shapes that
     recur, and only small ones."""
 

@@ -118,8 +118,9 @@ def _cuda_available(ort) -> bool:
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
            sdpa_kernel: int = 0, capture_after: int = 1) -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
-    which sighting a shape is captured (GraphRunner). `sdpa_kernel`: the CUDA provider's attention backends (bitmask: 1 flash, 2 memory-efficient,
-    4 TensorRT fused, 8 cuDNN flash, 16 unfused); 0 leaves the choice to ONNX Runtime."""
+    which sighting a shape is captured (GraphRunner). `sdpa_kernel`: the CUDA provider's attention
+    backends (bitmask: 1 flash, 2 memory-efficient, 4 TensorRT fused, 8 cuDNN flash, 16 unfused);
+    0 leaves the choice to ONNX Runtime."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
