@@ -223,8 +223,9 @@ class Backbone(nn.Module):
         and a split: ~100 fewer kernels a pass (4B: 32 MLPs, 24 GDN and 8 attention layers), but
         the split kernels took 7.2 of 80 ms at 16 rows on the H200. "separate" runs one product
         per part over weight row slices (models/projections.py): on the H200 (Cua-S1, fp16) 6%
-        faster at 16 rows, 13% slower at one row without CUDA graphs, which is how the server
-        runs these models, so merged is the default.
+        faster at 16 rows, 13% slower at one row without CUDA graphs and 2% with them. The server
+        now replays graphs for small batches only, so "separate" may be the better default;
+        merged stays it until the two are compared over HTTP.
         Merged layer by layer, so peak memory grows by one layer's projections. The module runs
         only once loaded."""
         state = {k: v for k, v in state.items() if k != "lm_head.weight"}
