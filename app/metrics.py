@@ -1,17 +1,67 @@
 """Prometheus metrics (served at /metrics), one registry per app instance."""
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 _LATENCY = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30)
+
+
+class LoopHistogram:
+    """A labelled histogram written from one thread only (the event loop): an observation is a
+    bisect and two additions, with none of prometheus_client's per-bucket locks (six stage
+    observations cost ~13 µs a request that way, 2% of the loop's time at high load). Scrapes
+    read it through `collect`, as any collector."""
+
+    def __init__(self, name: str, documentation: str, labelnames: list[str], buckets, registry) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, list(labelnames)
+        self.bounds = tuple(float(b) for b in buckets)
+        self._children: dict[tuple, _LoopHistogramChild] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> "_LoopHistogramChild":
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = _LoopHistogramChild(self.bounds)
+        return child
+
+    def describe(self):
+        return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self):
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, child in list(self._children.items()):
+            counts, total = list(child.counts), child.sum
+            buckets, seen = [], 0
+            for bound, n in zip(self.bounds, counts):
+                seen += n
+                buckets.append((floatToGoString(bound), seen))
+            buckets.append(("+Inf", seen + counts[-1]))
+            family.add_metric(list(values), buckets, total)
+        yield family
+
+
+class _LoopHistogramChild:
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple) -> None:
+        self.bounds, self.counts, self.sum = bounds, [0] * (len(bounds) + 1), 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1       # `le` buckets: value <= bound
+        self.sum += value
 
 
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         self.requests = Counter("omni_requests", "HTTP requests", ["route", "model", "status"], registry=r)
-        self.latency = Histogram("omni_request_seconds", "Request latency by stage", ["stage", "model"],
-                                 buckets=_LATENCY, registry=r)
+        # Observed only by the RequestContext middleware, on the event loop.
+        self.latency = LoopHistogram("omni_request_seconds", "Request latency by stage", ["stage", "model"],
+                                     _LATENCY, r)
         self.queue_depth = Gauge("omni_queue_depth", "Requests waiting for the executor", registry=r)
         self.batch_requests = Histogram("omni_batch_requests", "Requests per forward pass", ["model"],
                                         buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r)
