@@ -9,8 +9,12 @@
 # layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
 # /tmp/ortsite (../shared/tools/ort-gpu-carry) and `.whl` carried in the first prepare call.
 # INPROCESS=0 / HF=0 skip the in-process bench / the HF transformers baseline; SERVES: see the HTTP part.
+# JEV=27b: Open-Jev-27B-v1.1 instead of 9B (fp16: ~54 GB checkpoint + ~54 GB export, so the
+# two-GPU machine's 128 GB disk; its export outlasts one 10-minute call: DETACH=1 runs the prepare
+# in the background and returns, then `bash benchmarks/gpu/qwen_h200.sh wait open-jev` (repeat)
+# follows its log until it is done).
 set -euo pipefail
-phase=${1:?prepare or bench}
+phase=${1:?prepare, wait or bench}
 family=${2:?cua-s1, open-jev or clef-flash}
 OUT=${OUT:-/tmp/omni-out}
 DTYPE=${DTYPE:-float16}
@@ -21,12 +25,26 @@ case $family in
   cua-s1) size=4b ;;
   open-jev|clef-flash) size=9b ;;
 esac
+variant=9b
+[ "$family" = open-jev ] && [ "${JEV:-9b}" = 27b ] && { size=27b; variant=27b-v1.1; }
+if [ "$phase" = prepare ] && [ "${DETACH:-0}" = 1 ]; then
+  rm -f /tmp/omni/prepare-$family.done
+  DETACH=0 setsid nohup bash -c "bash $0 prepare $family > /tmp/omni/prepare-$family.log 2>&1; echo \$? > /tmp/omni/prepare-$family.done" \
+    > /dev/null 2>&1 &
+  echo "prepare $family running in the background: /tmp/omni/prepare-$family.log"; exit 0
+fi
+if [ "$phase" = wait ]; then      # up to WAIT_S (default 540) seconds, then the log's tail
+  for _ in $(seq 1 $(( ${WAIT_S:-540} / 5 ))); do [ -f /tmp/omni/prepare-$family.done ] && break; sleep 5; done
+  grep -v -i warn /tmp/omni/prepare-$family.log | tail -${TAIL:-6}; df -h /tmp | tail -1
+  [ -f /tmp/omni/prepare-$family.done ] && { echo "done, exit $(cat /tmp/omni/prepare-$family.done)"; exit 0; }
+  echo "still running"; exit 0
+fi
 CK=/tmp/omni/ck-$size
 EX=/tmp/omni/ex-$family
 SRC=$CK
 EXTRA=()
 ADAPTER=()      # what the export merged: the references merge it too
-[ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-9b/checkpoint; EXTRA=(--base $CK); ADAPTER=(--adapter $SRC/adapter); }
+[ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-$size/checkpoint; EXTRA=(--base $CK); ADAPTER=(--adapter $SRC/adapter); }
 [ "$family" = clef-flash ] && SRC=/tmp/omni/clef-9b
 if [ "$phase" = prepare ]; then
   if [ -d .whl ] && [ -z "${SKIP_WHEELS:-}" ]; then
@@ -36,7 +54,7 @@ if [ "$phase" = prepare ]; then
   t0=$(date +%s)
   [ -f $CK/config.json ] || python3 -m models.qwen35.random_checkpoint $CK --size $size
   echo "random checkpoint $(( $(date +%s) - t0 )) s"; du -sh $CK
-  [ "$family" = open-jev ] && python3 -m models.open_jev.random_checkpoint --full $CK /tmp/omni/pkg-9b
+  [ "$family" = open-jev ] && python3 -m models.open_jev.random_checkpoint --full $CK /tmp/omni/pkg-$size --variant $variant
   [ "$family" = clef-flash ] && python3 -m models.clef_flash.random_checkpoint --full $CK /tmp/omni/clef-9b
   pids=()
   for k in $KERNELS; do
