@@ -79,6 +79,11 @@ class Metrics:
         self.disconnects = Counter("omni_client_disconnects", "Clients gone before their answer", registry=r)
         self.executor_failures = Counter("omni_executor_failures", "Failed forward passes", ["model"],
                                          registry=r)
+        self.graph_captures = Counter("omni_cuda_graph_captures", "CUDA graphs captured (one per batch shape)",
+                                      ["model"], registry=r)
+        self.graph_capture_seconds = Counter("omni_cuda_graph_capture_seconds",
+                                             "Time forward passes spent capturing CUDA graphs", ["model"],
+                                             registry=r)
 
         # Labelled children, looked up once: `labels()` validates and locks on every call.
         self._children: dict[tuple, object] = {}
@@ -102,6 +107,9 @@ class Metrics:
         self.child(self.batch_requests, info.model).observe(info.size)
         self.child(self.batch_rows, info.model).observe(info.rows)
         self.child(self.padded_tokens, info.model).observe(info.padded_tokens - info.real_tokens)
+        if info.graphs_captured:
+            self.child(self.graph_captures, info.model).inc(info.graphs_captured)
+            self.child(self.graph_capture_seconds, info.model).inc(info.capture_s)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

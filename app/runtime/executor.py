@@ -44,6 +44,8 @@ class BatchInfo:
     started: float
     ended: float
     meta: dict = field(default_factory=dict)
+    graphs_captured: int = 0      # CUDA graphs this pass captured (each adds to its time)
+    capture_s: float = 0.0        # seconds those captures took
 
 
 @dataclass(eq=False)
@@ -202,6 +204,7 @@ class Executor:
                 slot.session, slot.static_shapes, rows, self.settings.cuda_graph_rows,
                 rows * max(j.prepared.longest for j in jobs), policy.max_tokens if policy is not None else 0)
             packed: Packed = adapter.pack(works, static=static)
+            graphs_before, capture_before = _capture_totals(slot.session)
             if packed.parts is None:
                 outputs = run(None, packed.feeds)
             else:
@@ -220,12 +223,16 @@ class Executor:
             return
         self._failures[slot] = 0
         ended = time.perf_counter()
+        graphs_after, capture_after = _capture_totals(slot.session)
+        captured = graphs_after - graphs_before
         span.set_attributes({"omni.batch.rows": packed.rows, "omni.batch.real_tokens": packed.real_tokens,
                              "omni.batch.padded_tokens": packed.padded_tokens,
                              **{"omni.batch." + k: v for k, v in packed.meta.items()}})
+        if captured:
+            span.set_attribute("omni.batch.cuda_graph_capture_ms", (capture_after - capture_before) * 1000.0)
         span.end()
         info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
-                         slot.device or "?", started, ended, packed.meta)
+                         slot.device or "?", started, ended, packed.meta, captured, capture_after - capture_before)
         for job in jobs:
             job.batch = info
         _settle(jobs, _succeed, results)
@@ -263,3 +270,8 @@ def _fail(pairs: list) -> None:
     for future, error in pairs:
         if not future.done():
             future.set_exception(error)
+
+
+def _capture_totals(session) -> tuple[int, float]:
+    """(graphs captured, seconds spent capturing) so far by a GraphRunner; (0, 0) otherwise."""
+    return len(getattr(session, "graphs", ())), getattr(session, "capture_s", 0.0)

@@ -41,6 +41,7 @@ class GraphRunner:
         self.outputs = [o.name for o in session.get_outputs()]
         self.graphs: dict[tuple, tuple] = {}
         self.sightings: dict[tuple, int] = {}     # shapes seen but not captured (bucketed: few)
+        self.capture_s = 0.0                        # time the capturing runs took, in all
 
     def _binding(self, feeds: dict, graph_id: int):
         io = self.session.io_binding()
@@ -68,8 +69,10 @@ class GraphRunner:
             del self.sightings[key]
             io, _, options = entry
             self.session.run_with_iobinding(io, options)     # ONNX Runtime runs, captures, replays
+            took = time.perf_counter() - t0
+            self.capture_s += took
             log.info("captured CUDA graph %d/%d in %.0f ms: %s", len(self.graphs), self.max_graphs,
-                     (time.perf_counter() - t0) * 1000.0, _shapes(key))
+                     took * 1000.0, _shapes(key))
         else:
             for name, array in feeds.items():
                 entry[1][name].update_inplace(array)

@@ -249,6 +249,36 @@ def test_a_models_token_bound_sends_larger_batches_uncaptured(english, harness, 
     assert kind_three == "uncaptured" and shape_three[0] == 3
 
 
+def test_graph_captures_are_reported_with_their_batch(english, harness):
+    """A GraphRunner (bound on the CPU here: same bookkeeping, no capture) under the executor:
+    the batch in which a shape reaches its sighting count reports one capture and its time,
+    the metrics count it, and the answers are the same as the plain session's."""
+    from app.metrics import Metrics
+    from app.runtime.sessions import GraphRunner
+
+    h = harness([english[1]])
+    slot = h.slot("english")
+    plain = slot.session
+    slot.session, slot.static_shapes = GraphRunner(plain, 0, 8, capture_after=2, device="cpu"), True
+    one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
+
+    async def once():
+        job = h.executor.submit(slot, slot.model.prepare(one))
+        return job, await job.future
+
+    runs = [asyncio.run(once()) for _ in range(3)]
+    assert [job.batch.graphs_captured for job, _ in runs] == [0, 1, 0]
+    assert runs[1][0].batch.capture_s > 0 and slot.session.capture_s == runs[1][0].batch.capture_s
+    for _, (logits, act, _) in runs[1:]:
+        np.testing.assert_array_equal(logits, runs[0][1][0])
+    metrics = Metrics()
+    for job, _ in runs:
+        metrics.observe_batch(job.batch)
+    text = metrics.render().decode()
+    assert 'omni_cuda_graph_captures_total{model="english"} 1.0' in text
+    assert 'omni_cuda_graph_capture_seconds_total{model="english"}' in text
+
+
 def test_non_finite_outputs_fail_the_request(pipeline_english):
     from models.errors import InferenceFailed as Failed
 
