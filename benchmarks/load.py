@@ -3,12 +3,15 @@
     python -m benchmarks.load --url http://127.0.0.1:8000 --workload benchmarks/workloads/laya_1q.jsonl \
         --concurrency 1,8,16,64 --out results.json
 
-Per concurrency: one excluded warm-up pass, then two measured passes. Each of `c` clients keeps
+Per concurrency: one excluded warm-up pass (a quarter of a pass unless `--warmup` says how many
+requests: a workload of many distinct lengths needs a whole pass, or the first measured pass is
+where most shapes are seen first), then two measured passes. Each of `c` clients keeps
 one HTTP/1.1 keep-alive connection and sends the workload's requests in turn, the next as soon
 as the last answered. A minimal asyncio HTTP client keeps the load generator cheap; clients are
 spread over several processes (`--procs`) so the generator is not what is measured.
 Reports p50/p95/p99 (nearest rank), requests/s, decisions/s (questions answered per second),
-errors by status, and the median of each Server-Timing stage.
+errors by status, and the median of each Server-Timing stage; `--per-request` also keeps each
+request's workload line, latency and status.
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ async def _client(host, port, bodies, count, start_index, results):
     reader, writer = await asyncio.open_connection(host, port)
     try:
         for i in range(count):
-            body, decisions = bodies[(start_index + i) % len(bodies)]
+            index = (start_index + i) % len(bodies)
+            body, decisions = bodies[index]
             head = ("POST /v1/systemone HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
                     "Content-Length: %d\r\n\r\n" % (host, len(body))).encode()
             t0 = time.perf_counter()
@@ -55,7 +59,7 @@ async def _client(host, port, bodies, count, start_index, results):
                 elif name == "server-timing":
                     timing = value.strip()
             await reader.readexactly(length)
-            results.append((time.perf_counter() - t0, status, decisions, timing))
+            results.append((time.perf_counter() - t0, status, decisions, timing, index))
     finally:
         writer.close()
 
@@ -72,7 +76,7 @@ def _proc(args):
     return asyncio.run(main())
 
 
-def run_pass(url, bodies, concurrency, requests, procs, pool):
+def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool = False):
     u = urlparse(url)
     per_client = max(1, requests // concurrency)
     procs = max(1, min(procs, concurrency))
@@ -83,7 +87,7 @@ def run_pass(url, bodies, concurrency, requests, procs, pool):
     results = [r for part in parts for r in part]
     lat = [r[0] * 1000.0 for r in results if r[1] == 200]
     stages: dict[str, list[float]] = {}
-    for _, status, _, timing in results:
+    for _, status, _, timing, _ in results:
         if status == 200 and timing:
             for part in timing.split(","):
                 name, _, dur = part.strip().partition(";dur=")
@@ -93,11 +97,14 @@ def run_pass(url, bodies, concurrency, requests, procs, pool):
         if r[1] != 200:
             errors[str(r[1])] = errors.get(str(r[1]), 0) + 1
     ok = [r for r in results if r[1] == 200]
-    return {"concurrency": concurrency, "requests": len(results), "ok": len(ok), "errors": errors,
-            "wall_s": wall, "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
-            "p99_ms": nearest_rank(lat, 99), "mean_ms": statistics.fmean(lat) if lat else float("nan"),
-            "requests_per_s": len(ok) / wall, "decisions_per_s": sum(r[2] for r in ok) / wall,
-            "server_timing_p50_ms": {k: statistics.median(v) for k, v in stages.items()}}
+    out = {"concurrency": concurrency, "requests": len(results), "ok": len(ok), "errors": errors,
+           "wall_s": wall, "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
+           "p99_ms": nearest_rank(lat, 99), "mean_ms": statistics.fmean(lat) if lat else float("nan"),
+           "requests_per_s": len(ok) / wall, "decisions_per_s": sum(r[2] for r in ok) / wall,
+           "server_timing_p50_ms": {k: statistics.median(v) for k, v in stages.items()}}
+    if per_request:     # [workload line, ms, status], in completion order within each client
+        out["per_request"] = [[r[4], round(r[0] * 1000.0, 3), r[1]] for r in results]
+    return out
 
 
 def load_workload(path):
@@ -119,6 +126,8 @@ def main(argv=None):
     ap.add_argument("--procs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
     ap.add_argument("--out")
     ap.add_argument("--label", default="")
+    ap.add_argument("--warmup", type=int, default=0, help="warm-up requests (default max(c, requests/4))")
+    ap.add_argument("--per-request", action="store_true", help="keep each request's line, ms and status")
     args = ap.parse_args(argv)
     bodies = load_workload(args.workload)
     report = {"url": args.url, "workload": os.path.basename(args.workload), "label": args.label,
@@ -127,8 +136,8 @@ def main(argv=None):
     with ctx.Pool(args.procs) as pool:
         for c in [int(x) for x in args.concurrency.split(",")]:
             n = args.requests or max(400, 50 * c)
-            run_pass(args.url, bodies, c, max(c, n // 4), args.procs, pool)        # warm-up, excluded
-            passes = [run_pass(args.url, bodies, c, n, args.procs, pool) for _ in range(2)]
+            run_pass(args.url, bodies, c, args.warmup or max(c, n // 4), args.procs, pool)   # excluded
+            passes = [run_pass(args.url, bodies, c, n, args.procs, pool, args.per_request) for _ in range(2)]
             report["levels"].append({"concurrency": c, "passes": passes})
             for p in passes:
                 print("c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s"

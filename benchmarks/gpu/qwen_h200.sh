@@ -8,7 +8,8 @@
 # product per projection part instead of merged products and splits). DTYPE (default float16). DRIFT=1 adds the
 # layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
 # /tmp/ortsite (../shared/tools/ort-gpu-carry) and `.whl` carried in the first prepare call.
-# INPROCESS=0 / HF=0 skip the in-process bench / the HF transformers baseline; SERVES: see the HTTP part.
+# INPROCESS=0 / HF=0 skip the in-process bench / the HF transformers baseline; SERVES: see the HTTP part;
+# LOAD_ARGS go to benchmarks.load (e.g. "--warmup 48 --per-request" for the Open-Jev mix).
 # JEV=27b: Open-Jev-27B-v1.1 instead of 9B (fp16: ~54 GB checkpoint + ~54 GB export, so the
 # two-GPU machine's 128 GB disk; its export outlasts one 10-minute call: DETACH=1 runs the prepare
 # in the background and returns, then `bash benchmarks/gpu/qwen_h200.sh wait open-jev` (repeat)
@@ -113,7 +114,8 @@ PY
   for w in ${WORKLOADS:?}; do
     out=$OUT/http_$w.json; [ "$serve" != default ] && out=$OUT/http_$w-$label.json
     python3 -m benchmarks.load --url http://127.0.0.1:18081 --workload benchmarks/workloads/$w.jsonl \
-      --concurrency ${CONCURRENCY:-1,16} --requests ${REQUESTS:-200} --out "$out" --label "$w${tag#$family}"
+      --concurrency ${CONCURRENCY:-1,16} --requests ${REQUESTS:-200} --out "$out" --label "$w${tag#$family}" \
+      ${LOAD_ARGS:-}
   done
   # What the captured graphs hold, after every workload ran.
   nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee -a "$OUT/gpu_mem_serving-$tag.txt"

@@ -1,0 +1,29 @@
+"""benchmarks.load against a real server: passes, warm-up size and per-request records."""
+from __future__ import annotations
+
+import json
+
+from benchmarks import load
+
+
+def test_load_report_with_per_request_records(server, tmp_path, capsys):
+    bodies = [{"state": "refund my order %d" % i,
+               "questions": {"q": {"type": "noul", "instructions": "Refund?"},
+                             "d": {"type": "choice", "instructions": "Team?", "criteria": ["billing", "tech"]}}}
+              for i in range(3)]
+    workload = tmp_path / "w.jsonl"
+    workload.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+    out = tmp_path / "r.json"
+    load.main(["--url", server.url, "--workload", str(workload), "--concurrency", "1,2", "--requests", "6",
+               "--warmup", "3", "--per-request", "--procs", "1", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert [level["concurrency"] for level in report["levels"]] == [1, 2]
+    for level in report["levels"]:
+        assert len(level["passes"]) == 2
+        for p in level["passes"]:
+            assert p["ok"] == p["requests"] == 6 and p["errors"] == {}
+            assert p["decisions_per_s"] == 2 * p["requests_per_s"]
+            assert sorted(r[0] for r in p["per_request"]) == [0, 0, 1, 1, 2, 2]     # each line twice
+            assert all(r[2] == 200 and r[1] > 0 for r in p["per_request"])
+            assert p["p50_ms"] <= p["p99_ms"] and set(p["server_timing_p50_ms"]) >= {"prepare", "infer", "total"}
+    assert "c=2" in capsys.readouterr().out
