@@ -5,9 +5,9 @@ for the session) and to at least 2 marker columns (the graph's TopK(2) needs the
 columns change nothing). Attention masks keep padding out of every real row, so a request's
 answers do not depend on what it was batched with.
 
-`unpack` also calibrates (finish.calibrate) when given the model's calibration: once per batch
-on the executor thread, vectorised by option count, instead of once per question on the event
-loop, where it was an eighth of a request's CPU at high load (benchmarks.loop_profile).
+`unpack` also calibrates (finish.calibrate) with the model's calibration: once per batch on the
+executor thread, vectorised by option count, instead of once per question on the event loop,
+where it was an eighth of a request's CPU at high load (benchmarks.loop_profile).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from models.laya.prepare import Row
 
 
 class LayaAdapter:
-    def __init__(self, pad_id: int, pad_to: int = 16, max_len: int = 512, calibration: dict | None = None):
+    def __init__(self, pad_id: int, calibration: dict, pad_to: int = 16, max_len: int = 512):
         self.pad_id = pad_id
         self.pad_to = pad_to
         self.max_len = max_len
@@ -67,17 +67,12 @@ class LayaAdapter:
         logits, act_logits = outputs[0], outputs[1].astype(np.float32)
         act = np.exp(act_logits - act_logits.max(-1, keepdims=True))
         act /= act.sum(-1, keepdims=True)
-        calibrated = None
-        if self.calibration is not None:
-            rows = [(len(r.markers), r.qtype, r.order) for work in works for r in work]
-            calibrated = finishing.calibrate(logits, act, rows, self.calibration)
+        rows = [(len(r.markers), r.qtype, r.order) for work in works for r in work]
+        calibrated = finishing.calibrate(logits, act, rows, self.calibration)
         out, start = [], 0
         for work in works:
             end = start + len(work)
-            if calibrated is None:
-                out.append((logits[start:end], act[start:end]))
-            else:
-                out.append((logits[start:end], act[start:end], calibrated[start:end]))
+            out.append((logits[start:end], act[start:end], calibrated[start:end]))
             start = end
         return out
 

@@ -1,6 +1,7 @@
 """Laya finishing: temperature per option-count bucket, softmax per question, typed answers.
 
-A port of laya 0.4.15's `_decode_answers` (models.md §2.6) in float32 numpy, plus the two
+A port of laya 0.4.15's `_decode_answers` (models.md §2.6) in float32 numpy, split in two:
+`calibrate` (a whole batch at once, on the executor thread) and `answers` (per request), plus the two
 response profiles: `reference` (what laya.serve returns, with `x_jev_confidence` and the
 Router's `routing`) and `jev` (the hosted-Jev core, extras prefixed `x_`).
 """
@@ -13,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from models.errors import InferenceFailed
-from models.laya.checkpoint import QTYPES, temp_bucket
+from models.laya.checkpoint import temp_bucket
 from models.laya.prepare import Question, render_criterion
 from models.render import json_key
 
@@ -115,20 +116,6 @@ def _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_o
                 conf = 0.0 if c < 0.0 else (1.0 if c > 1.0 else c)
             out[i] = Calibrated(probs[j], top[j], conf, expected[j], act_first[i], finite[j] and act_ok[i])
     return out  # type: ignore[return-value]
-
-
-def rows_of(questions: Sequence[Question]) -> list[tuple[int, int, list[int] | None]]:
-    """(k, qtype, option_order) per question, as calibrate takes them."""
-    out = []
-    for q in questions:
-        k = len(q.keys) if q.t == "choice" else (len(q.crit) if q.t == "score" else 2)
-        out.append((k, QTYPES[q.t], q.option_order))
-    return out
-
-
-def decode(questions: list[Question], logits: np.ndarray, act_p: np.ndarray, calib: dict) -> dict:
-    """Typed answers in request order from per-row option logits and act probabilities."""
-    return answers(questions, calibrate(logits, act_p, rows_of(questions), calib))
 
 
 def answers(questions: Sequence[Question], calibrated: Sequence[Calibrated]) -> dict:

@@ -24,7 +24,7 @@ class LayaModel(ExportedModel):
         self.tok = TokenizerHandle.load(directory, ("cls_token", "sep_token", "pad_token", "mask_token"))
         self.builder = RowBuilder(self.tok, cfg["max_len"], cfg["head_max_len"])
         self.limits_ = limits or LayaLimits()
-        self.adapter = LayaAdapter(self.tok.ids["pad_token"], max_len=cfg["max_len"], calibration=self.calibration)
+        self.adapter = LayaAdapter(self.tok.ids["pad_token"], self.calibration, max_len=cfg["max_len"])
         self.repo = manifest.get("source", {}).get("checkpoint")
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
@@ -36,13 +36,10 @@ class LayaModel(ExportedModel):
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
                requested: str | None = None) -> dict:
         questions, usage = prepared.context
-        logits, act, *calibrated = output       # the adapter calibrated the batch (or not: tests)
+        logits, _, calibrated = output          # the adapter calibrated the whole batch
         if logits.shape[0] != len(questions):
             raise InferenceFailed("expected %d rows of logits, got %d" % (len(questions), logits.shape[0]))
-        if calibrated:
-            answers = finishing.answers(questions, calibrated[0])
-        else:
-            answers = finishing.decode(questions, logits, act, self.calibration)
+        answers = finishing.answers(questions, calibrated)
         routing = {"model": self.name, "repo": self.repo,
                    "reason": ("explicit model=%r" % requested) if requested else
                    "the request named no model; %r is the default" % self.name,

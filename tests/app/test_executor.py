@@ -283,11 +283,15 @@ def test_non_finite_outputs_fail_the_request(pipeline_english):
     from models.errors import InferenceFailed as Failed
 
     body = {"state": "x", "questions": {"q": {"type": "noul", "instructions": "ok?"}}}
-    (p,), ((logits, act, _),), _ = pipeline_english.outputs([body])
+    model = pipeline_english.model
+    p = model.prepare(body)
+    packed = model.adapter.pack([p.work])
+    logits, act_logits = pipeline_english.session.run(None, packed.feeds)
     logits = logits.copy()
     logits[0, 0] = np.nan
+    (output,) = model.adapter.unpack([logits, act_logits], [p.work], packed)
     with pytest.raises(Failed):
-        pipeline_english.model.finish(p, (logits, act), "reference", "english")
+        model.finish(p, output, "reference", "english")
 
 
 def test_a_non_finite_row_fails_only_its_own_request_in_a_batch(pipeline_english):
