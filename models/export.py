@@ -53,8 +53,9 @@ def main(argv=None) -> int:
     qwen.add_argument("--projections", choices=["merged", "separate"],
                       help="projections reading one input: one matrix product and a split (merged, default) or "
                            "one product per part (separate)")
-    qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net"],
-                      help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net: CUDA only)")
+    qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net", "gated_delta_net_fused"],
+                      help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net*: CUDA only; "
+                           "_fused: fed the packed conv output and the raw gate logits)")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 

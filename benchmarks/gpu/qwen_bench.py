@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -64,8 +65,12 @@ def main(argv=None):
     ap.add_argument("--no-graphs", action="store_true", help="plain sessions only")
     ap.add_argument("--sdpa-kernels", default="19",
                     help="OMNI_CUDA_SDPA_KERNEL values, comma separated: one set of sessions each")
+    ap.add_argument("--gdn-plans", default="auto",
+                    help="ORT_GDN_PLAN values, comma separated (auto, chunked, chunked_split, recurrent): one set "
+                         "of sessions each; the GatedDeltaNet kernel reads it when a session is created")
     ap.add_argument("--parity-prompts", type=int, default=16)
     ap.add_argument("--profile", help="label of an export to profile per op type (batch 1 and 16, 218 tokens)")
+    ap.add_argument("--profile-plan", default="auto", help="the ORT_GDN_PLAN of the profiled sessions")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
 
@@ -79,18 +84,24 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     runners = {}
     kernels = [int(x) for x in args.sdpa_kernels.split(",")]
-    for base, directory in exports.items():
-        for sdpa in kernels:
-            label = base if len(kernels) == 1 else "%s@sdpa%d" % (base, sdpa)
-            t0 = time.perf_counter()
-            runners[label] = sessions.create(directory + "/model.onnx", "cuda", sdpa_kernel=sdpa).session
-            if not args.no_graphs:
-                try:
-                    runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
-                                                                 sdpa_kernel=sdpa).session
-                except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
-                    print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
-            print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
+    plans = args.gdn_plans.split(",")
+    for base, directory, sdpa, plan in [(b, d, k, p) for b, d in exports.items() for k in kernels for p in plans]:
+        label = base if len(kernels) == 1 else "%s@sdpa%d" % (base, sdpa)
+        label = label if len(plans) == 1 else "%s@%s" % (label, plan)
+        if plan == "auto":
+            os.environ.pop("ORT_GDN_PLAN", None)
+        else:
+            os.environ["ORT_GDN_PLAN"] = plan
+        t0 = time.perf_counter()
+        runners[label] = sessions.create(directory + "/model.onnx", "cuda", sdpa_kernel=sdpa).session
+        if not args.no_graphs:
+            try:
+                runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
+                                                             sdpa_kernel=sdpa).session
+            except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
+                print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
+        print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
+    os.environ.pop("ORT_GDN_PLAN", None)
     hf = None
     if not args.no_hf:
         try:
@@ -143,6 +154,8 @@ def main(argv=None):
             results["parity"] = {"error": repr(exc)}
         print("parity", json.dumps(results["parity"]), flush=True)
     if args.profile:
+        if args.profile_plan != "auto":
+            os.environ["ORT_GDN_PLAN"] = args.profile_plan
         try:
             results["profile"] = profile(exports[args.profile] + "/model.onnx")
         except Exception as exc:

@@ -2,8 +2,9 @@
 # A Qwen3.5-backbone GPU session on the device machine, in phases (each one `run` call):
 #   bash benchmarks/gpu/qwen_h200.sh prepare FAMILY    # wheels, full-size random checkpoint, export(s)
 #   bash benchmarks/gpu/qwen_h200.sh bench FAMILY      # in-process and HF baselines, HTTP load
-# FAMILY: cua-s1 (4B), open-jev (9B), clef-flash (9B). KERNELS="la gdn" exports with both GDN
-# kernels (default: gdn only); an entry KERNEL-ATTENTION[-PROJECTIONS] picks the attention too
+# FAMILY: cua-s1 (4B), open-jev (9B), clef-flash (9B). KERNELS="la gdn gdnf" exports with each GDN
+# kernel (la: LinearAttention, gdn: GatedDeltaNet, gdnf: GatedDeltaNet fed the packed conv output and
+# the raw gates; default: gdn only); an entry KERNEL-ATTENTION[-PROJECTIONS] picks the attention too
 # ("gdn-sdpa": traced attention instead of GroupQueryAttention; "gdn-auto-separate": one matrix
 # product per projection part instead of merged products and splits). DTYPE (default float16). DRIFT=1 adds the
 # layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
@@ -60,7 +61,7 @@ if [ "$phase" = prepare ]; then
   pids=()
   for k in $KERNELS; do
     IFS=- read -r kernel attention projections <<< "$k"
-    [ "$kernel" = gdn ] && kernel=gated_delta_net || kernel=linear_attention
+    case $kernel in gdn) kernel=gated_delta_net ;; gdnf) kernel=gated_delta_net_fused ;; *) kernel=linear_attention ;; esac
     python3 -m models.export $family --checkpoint $SRC "${EXTRA[@]}" --out $EX-$k --dtype $DTYPE \
       --gdn-kernel $kernel --attention ${attention:-auto} --projections ${projections:-merged} \
       > "$OUT/export-$family-$k.log" 2>&1 &
@@ -88,12 +89,13 @@ if [ "${DRIFT:-0}" = 1 ]; then
     | grep -v -i warn | tail -12
 fi
 [ -n "${WORKLOADS:-}" ] || exit 0
-best=${KERNELS##* }
 # SERVES: servers measured one after another, each LABEL[:VAR=VALUE[,VAR=VALUE...]] (e.g.
 # "graphs nographs:OMNI_CUDA_GRAPHS=0"); files get -LABEL. Unset: one server, unlabelled files.
+# K=ENTRY among the settings serves that KERNELS entry's export (default: the last one).
 for serve in ${SERVES:-default}; do
   label=${serve%%:*}; settings=; [ "$serve" != "${serve#*:}" ] && settings=${serve#*:}
   tag=$family; [ "$serve" != default ] && tag=$family-$label
+  best=${KERNELS##* }; k=$(echo ",$settings," | sed -n 's/.*,K=\([^,]*\),.*/\1/p'); [ -n "$k" ] && best=$k
   t0=$(python3 -c 'import time; print(time.time())')
   env ${settings//,/ } OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda python3 -m granian --interface asgi --workers 1 \
     --host 127.0.0.1 --port 18081 --log-level warning app.main:app > "$OUT/server-$tag.log" 2>&1 &

@@ -77,6 +77,11 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
     """torch.onnx dynamo export of any module holding the backbone, with the GDN ops lowered."""
     import torch
 
+    from models.qwen35.graph import GatedDeltaNet
+
+    for layer in module.modules():      # the fused kernel takes the layer from the conv output on
+        if isinstance(layer, GatedDeltaNet):
+            layer.fused = kernel == "gated_delta_net_fused"
     t0 = time.perf_counter()
     progress("exporting ONNX (opset %d, dynamo, GDN kernel %s) ..." % (OPSET, kernel))
     with torch.no_grad():
@@ -84,6 +89,7 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
             module, tuple(args), input_names=input_names, output_names=output_names_,
             dynamic_shapes=dynamic, dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
             custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(kernel),
+                                      torch.ops.omni_qwen35.gated_delta_fused.default: gdn.fused_translation(),
                                       torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation(),
                                       **fused.translations()})
     path = os.path.join(out_dir, ONNX_NAME)

@@ -8,7 +8,11 @@ in batch and sequence and lets the exporter emit ONNX Runtime's own kernels
 * "linear_attention": com.microsoft `LinearAttention(update_rule="gated_delta")`, with CPU and
   CUDA kernels (what the tests run);
 * "gated_delta_net": com.microsoft `GatedDeltaNet`, the fused CUDA-only kernel (inverse GQA, q/k
-  L2 norm and the initial state handled inside).
+  L2 norm and the initial state handled inside);
+* "gated_delta_net_fused": the same kernel fed more of the layer (`gated_delta_fused`): the
+  causal conv's output whole (packed q|k|v: no split kernel) and the raw gate logits, whose
+  decay `-exp(A_log)·softplus(a + dt_bias)` and `sigmoid(b)` it computes inside in fp32 (the
+  ~7 elementwise kernels a layer they took in the graph are gone).
 
 Inputs (one layer): q, k [B, T, Hk, Dk] after the causal conv (not yet normalised) and v [B, T,
 Hv, Dv], in the model's dtype; g (log decay) and beta [B, T, Hv], float32. Output [B, T, Hv, Dv]
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-KERNELS = ("linear_attention", "gated_delta_net")
+KERNELS = ("linear_attention", "gated_delta_net", "gated_delta_net_fused")
 EPS = 1e-6
 
 
@@ -53,6 +57,32 @@ def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tens
 @gated_delta.register_fake
 def _(q, k, v, g, beta):
     return torch.empty_like(v)
+
+
+def gates(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor):
+    """(g, beta) from the raw per-head logits, fp32: g = -exp(A_log)·softplus(a + dt_bias) (the
+    log decay), beta = sigmoid(b)."""
+    g = -a_log.float().exp() * torch.nn.functional.softplus(a.float() + dt_bias.float())
+    return g, torch.sigmoid(b.float())
+
+
+@torch.library.custom_op("omni_qwen35::gated_delta_fused", mutates_args=())
+def gated_delta_fused(qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor,
+                      dt_bias: torch.Tensor, key_heads: int, key_dim: int, value_heads: int,
+                      value_dim: int) -> torch.Tensor:
+    """`gated_delta` over the conv output [B, T, 2·Hk·Dk + Hv·Dv] (q | k | v) and the raw gate
+    logits a, b [B, T, Hv]; returns [B, T, Hv, Dv]. The same maths as splitting, gating and
+    calling `gated_delta`, which is what torch runs."""
+    bsz, t = qkv.shape[:2]
+    q, k, v = torch.split(qkv, [key_heads * key_dim, key_heads * key_dim, value_heads * value_dim], dim=-1)
+    g, beta = gates(a, b, a_log, dt_bias)
+    return gated_delta(q.reshape(bsz, t, key_heads, key_dim), k.reshape(bsz, t, key_heads, key_dim),
+                       v.reshape(bsz, t, value_heads, value_dim), g, beta)
+
+
+@gated_delta_fused.register_fake
+def _(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim):
+    return qkv.new_empty(qkv.shape[0], qkv.shape[1], value_heads, value_dim)
 
 
 @torch.library.custom_op("omni_qwen35::causal_conv_silu", mutates_args=())
@@ -127,3 +157,30 @@ def translation(kernel: str):
     if kernel not in KERNELS:
         raise ValueError("unknown GDN kernel %r (known: %s)" % (kernel, ", ".join(KERNELS)))
     return linear_attention if kernel == "linear_attention" else gated_delta_net
+
+
+def fused_translation():
+    """The ONNX translation of `gated_delta_fused`: one GatedDeltaNet node in its packed form
+    (query = the conv output flattened to [B·T, C], key and value absent; the head counts come
+    from the state's shape) with gate_activation="qwen" and beta_activation="sigmoid"."""
+    from onnxscript import opset18 as op
+
+    from models import onnx_ops
+
+    ms, _ = onnx_ops.opsets()
+
+    def gated_delta_net_fused(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim):
+        width = 2 * key_heads * key_dim + value_heads * value_dim
+        bt = op.Slice(op.Shape(qkv), op.Constant(value_ints=[0]), op.Constant(value_ints=[2]))
+        batch = op.Slice(op.Shape(qkv), op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+        tokens = op.Constant(value_ints=[-1, width])
+        per_head = op.Constant(value_ints=[-1, value_heads])
+        zeros = op.ConstantOfShape(op.Concat(batch, op.Constant(value_ints=[value_heads, value_dim, key_dim]), axis=0))
+        outputs = ms.GatedDeltaNet(op.Reshape(qkv, tokens), None, None, None,
+                                   op.Reshape(op.Cast(a, to=1), per_head), op.Reshape(op.Cast(b, to=1), per_head),
+                                   zeros, op.Cast(a_log, to=1), op.Cast(dt_bias, to=1), qk_l2_norm=1,
+                                   update_rule="gated_delta", gate_activation="qwen", beta_activation="sigmoid",
+                                   _outputs=2)
+        return op.Reshape(outputs[0], op.Concat(bt, op.Constant(value_ints=[value_heads, value_dim]), axis=0))
+
+    return gated_delta_net_fused

@@ -167,6 +167,33 @@ def test_special_token_text_in_the_request_becomes_the_special_id(tok):
     assert think_end not in plain and spelled.count(think_end) == 1
 
 
+def test_prompts_encoded_in_a_frame_are_the_whole_strings_ids(tok):
+    """prepare encodes the system turn and the closing tail once (TokenizerHandle.encode_framed);
+    the ids are those of the whole prompt string for any state, seams included: whitespace, special
+    token text and its fragments, combining marks and digits at both ends of the user turn."""
+    import random
+
+    from models.cua_s1 import prepare as cua
+
+    pieces = ["Screen", " ", "\n", "\n\n", "  ", "\t", "<|im_end|>", "<|im_start|>", "</think>", "<|im_", "|>", "<",
+              "\u0301", "é", "12", "3", "'s", "...", "😀", "Ünïcode", "\r\n"]
+    rng = random.Random(7)
+    states = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(300)]
+    rows = [prepare_rows(body(state), tok)[1][0] for state in states]
+    assert rows == [tok.encode(prompts(body(state))[0]) for state in states]
+    (parts,) = tok._frames[(cua._HEAD, cua._TAIL)]
+    assert parts is not None                                      # the frame is in use, not the fallback
+
+
+def test_encode_framed_falls_back_to_whole_strings_where_a_cut_could_merge(tok):
+    """A frame not cut at special tokens is encoded whole (pieces "ab" + "c" need not tokenize as
+    "abc"); a frame whose first check fails is too."""
+    bodies = ["cancel", "ed the form", " a"]
+    assert tok.encode_framed("Click the butt", bodies, " now") == [tok.encode("Click the butt%s now" % b) for b in bodies]
+    assert tok._frames[("Click the butt", " now")] == (None,)
+    assert tok.encode_framed("Click the butt", bodies, " now") == [tok.encode("Click the butt%s now" % b) for b in bodies]
+
+
 def test_each_question_is_an_independent_row(tok):
     request = copy.deepcopy(EXAMPLE)
     request["questions"]["other"] = {"type": "choice", "instructions": None, "criteria": {"x": None}}

@@ -95,3 +95,50 @@ def test_separate_projections_are_the_merged_maths_without_split_kernels(qwen_ti
     assert ops["MatMul"] == 8 * layers + 1 + traced
     # What splits remain are not the projections': the GDN conv output's q/k/v, the same in both.
     assert ops["Split"] == merged_ops["Split"] - (2 * layers + 2 * full - full)
+
+
+def test_fused_gdn_kernel_is_the_same_maths_in_one_packed_node(qwen_tied, artifacts):
+    """`gated_delta_net_fused`: torch runs the layer through `gated_delta_fused` with the same
+    numbers as the split q/k/v and graph-side gates, and the export feeds each GatedDeltaNet node
+    the conv output whole ([B·T, C], no key or value input) and the raw gate logits, with the
+    decay and beta activations done by the node. (The node has only a CUDA kernel: its numbers
+    are checked on the GPU, benchmarks/gpu/drift.py.)"""
+    dims = TextDims.from_dir(qwen_tied)
+    state = weights.load_text_state(qwen_tied, torch.float32)
+    module = export.build_module(dims, state, "letters", letter_ids=list(range(32, 58)), attention="sdpa")
+    out = artifacts / "qwen-tied-onnx-gdn-fused"
+    out.mkdir()
+    path = export.export_graph(module, str(out), kernel="gated_delta_net_fused", progress=lambda m: None)
+    layers = [m for m in module.modules() if m.__class__.__name__ == "GatedDeltaNet"]
+    assert layers and all(m.fused for m in layers)
+    ids, positions = export.example_inputs(dims.vocab_size, 2, 70, seed=4)
+    with torch.no_grad():
+        fused_out = module(ids, positions)
+        for m in layers:
+            m.fused = False
+        plain_out = module(ids, positions)
+    for a, b in zip(fused_out, plain_out):
+        assert torch.equal(a, b)
+
+    graph = onnx.load(path, load_external_data=False).graph
+    gdn = [n for n in graph.node if n.op_type == "GatedDeltaNet"]
+    gdn_layers = dims.layer_types.count("linear_attention")
+    assert len(gdn) == gdn_layers
+    attrs = {a.name: (a.s.decode() if a.type == onnx.AttributeProto.STRING else a.i) for a in gdn[0].attribute}
+    assert attrs["gate_activation"] == "qwen" and attrs["beta_activation"] == "sigmoid" and attrs["qk_l2_norm"] == 1
+    for node in gdn:
+        assert node.input[0] and not node.input[1] and not node.input[2]       # packed q|k|v, no key, no value
+        assert all(node.input[i] for i in (4, 5, 6, 7, 8))                     # decay, beta, state, A_log, dt_bias
+        assert len(node.output) == 2
+    plain_dir = artifacts / "qwen-tied-onnx-gdn"
+    plain_dir.mkdir()
+    plain_path = export.export_graph(module, str(plain_dir), kernel="gated_delta_net", progress=lambda m: None)
+    assert not any(m.fused for m in layers)
+    ops, plain_ops = (collections.Counter(n.op_type for n in onnx.load(p, load_external_data=False).graph.node)
+                      for p in (path, plain_path))
+    # Gone per GDN layer: the conv output's q/k/v split, the softplus and the beta sigmoid.
+    assert plain_ops["GatedDeltaNet"] == gdn_layers
+    assert ops["Split"] == plain_ops["Split"] - gdn_layers
+    assert ops["Sigmoid"] == plain_ops["Sigmoid"] - gdn_layers
+    assert plain_ops["Softplus"] == gdn_layers and ops["Softplus"] == 0
+    assert sum(ops.values()) < sum(plain_ops.values()) - 3 * gdn_layers
