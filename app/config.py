@@ -14,6 +14,9 @@ from typing import Any, Mapping
 PROFILES = ("reference", "jev")
 
 
+GDN_PLANS = ("auto", "chunked", "chunked_split", "recurrent")
+
+
 @dataclass(frozen=True)
 class Settings:
     models: tuple[str, ...] = ()            # exported model directories (or names under model_root)
@@ -39,11 +42,18 @@ class Settings:
     # ONNX Runtime's CUDA attention backends (bitmask); 19 = flash | memory-efficient | unfused,
     # no cuDNN: cuDNN builds a plan per new shape (H200, Laya c=64: p99 552 -> 75 ms). 0: ORT's choice.
     cuda_sdpa_kernel: int = 19
+    # ONNX Runtime's GatedDeltaNet engine (ORT_GDN_PLAN, read as each session is built; Qwen3.5
+    # families): chunked_split hoists the state-free work out of the sequential scan and halves
+    # the value blocks, so one row fills the GPU (H200, Cua-S1 1 x 218: 9.5 -> 8.4 ms; HTTP c=1
+    # 10.9 -> 9.9 ms) but 16 x 218 is 12% slower (82 -> 92 ms). auto: ORT's heuristic (chunked).
+    cuda_gdn_plan: str = "chunked_split"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.profile not in PROFILES:
             raise ValueError("profile must be one of %s, got %r" % (PROFILES, self.profile))
+        if self.cuda_gdn_plan not in GDN_PLANS:
+            raise ValueError("cuda_gdn_plan must be one of %s, got %r" % (GDN_PLANS, self.cuda_gdn_plan))
         for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests",
                      "fatal_after_failures"):
             if getattr(self, name) <= 0:

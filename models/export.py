@@ -51,8 +51,8 @@ def main(argv=None) -> int:
     qwen.add_argument("--base", help="open-jev: the base checkpoint (default: the one model.json names)")
     qwen.add_argument("--max-length", type=int, help="open-jev: tokens per candidate (default 4096, at most 16384)")
     qwen.add_argument("--projections", choices=["merged", "separate"],
-                      help="projections reading one input: one matrix product and a split (merged, default) or "
-                           "one product per part (separate)")
+                      help="projections reading one input: one matrix product per part (separate, default) or "
+                           "one product and a split (merged)")
     qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net", "gated_delta_net_fused"],
                       help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net*: CUDA only; "
                            "_fused: fed the packed conv output and the raw gate logits)")

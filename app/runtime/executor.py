@@ -136,7 +136,8 @@ class Executor:
             graphs = self.settings.cuda_graphs if policy is not None else 0
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs, self.settings.cuda_sdpa_kernel,
-                                   capture_after=policy.capture_after if policy is not None else 1)
+                                   capture_after=policy.capture_after if policy is not None else 1,
+                                   gdn_plan=self.settings.cuda_gdn_plan)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc

@@ -5,7 +5,9 @@
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -104,6 +106,25 @@ def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int, token
     return False, session.run_uncaptured
 
 
+@contextlib.contextmanager
+def gdn_engine(plan: str):
+    """ORT_GDN_PLAN as `plan` ("auto": unset) while a session is built: ONNX Runtime's
+    GatedDeltaNet kernel reads it once, when the session creates its kernels. Sessions are built
+    one at a time, on the executor thread, so setting the process's variable is safe."""
+    before = os.environ.get("ORT_GDN_PLAN")
+    if plan == "auto":
+        os.environ.pop("ORT_GDN_PLAN", None)
+    else:
+        os.environ["ORT_GDN_PLAN"] = plan
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("ORT_GDN_PLAN", None)
+        else:
+            os.environ["ORT_GDN_PLAN"] = before
+
+
 def _cuda_available(ort) -> bool:
     global _preloaded
     if "CUDAExecutionProvider" not in ort.get_available_providers():
@@ -119,11 +140,11 @@ def _cuda_available(ort) -> bool:
 
 
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
-           sdpa_kernel: int = 0, capture_after: int = 1) -> SessionInfo:
+           sdpa_kernel: int = 0, capture_after: int = 1, gdn_plan: str = "auto") -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
     which sighting a shape is captured (GraphRunner). `sdpa_kernel`: the CUDA provider's attention
     backends (bitmask: 1 flash, 2 memory-efficient, 4 TensorRT fused, 8 cuDNN flash, 16 unfused);
-    0 leaves the choice to ONNX Runtime."""
+    0 leaves the choice to ONNX Runtime. `gdn_plan`: the GatedDeltaNet engine (app.config)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -143,8 +164,9 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
             cuda["enable_cuda_graph"] = "1"
         if sdpa_kernel:
             cuda["sdpa_kernel"] = str(sdpa_kernel)
-        session = ort.InferenceSession(onnx_path, sess_options=options,
-                                       providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"])
+        with gdn_engine(gdn_plan):
+            session = ort.InferenceSession(onnx_path, sess_options=options,
+                                           providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"])
         if session.get_providers()[0] != "CUDAExecutionProvider":
             raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
         if cuda_graphs:

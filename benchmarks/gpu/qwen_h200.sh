@@ -5,8 +5,8 @@
 # FAMILY: cua-s1 (4B), open-jev (9B), clef-flash (9B). KERNELS="la gdn gdnf" exports with each GDN
 # kernel (la: LinearAttention, gdn: GatedDeltaNet, gdnf: GatedDeltaNet fed the packed conv output and
 # the raw gates; default: gdn only); an entry KERNEL-ATTENTION[-PROJECTIONS] picks the attention too
-# ("gdn-sdpa": traced attention instead of GroupQueryAttention; "gdn-auto-separate": one matrix
-# product per projection part instead of merged products and splits). DTYPE (default float16). DRIFT=1 adds the
+# ("gdn-sdpa": traced attention instead of GroupQueryAttention; "gdn-auto-merged": one matrix
+# product and a split per merged projection instead of one product per part, the default). DTYPE (default float16). DRIFT=1 adds the
 # layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
 # /tmp/ortsite (../shared/tools/ort-gpu-carry) and `.whl` carried in the first prepare call.
 # INPROCESS=0 / HF=0 skip the in-process bench / the HF transformers baseline; SERVES: see the HTTP part;
@@ -63,7 +63,7 @@ if [ "$phase" = prepare ]; then
     IFS=- read -r kernel attention projections <<< "$k"
     case $kernel in gdn) kernel=gated_delta_net ;; gdnf) kernel=gated_delta_net_fused ;; *) kernel=linear_attention ;; esac
     python3 -m models.export $family --checkpoint $SRC "${EXTRA[@]}" --out $EX-$k --dtype $DTYPE \
-      --gdn-kernel $kernel --attention ${attention:-auto} --projections ${projections:-merged} \
+      --gdn-kernel $kernel --attention ${attention:-auto} --projections ${projections:-separate} \
       > "$OUT/export-$family-$k.log" 2>&1 &
     pids+=($!)
   done
@@ -119,6 +119,8 @@ PY
       --concurrency ${CONCURRENCY:-1,16} --requests ${REQUESTS:-200} --out "$out" --label "$w${tag#$family}" \
       ${LOAD_ARGS:-}
   done
+  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+    http://127.0.0.1:18081/metrics > "$OUT/metrics-$tag.txt" || true
   # What the captured graphs hold, after every workload ran.
   nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee -a "$OUT/gpu_mem_serving-$tag.txt"
   kill $S; wait $S 2>/dev/null || true

@@ -37,7 +37,7 @@ def _example(vocab: int):
 
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
-           gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "merged",
+           gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "separate",
            progress=print, **_ignored) -> dict:
     import torch
 

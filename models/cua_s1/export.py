@@ -27,7 +27,7 @@ LETTER_ROWS = "letter_rows.npy"
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
-           projections: str = "merged", progress=print, **_ignored) -> dict:
+           projections: str = "separate", progress=print, **_ignored) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)

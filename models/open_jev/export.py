@@ -30,7 +30,7 @@ PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
 def export(checkpoint: str, out: str, *, base: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
-           projections: str = "merged", max_length: int = ck.MAX_LENGTH_DEFAULT, progress=print,
+           projections: str = "separate", max_length: int = ck.MAX_LENGTH_DEFAULT, progress=print,
            **_ignored) -> dict:
     progress = progress or (lambda m: None)
     t0 = time.perf_counter()

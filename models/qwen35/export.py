@@ -28,7 +28,7 @@ def load_dtype(dtype: str):
 
 
 def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float32",
-                 letter_ids: list[int] | None = None, attention: str = "auto", projections: str = "merged"):
+                 letter_ids: list[int] | None = None, attention: str = "auto", projections: str = "separate"):
     """`attention`: "sdpa" (traced), "gqa" (GroupQueryAttention) or "auto" (fused.attention_for);
     `projections`: "merged" or "separate" (graph.Backbone.load_text_state)."""
     import torch

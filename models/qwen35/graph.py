@@ -185,7 +185,7 @@ class Layer(nn.Module):
 
 class Backbone(nn.Module):
     def __init__(self, d: TextDims, readout: str = "last", letter_ids: list[int] | None = None,
-                 attention: str = "sdpa", projections: str = "merged"):
+                 attention: str = "sdpa", projections: str = "separate"):
         super().__init__()
         if projections not in PROJECTIONS:
             raise ValueError("unknown projections %r (known: %s)" % (projections, ", ".join(PROJECTIONS)))
@@ -223,13 +223,12 @@ class Backbone(nn.Module):
     def load_text_state(self, state: dict) -> None:
         """Load a weights.load_text_state dict (an untied lm_head is not part of the backbone),
         then merge the projections that read the same input into one weight each (MLP gate+up,
-        GDN qkv+z+b+a, attention q+k+v). `projections="merged"` runs each as one matrix product
-        and a split: ~100 fewer kernels a pass (4B: 32 MLPs, 24 GDN and 8 attention layers), but
-        the split kernels took 7.2 of 80 ms at 16 rows on the H200. "separate" runs one product
-        per part over weight row slices (models/projections.py): on the H200 (Cua-S1, fp16) 6%
-        faster at 16 rows, 13% slower at one row without CUDA graphs and 2% with them. The server
-        now replays graphs for small batches only, so "separate" may be the better default;
-        merged stays it until the two are compared over HTTP.
+        GDN qkv+z+b+a, attention q+k+v). "separate" (the default) runs one product per part over
+        weight row slices (models/projections.py); "merged" runs each as one matrix product and a
+        split: ~100 fewer kernels a pass (4B: 32 MLPs, 24 GDN and 8 attention layers), but the
+        split kernels took 7.2 of 80 ms at 16 rows on the H200. Over HTTP on the H200 (Cua-S1,
+        fp16, CUDA graphs for small batches as served) separate was as fast at c=1 and 1-4 ms
+        faster at c=4 (docs/benchmarks.md).
         Merged layer by layer, so peak memory grows by one layer's projections. The module runs
         only once loaded."""
         state = {k: v for k, v in state.items() if k != "lm_head.weight"}

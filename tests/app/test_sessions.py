@@ -66,3 +66,24 @@ def test_batch_runner_bounds(session, rows, tokens, graph_tokens, static):
     assert got is static
     assert run == (runner.run if static else runner.run_uncaptured)
     assert sessions.batch_runner(session, False, rows, 16, tokens, graph_tokens) == (False, session.run)
+
+
+def test_gdn_plan_is_set_only_while_a_session_is_built(monkeypatch):
+    """ORT_GDN_PLAN carries the configured GatedDeltaNet engine into ONNX Runtime while a session
+    is built, and the process's own value (or its absence) comes back afterwards."""
+    import os
+
+    from app.config import Settings
+
+    monkeypatch.delenv("ORT_GDN_PLAN", raising=False)
+    with sessions.gdn_engine("chunked_split"):
+        assert os.environ["ORT_GDN_PLAN"] == "chunked_split"
+    assert "ORT_GDN_PLAN" not in os.environ
+    monkeypatch.setenv("ORT_GDN_PLAN", "recurrent")
+    with sessions.gdn_engine("auto"):
+        assert "ORT_GDN_PLAN" not in os.environ            # auto: ONNX Runtime's own heuristic
+    assert os.environ["ORT_GDN_PLAN"] == "recurrent"
+    assert Settings().cuda_gdn_plan == "chunked_split"
+    assert Settings.from_env({"OMNI_CUDA_GDN_PLAN": "auto"}).cuda_gdn_plan == "auto"
+    with pytest.raises(ValueError, match="cuda_gdn_plan"):
+        Settings(cuda_gdn_plan="fast")
