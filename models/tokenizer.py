@@ -83,8 +83,7 @@ class TokenizerHandle:
         before it normalizes, pre-tokenizes or merges, so nothing merges across them. Such a
         frame is still checked against the whole strings the first time it is used; any other
         frame, or one that fails, is encoded whole."""
-        frame = self._frames.get((head, tail))
-        if frame is None:
+        if (head, tail) not in self._frames:
             whole = self.encode_batch([head + b + tail for b in bodies])
             parts = None
             if self._cuts_at(head, end=True) and self._cuts_at(tail, end=False):
@@ -93,9 +92,9 @@ class TokenizerHandle:
                 parts = parts if framed == whole else None
             if len(self._frames) >= SHARED_TEXTS:
                 self._frames.clear()
-            self._frames[(head, tail)] = (parts,)
+            self._frames[(head, tail)] = parts
             return whole
-        (parts,) = frame
+        parts = self._frames[(head, tail)]         # None: this frame is encoded whole
         if parts is None:
             return self.encode_batch([head + b + tail for b in bodies])
         head_ids, tail_ids = parts

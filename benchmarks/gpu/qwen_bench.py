@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 
@@ -88,20 +87,15 @@ def main(argv=None):
     for base, directory, sdpa, plan in [(b, d, k, p) for b, d in exports.items() for k in kernels for p in plans]:
         label = base if len(kernels) == 1 else "%s@sdpa%d" % (base, sdpa)
         label = label if len(plans) == 1 else "%s@%s" % (label, plan)
-        if plan == "auto":
-            os.environ.pop("ORT_GDN_PLAN", None)
-        else:
-            os.environ["ORT_GDN_PLAN"] = plan
         t0 = time.perf_counter()
-        runners[label] = sessions.create(directory + "/model.onnx", "cuda", sdpa_kernel=sdpa).session
+        runners[label] = sessions.create(directory + "/model.onnx", "cuda", sdpa_kernel=sdpa, gdn_plan=plan).session
         if not args.no_graphs:
             try:
                 runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
-                                                             sdpa_kernel=sdpa).session
+                                                             sdpa_kernel=sdpa, gdn_plan=plan).session
             except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
                 print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
         print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
-    os.environ.pop("ORT_GDN_PLAN", None)
     hf = None
     if not args.no_hf:
         try:
@@ -154,10 +148,9 @@ def main(argv=None):
             results["parity"] = {"error": repr(exc)}
         print("parity", json.dumps(results["parity"]), flush=True)
     if args.profile:
-        if args.profile_plan != "auto":
-            os.environ["ORT_GDN_PLAN"] = args.profile_plan
         try:
-            results["profile"] = profile(exports[args.profile] + "/model.onnx")
+            with sessions.gdn_engine(args.profile_plan):       # profile() builds its own sessions
+                results["profile"] = profile(exports[args.profile] + "/model.onnx")
         except Exception as exc:
             results["profile"] = {"error": repr(exc)[:400]}
         print("profile", json.dumps(results["profile"]), flush=True)

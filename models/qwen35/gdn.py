@@ -59,6 +59,14 @@ def _(q, k, v, g, beta):
     return torch.empty_like(v)
 
 
+def split_qkv(qkv: torch.Tensor, key_heads: int, key_dim: int, value_heads: int, value_dim: int):
+    """q, k [B, T, Hk, Dk] and v [B, T, Hv, Dv] from the conv output [B, T, 2·Hk·Dk + Hv·Dv]."""
+    bsz, t = qkv.shape[:2]
+    q, k, v = torch.split(qkv, [key_heads * key_dim, key_heads * key_dim, value_heads * value_dim], dim=-1)
+    return (q.reshape(bsz, t, key_heads, key_dim), k.reshape(bsz, t, key_heads, key_dim),
+            v.reshape(bsz, t, value_heads, value_dim))
+
+
 def gates(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor):
     """(g, beta) from the raw per-head logits, fp32: g = -exp(A_log)·softplus(a + dt_bias) (the
     log decay), beta = sigmoid(b)."""
@@ -73,11 +81,8 @@ def gated_delta_fused(qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor, a_log
     """`gated_delta` over the conv output [B, T, 2·Hk·Dk + Hv·Dv] (q | k | v) and the raw gate
     logits a, b [B, T, Hv]; returns [B, T, Hv, Dv]. The same maths as splitting, gating and
     calling `gated_delta`, which is what torch runs."""
-    bsz, t = qkv.shape[:2]
-    q, k, v = torch.split(qkv, [key_heads * key_dim, key_heads * key_dim, value_heads * value_dim], dim=-1)
     g, beta = gates(a, b, a_log, dt_bias)
-    return gated_delta(q.reshape(bsz, t, key_heads, key_dim), k.reshape(bsz, t, key_heads, key_dim),
-                       v.reshape(bsz, t, value_heads, value_dim), g, beta)
+    return gated_delta(*split_qkv(qkv, key_heads, key_dim, value_heads, value_dim), g, beta)
 
 
 @gated_delta_fused.register_fake
@@ -113,6 +118,18 @@ def conv_translation():
     return causal_conv
 
 
+def _leading(op, x, n: int):
+    """The first n dimensions of x's shape, as a 1-D int64 tensor."""
+    return op.Slice(op.Shape(x), op.Constant(value_ints=[0]), op.Constant(value_ints=[n]))
+
+
+def _zero_state(op, like, value_heads: int, value_dim: int, key_dim: int):
+    """GatedDeltaNet's initial state, zeros [B, Hv, Dv, Dk] (B from `like`): a decision model
+    reads one prefill, nothing carries over."""
+    return op.ConstantOfShape(op.Concat(_leading(op, like, 1), op.Constant(value_ints=[value_heads, value_dim, key_dim]),
+                                        axis=0))
+
+
 def translation(kernel: str):
     """The ONNX translation of `gated_delta` for `kernel` (torch.onnx custom_translation_table)."""
     from onnxscript import opset18 as op
@@ -121,16 +138,13 @@ def translation(kernel: str):
 
     ms, _ = onnx_ops.opsets()
 
-    def _shape_bt(x):
-        return op.Slice(op.Shape(x), op.Constant(value_ints=[0]), op.Constant(value_ints=[2]))
-
     def linear_attention(q, k, v, g, beta):
         # Packed [B, T, H*D] layout with q/k expanded to the value heads (LinearAttention's GQA
         # shares kv heads among query heads, the opposite of GDN's grouping).
         hk, dk = q.shape[2], q.shape[3]
         hv, dv = v.shape[2], v.shape[3]
         rep = hv // hk
-        bt = _shape_bt(q)
+        bt = _leading(op, q, 2)
 
         def expand(x):
             x = op.Mul(x, op.Reciprocal(op.Sqrt(op.Add(op.ReduceSum(op.Mul(x, x), op.Constant(value_ints=[-1]),
@@ -147,10 +161,8 @@ def translation(kernel: str):
         return op.CastLike(op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0)), v)
 
     def gated_delta_net(q, k, v, g, beta):
-        hv, dv, dk = v.shape[2], v.shape[3], q.shape[3]
-        batch = op.Slice(op.Shape(q), op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
-        zeros = op.ConstantOfShape(op.Concat(batch, op.Constant(value_ints=[hv, dv, dk]), axis=0))
-        outputs = ms.GatedDeltaNet(q, k, v, None, g, beta, zeros, qk_l2_norm=1,
+        outputs = ms.GatedDeltaNet(q, k, v, None, g, beta, _zero_state(op, q, v.shape[2], v.shape[3], q.shape[3]),
+                                   qk_l2_norm=1,
                                    update_rule="gated_delta", _outputs=2)
         return outputs[0]
 
@@ -170,17 +182,14 @@ def fused_translation():
     ms, _ = onnx_ops.opsets()
 
     def gated_delta_net_fused(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim):
-        width = 2 * key_heads * key_dim + value_heads * value_dim
-        bt = op.Slice(op.Shape(qkv), op.Constant(value_ints=[0]), op.Constant(value_ints=[2]))
-        batch = op.Slice(op.Shape(qkv), op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
-        tokens = op.Constant(value_ints=[-1, width])
+        tokens = op.Constant(value_ints=[-1, 2 * key_heads * key_dim + value_heads * value_dim])
         per_head = op.Constant(value_ints=[-1, value_heads])
-        zeros = op.ConstantOfShape(op.Concat(batch, op.Constant(value_ints=[value_heads, value_dim, key_dim]), axis=0))
         outputs = ms.GatedDeltaNet(op.Reshape(qkv, tokens), None, None, None,
                                    op.Reshape(op.Cast(a, to=1), per_head), op.Reshape(op.Cast(b, to=1), per_head),
-                                   zeros, op.Cast(a_log, to=1), op.Cast(dt_bias, to=1), qk_l2_norm=1,
+                                   _zero_state(op, qkv, value_heads, value_dim, key_dim), op.Cast(a_log, to=1), op.Cast(dt_bias, to=1), qk_l2_norm=1,
                                    update_rule="gated_delta", gate_activation="qwen", beta_activation="sigmoid",
                                    _outputs=2)
-        return op.Reshape(outputs[0], op.Concat(bt, op.Constant(value_ints=[value_heads, value_dim]), axis=0))
+        return op.Reshape(outputs[0], op.Concat(_leading(op, qkv, 2), op.Constant(value_ints=[value_heads, value_dim]),
+                                                axis=0))
 
     return gated_delta_net_fused

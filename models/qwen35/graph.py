@@ -20,7 +20,7 @@ from torch.nn import functional as F
 from models.projections import parts, rows
 from models.qwen35 import fused
 from models.qwen35.dims import TextDims
-from models.qwen35.gdn import causal_conv_silu, gated_delta, gated_delta_fused, gates
+from models.qwen35.gdn import causal_conv_silu, gated_delta, gated_delta_fused, gates, split_qkv
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
@@ -100,16 +100,12 @@ class GatedDeltaNet(nn.Module):
         qkv = causal_conv_silu(qkv, self.conv1d.weight)                     # causal depthwise conv
         # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
         # as transformers' own GDN does); the gates are fp32.
+        heads = (d.linear_num_key_heads, d.linear_key_head_dim, d.linear_num_value_heads, d.linear_value_head_dim)
         if self.fused:
-            o = gated_delta_fused(qkv, a_logits, b_logits, self.A_log, self.dt_bias, d.linear_num_key_heads,
-                                  d.linear_key_head_dim, d.linear_num_value_heads, d.linear_value_head_dim)
+            o = gated_delta_fused(qkv, a_logits, b_logits, self.A_log, self.dt_bias, *heads)
         else:
-            q, k, v = torch.split(qkv, [d.key_dim, d.key_dim, d.value_dim], dim=-1)
-            q = q.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim)
-            k = k.reshape(b, t, d.linear_num_key_heads, d.linear_key_head_dim)
-            v = v.reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim)
-            g, beta = gates(a_logits, b_logits, self.A_log, self.dt_bias)
-            o = gated_delta(q, k, v, g, beta)                               # [B, T, Hv, Dv]
+            o = gated_delta(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias))
+        # o: [B, T, Hv, Dv]
         z = z.reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim)
         o = rms_norm(o, self.norm.weight, d.rms_norm_eps, 0.0) * F.silu(z)
         return self.out_proj(o.reshape(b, t, d.value_dim))

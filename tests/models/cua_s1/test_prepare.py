@@ -181,8 +181,7 @@ def test_prompts_encoded_in_a_frame_are_the_whole_strings_ids(tok):
     states = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(300)]
     rows = [prepare_rows(body(state), tok)[1][0] for state in states]
     assert rows == [tok.encode(prompts(body(state))[0]) for state in states]
-    (parts,) = tok._frames[(cua._HEAD, cua._TAIL)]
-    assert parts is not None                                      # the frame is in use, not the fallback
+    assert tok._frames[(cua._HEAD, cua._TAIL)] is not None                                      # the frame is in use, not the fallback
 
 
 def test_encode_framed_falls_back_to_whole_strings_where_a_cut_could_merge(tok):
@@ -190,7 +189,7 @@ def test_encode_framed_falls_back_to_whole_strings_where_a_cut_could_merge(tok):
     "abc"); a frame whose first check fails is too."""
     bodies = ["cancel", "ed the form", " a"]
     assert tok.encode_framed("Click the butt", bodies, " now") == [tok.encode("Click the butt%s now" % b) for b in bodies]
-    assert tok._frames[("Click the butt", " now")] == (None,)
+    assert tok._frames[("Click the butt", " now")] is None
     assert tok.encode_framed("Click the butt", bodies, " now") == [tok.encode("Click the butt%s now" % b) for b in bodies]
 
 
