@@ -11,7 +11,9 @@ as the last answered. A minimal asyncio HTTP client keeps the load generator che
 spread over several processes (`--procs`) so the generator is not what is measured.
 Reports p50/p95/p99 (nearest rank), requests/s, decisions/s (questions answered per second),
 errors by status, and the median of each Server-Timing stage; `--per-request` also keeps each
-request's workload line, latency and status.
+request's workload line, latency and status. Where the server's `/metrics` answers, each pass
+also reports its forward passes, rows and padding tokens per pass (the counters' change over the
+pass): how the load was batched, which latency alone does not show.
 """
 from __future__ import annotations
 
@@ -24,7 +26,12 @@ import os
 import statistics
 import sys
 import time
+import urllib.request
 from urllib.parse import urlparse
+
+# Prometheus series summed over models: forward passes, rows, padding tokens (app/metrics.py).
+BATCH_SERIES = {"omni_batch_rows_count": "batches", "omni_batch_rows_sum": "rows",
+                "omni_batch_padding_tokens_sum": "padding_tokens"}
 
 
 def nearest_rank(values: list[float], q: float) -> float:
@@ -76,8 +83,33 @@ def _proc(args):
     return asyncio.run(main())
 
 
+def batch_counters(url: str) -> dict | None:
+    """The server's batch counters now, or None where /metrics does not answer."""
+    try:
+        text = urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10).read().decode()
+    except (OSError, ValueError):
+        return None
+    totals = dict.fromkeys(BATCH_SERIES.values(), 0.0)
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        if name in BATCH_SERIES:
+            totals[BATCH_SERIES[name]] += float(rest.rpartition(" ")[2])
+    return totals
+
+
+def batching(before: dict | None, after: dict | None) -> dict:
+    """What the server's forward passes did between two `batch_counters` readings."""
+    if before is None or after is None:
+        return {}
+    d = {k: after[k] - before[k] for k in after}
+    n = d["batches"]
+    return {"batches": int(n), "rows_per_batch": d["rows"] / n if n else float("nan"),
+            "padding_tokens_per_batch": d["padding_tokens"] / n if n else float("nan")}
+
+
 def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool = False):
     u = urlparse(url)
+    counters = batch_counters(url)
     per_client = max(1, requests // concurrency)
     procs = max(1, min(procs, concurrency))
     split = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
@@ -101,7 +133,8 @@ def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool 
            "wall_s": wall, "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
            "p99_ms": nearest_rank(lat, 99), "mean_ms": statistics.fmean(lat) if lat else float("nan"),
            "requests_per_s": len(ok) / wall, "decisions_per_s": sum(r[2] for r in ok) / wall,
-           "server_timing_p50_ms": {k: statistics.median(v) for k, v in stages.items()}}
+           "server_timing_p50_ms": {k: statistics.median(v) for k, v in stages.items()},
+           **batching(counters, batch_counters(url))}
     if per_request:     # [workload line, ms, status], in completion order within each client
         out["per_request"] = [[r[4], round(r[0] * 1000.0, 3), r[1]] for r in results]
     return out
@@ -140,9 +173,10 @@ def main(argv=None):
             passes = [run_pass(args.url, bodies, c, n, args.procs, pool, args.per_request) for _ in range(2)]
             report["levels"].append({"concurrency": c, "passes": passes})
             for p in passes:
-                print("c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s"
+                print("c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s%s"
                       % (c, p["p50_ms"], p["p95_ms"], p["p99_ms"], p["requests_per_s"], p["decisions_per_s"],
-                         p["errors"] or 0), flush=True)
+                         p["errors"] or 0, "  %.1f rows/pass" % p["rows_per_batch"] if "rows_per_batch" in p else ""),
+                      flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)

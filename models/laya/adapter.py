@@ -39,11 +39,14 @@ class LayaAdapter:
         longest = max(len(r.ids) for r in rows)
         k_cols = max(2, max(len(r.markers) for r in rows))
         total = n
+        multiple = self.pad_to
         if static:
             # Few distinct shapes, so captured CUDA graphs get reused: rows and marker columns
-            # to powers of two, length to a multiple of 64. Filler rows attend to one pad token.
+            # to powers of two, length to a multiple that shrinks as rows grow (static_multiple).
+            # Filler rows attend to one pad token.
             total, k_cols = _pow2(n), _pow2(k_cols)
-        length = self.padded_length(longest, 64 if static else self.pad_to)
+            multiple = static_multiple(total, self.pad_to)
+        length = self.padded_length(longest, multiple)
         ids = np.full((total, length), self.pad_id, dtype=np.int64)
         att = np.zeros((total, length), dtype=np.int64)
         att[n:, 0] = 1
@@ -75,6 +78,15 @@ class LayaAdapter:
             out.append((logits[start:end], act[start:end], calibrated[start:end]))
             start = end
         return out
+
+
+def static_multiple(rows: int, pad_to: int, padding_budget: int = 256) -> int:
+    """The length multiple of a bucketed batch of `rows` rows: 64 tokens for up to 4 rows, then
+    halving as rows double, down to `pad_to`, so rounding adds at most ~`padding_budget` tokens
+    to a pass. A pass of a few rows is launch-bound, so padding it costs little and coarse
+    buckets mean fewer graphs to capture; at 16 rows the forward is mostly arithmetic, and every
+    padded column is paid for 16 times."""
+    return max(pad_to, min(64, padding_budget // max(1, rows)))
 
 
 def _pow2(n: int) -> int:

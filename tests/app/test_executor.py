@@ -315,10 +315,22 @@ def test_a_non_finite_row_fails_only_its_own_request_in_a_batch(pipeline_english
         assert got["answers"] == pipeline_english(bodies[i])["answers"]
 
 
+def test_bucketed_length_multiple_shrinks_as_rows_grow():
+    """Length buckets: 64 tokens up to 4 rows, then at most ~256 padded tokens a pass, never
+    finer than the adapter's own multiple."""
+    from models.laya.adapter import LayaAdapter, static_multiple
+
+    assert [static_multiple(r, 16) for r in (1, 2, 4, 8, 16, 32)] == [64, 64, 64, 32, 16, 16]
+    adapter = LayaAdapter(pad_id=0, calibration={}, pad_to=16)
+    assert adapter.padded_length(92, static_multiple(1, 16)) == 128
+    assert adapter.padded_length(92, static_multiple(16, 16)) == 96
+    assert adapter.padded_length(500, static_multiple(1, 16)) == 512      # capped at max_len
+
+
 def test_bucketed_shapes_change_no_answer(pipeline_english):
     """The static (CUDA-graph) layout pads rows, length and marker columns to buckets; filler
     rows and columns never change a real row's numbers."""
-    from models.laya.adapter import _pow2
+    from models.laya.adapter import _pow2, static_multiple
 
     bodies = [{"state": s, "questions": q} for _, s, q in CASES[:7]]
     model, session = pipeline_english.model, pipeline_english.session
@@ -328,7 +340,7 @@ def test_bucketed_shapes_change_no_answer(pipeline_english):
     static = model.adapter.pack(works, static=True)
     n = sum(len(w) for w in works)
     ids = static.feeds["input_ids"]
-    assert ids.shape[0] == _pow2(n) > n and ids.shape[1] % 64 == 0
+    assert ids.shape[0] == _pow2(n) > n and ids.shape[1] % static_multiple(ids.shape[0], 16) == 0
     assert static.feeds["marker_mask"].shape[1] in (2, 4, 8, 16, 32)
     assert static.real_tokens == plain.real_tokens
     a = model.adapter.unpack(session.run(None, plain.feeds), works, plain)

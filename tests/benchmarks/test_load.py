@@ -26,4 +26,7 @@ def test_load_report_with_per_request_records(server, tmp_path, capsys):
             assert sorted(r[0] for r in p["per_request"]) == [0, 0, 1, 1, 2, 2]     # each line twice
             assert all(r[2] == 200 and r[1] > 0 for r in p["per_request"])
             assert p["p50_ms"] <= p["p99_ms"] and set(p["server_timing_p50_ms"]) >= {"prepare", "infer", "total"}
+            # The server's counters over the pass: each of its 6 requests has 2 rows, in 1-6 passes.
+            assert 1 <= p["batches"] <= 6 and p["rows_per_batch"] * p["batches"] == 12
+            assert p["padding_tokens_per_batch"] >= 0
     assert "c=2" in capsys.readouterr().out
