@@ -152,6 +152,8 @@ def main() -> None:
     for tokens in (139, 218, 292):
         sets["cua_%d.jsonl" % tokens] = cua_requests(32, tokens, tokens, tok)
     sets["open_jev_noul.jsonl"] = open_jev_noul(48, 80, 3399, 7, tok)
+    # The same prompts for the 27B: both variants frame a candidate alike (models.open_jev.prepare).
+    sets["open_jev_noul_27b.jsonl"] = [dict(b, model="open-jev-27b-v1.1") for b in sets["open_jev_noul.jsonl"]]
     for q in (1, 4, 16):
         sets["clef_%dq.jsonl" % q] = clef_requests(32, q, 20 + q)
     for name, rows in sets.items():

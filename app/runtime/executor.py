@@ -2,8 +2,8 @@
 
 Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees
 up, the thread takes the oldest waiting job and every later job of the same model that the
-model's adapter says may share its forward pass, within the row and padded-token budgets, packs
-them into one batch, runs it, and completes each caller's future on its event loop. A job
+model's adapter says may share its forward pass, within the row and padded-token budgets (and,
+with `batch_split_rows`, half of what waits), packs them into one batch, runs it, and completes each caller's future on its event loop. A job
 cancelled before dispatch (deadline, disconnect) is dropped without running. A batch that raises
 fails only its own jobs; a session that cannot be created makes its model FAILED.
 """
@@ -165,6 +165,9 @@ class Executor:
         key = adapter.compatible(head.prepared)
         jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
         s = self.settings
+        limit = s.max_batch_rows
+        if s.batch_split_rows:
+            limit = min(limit, self._split_limit(head, key, s.batch_split_rows))
         keep: list[Job] = []
         while self._queue:
             job = self._queue.popleft()
@@ -173,13 +176,27 @@ class Executor:
                 continue
             if job.slot is head.slot and adapter.compatible(job.prepared) == key:
                 r, l = rows + job.prepared.rows, max(longest, job.prepared.longest)
-                if r <= s.max_batch_rows and r * l <= s.max_batch_tokens:
+                if r <= limit and r * l <= s.max_batch_tokens:
                     jobs.append(job)
                     rows, longest = r, l
                     continue
             keep.append(job)
         self._queue.extendleft(reversed(keep))
         return jobs
+
+    def _split_limit(self, head: Job, key, split: int) -> int:
+        """Rows this pass may take when `batch_split_rows` is on: half of the rows waiting for
+        the head's model (never fewer than `split`) once at least 2 × `split` wait.
+        Taking everything at once (closed-loop clients that all wait on one pass) leaves the
+        device idle while the event loop answers the whole batch and reads the next requests,
+        and the GPU then gets them all back in one pass again: at c=16 on the H200 Laya held
+        ~12 rows a pass and 1,424-1,645 requests/s, against 1,911 with passes of 8 (2026-11-30)."""
+        adapter = head.slot.model.adapter
+        waiting = head.prepared.rows + sum(j.prepared.rows for j in self._queue if not j.cancelled
+                                           and j.slot is head.slot and adapter.compatible(j.prepared) == key)
+        if waiting < 2 * split:
+            return waiting
+        return max(split, -(-waiting // 2))
 
     def _execute(self, jobs: list[Job]) -> None:
         slot = jobs[0].slot

@@ -145,6 +145,29 @@ def test_budgets_keep_fifo_order(english, harness):
     assert all(info.rows <= 4 for info, _ in h.batches)
 
 
+@pytest.mark.parametrize("split, sizes", [(0, [8]), (2, [4, 2, 2]), (3, [4, 4]), (5, [8])])
+def test_split_takes_half_of_what_waits_in_order(english, harness, pipeline_english, split, sizes):
+    """OMNI_BATCH_SPLIT_ROWS: with ≥ 2 × split rows waiting, a pass takes half (≥ split), oldest
+    first; the rest run in the next pass, and every request still gets its own answers."""
+    h = harness([english[1]], batch_split_rows=split)
+    slot = h.slot("english")
+    bodies = [{"state": "ticket %d: I was charged twice" % i,
+               "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}} for i in range(8)]
+
+    async def main():
+        with h.executor._cv:     # all 8 one-row requests wait before the thread takes any
+            jobs = [h.executor.submit(slot, slot.model.prepare(b)) for b in bodies]
+        return jobs, [await j.future for j in jobs]
+
+    jobs, outputs = asyncio.run(main())
+    assert [info.rows for info, _ in h.batches] == sizes
+    assert [j for _, batch in h.batches for j in batch] == jobs                   # FIFO
+    for body, job, output in zip(bodies, jobs, outputs):
+        got = slot.model.finish(job.prepared, output, "reference", "english")["answers"]["refund"]
+        alone = pipeline_english(body)["answers"]["refund"]
+        assert got["type"] == "noul" and abs(got["noul"] - alone["noul"]) <= 1e-4      # rounded to 4 places
+
+
 def test_queue_full_is_overloaded(english, harness):
     h = harness([english[1]], queue_size=2)
     slot = h.slot("english")
