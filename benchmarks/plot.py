@@ -17,28 +17,29 @@ import os
 STAGES = ("decode", "prepare", "queue", "infer", "finish")
 
 
-def summarize(results: dict) -> list[dict]:
-    """One row per concurrency level: the last measured pass's figures."""
+def summarize(results: dict, label: str | None = None) -> list[dict]:
+    """One row per concurrency level: the last measured pass's figures. `label` replaces the
+    file's own (the load's `--label`, often a long server description)."""
     rows = []
     for level in results["levels"]:
         last = level["passes"][-1]
         timing = last.get("server_timing_p50_ms") or {}
-        rows.append({"label": results.get("label") or results.get("workload", "?"), "c": level["concurrency"],
+        rows.append({"label": label or results.get("label") or results.get("workload", "?"), "c": level["concurrency"],
                      "p50": last["p50_ms"], "p95": last["p95_ms"], "rps": last["requests_per_s"],
                      "dps": last["decisions_per_s"], "stages": {s: timing.get(s, 0.0) for s in STAGES}})
     return rows
 
 
-def plot(files: list[str], out: str, title: str) -> list[dict]:
+def plot(files: list[str], out: str, title: str, labels: list[str] | None = None) -> list[dict]:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
     series = []
-    for path in files:
+    for i, path in enumerate(files):
         with open(path, encoding="utf-8") as f:
-            series.append(summarize(json.load(f)))
+            series.append(summarize(json.load(f), labels[i] if labels else None))
     fig, (lat, thr, stage) = plt.subplots(1, 3, figsize=(16, 4.6))
     for rows in series:
         cs = [r["c"] for r in rows]
@@ -77,8 +78,12 @@ def main(argv=None) -> None:
     ap.add_argument("files", nargs="+", help="benchmarks/load.py result files, one per workload")
     ap.add_argument("--out", required=True, help="PNG to write")
     ap.add_argument("--title", default="")
+    ap.add_argument("--labels", help="comma-separated names for the files, in order (default: each file's label)")
     args = ap.parse_args(argv)
-    for r in plot(args.files, args.out, args.title):
+    labels = args.labels.split(",") if args.labels else None
+    if labels is not None and len(labels) != len(args.files):
+        ap.error("--labels names %d series for %d files" % (len(labels), len(args.files)))
+    for r in plot(args.files, args.out, args.title, labels):
         print("%-22s c=%-3d p50 %8.2f  p95 %8.2f  %8.1f decisions/s" % (r["label"], r["c"], r["p50"], r["p95"], r["dps"]))
 
 

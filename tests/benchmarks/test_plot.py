@@ -26,3 +26,11 @@ def test_plot_writes_a_png(tmp_path):
     bars = plot.plot([str(RESULT), str(RESULT)], str(out), "two copies")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(bars) == 2 * len(json.loads(RESULT.read_text())["levels"])
+
+
+def test_labels_name_the_series(tmp_path, capsys):
+    out = tmp_path / "named.png"
+    plot.main([str(RESULT), str(RESULT), "--out", str(out), "--labels", "before,after"])
+    printed = capsys.readouterr().out
+    assert out.exists() and "before" in printed and "after" in printed
+    assert plot.summarize(json.loads(RESULT.read_text()), "x")[0]["label"] == "x"
