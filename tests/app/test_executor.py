@@ -339,15 +339,16 @@ def test_a_non_finite_row_fails_only_its_own_request_in_a_batch(pipeline_english
 
 
 def test_bucketed_length_multiple_shrinks_as_rows_grow():
-    """Length buckets: 64 tokens up to 4 rows, then at most ~256 padded tokens a pass, never
-    finer than the adapter's own multiple."""
+    """Length buckets: 64 tokens up to 4 rows; beyond, ~256 padded tokens a pass or 1/8 of the
+    longest row, whichever is more; never finer than the adapter's own multiple."""
     from models.laya.adapter import LayaAdapter, static_multiple
 
-    assert [static_multiple(r, 16) for r in (1, 2, 4, 8, 16, 32)] == [64, 64, 64, 32, 16, 16]
+    assert [static_multiple(r, 92, 16) for r in (1, 2, 4, 8, 16, 32)] == [64, 64, 64, 32, 16, 16]
+    assert [static_multiple(16, n, 16) for n in (92, 200, 300, 512)] == [16, 16, 32, 64]
     adapter = LayaAdapter(pad_id=0, calibration={}, pad_to=16)
-    assert adapter.padded_length(92, static_multiple(1, 16)) == 128
-    assert adapter.padded_length(92, static_multiple(16, 16)) == 96
-    assert adapter.padded_length(500, static_multiple(1, 16)) == 512      # capped at max_len
+    assert adapter.padded_length(92, static_multiple(1, 92, 16)) == 128
+    assert adapter.padded_length(92, static_multiple(16, 92, 16)) == 96
+    assert adapter.padded_length(500, static_multiple(1, 500, 16)) == 512      # capped at max_len
 
 
 def test_bucketed_shapes_change_no_answer(pipeline_english):
@@ -363,7 +364,8 @@ def test_bucketed_shapes_change_no_answer(pipeline_english):
     static = model.adapter.pack(works, static=True)
     n = sum(len(w) for w in works)
     ids = static.feeds["input_ids"]
-    assert ids.shape[0] == _pow2(n) > n and ids.shape[1] % static_multiple(ids.shape[0], 16) == 0
+    longest = max(len(r.ids) for w in works for r in w)
+    assert ids.shape[0] == _pow2(n) > n and ids.shape[1] % static_multiple(ids.shape[0], longest, 16) == 0
     assert static.feeds["marker_mask"].shape[1] in (2, 4, 8, 16, 32)
     assert static.real_tokens == plain.real_tokens
     a = model.adapter.unpack(session.run(None, plain.feeds), works, plain)
