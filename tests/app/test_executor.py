@@ -93,12 +93,16 @@ def test_batches_never_mix_models_and_route_results(two_models):
                 slot = h.slot("english" if i % 2 == 0 else "multilingual")
                 prepared = slot.model.prepare(body)
                 work.append((slot, body, prepared, h.executor.submit(slot, prepared)))
-        return [(slot, body, p, await job.future) for slot, body, p, job in work]
+        return work, [(slot, body, p, await job.future) for slot, body, p, job in work]
 
-    results = asyncio.run(main())
-    assert any(info.size > 1 for info, _ in h.batches)          # it did batch across requests
-    for info, jobs in h.batches:
-        assert len({j.slot.name for j in jobs}) == 1 and info.model == jobs[0].slot.name
+    work, results = asyncio.run(main())
+    # Grouped by each job's batch (set before its future resolves; on_batch may come later).
+    passes: dict[int, list] = {}
+    for slot, _, _, job in work:
+        passes.setdefault(id(job.batch), []).append((slot, job.batch))
+    assert any(len(p) > 1 for p in passes.values())               # it did batch across requests
+    for members in passes.values():
+        assert {slot.name for slot, _ in members} == {members[0][1].model}
     for slot, body, p, output in results:
         logits, act, *_ = output
         assert logits.shape[0] == p.rows                       # each request got its own rows
@@ -123,8 +127,7 @@ def test_cancelled_before_dispatch_is_skipped(english, harness):
 
     first, dropped, third = asyncio.run(main())
     assert dropped.dispatched == 0.0 and dropped.batch is None
-    served = [j for _, jobs in h.batches for j in jobs]
-    assert dropped not in served and first in served and third in served
+    assert first.batch is not None and third.batch is not None     # set before their futures resolve
 
 
 def test_budgets_keep_fifo_order(english, harness):
@@ -140,9 +143,10 @@ def test_budgets_keep_fifo_order(english, harness):
         return jobs
 
     jobs = asyncio.run(main())
-    order = [j for _, batch in h.batches for j in batch]
-    assert order == jobs                                             # FIFO
-    assert all(info.rows <= 4 for info, _ in h.batches)
+    # Each job's batch is set before its future resolves (on_batch may run after the await).
+    starts = [j.batch.started for j in jobs]
+    assert starts == sorted(starts)                                  # FIFO
+    assert all(j.batch.rows <= 4 for j in jobs)
 
 
 @pytest.mark.parametrize("split, sizes", [(0, [8]), (2, [4, 2, 2]), (3, [4, 4]), (5, [8])])
@@ -160,8 +164,13 @@ def test_split_takes_half_of_what_waits_in_order(english, harness, pipeline_engl
         return jobs, [await j.future for j in jobs]
 
     jobs, outputs = asyncio.run(main())
-    assert [info.rows for info, _ in h.batches] == sizes
-    assert [j for _, batch in h.batches for j in batch] == jobs                   # FIFO
+    # Each job's batch is set before its future resolves (on_batch may run after the await).
+    passes = list(dict.fromkeys(id(j.batch) for j in jobs))                     # in submission order
+    infos = {id(j.batch): j.batch for j in jobs}
+    assert [infos[p].rows for p in passes] == sizes
+    ids = [id(j.batch) for j in jobs]
+    assert ids == sorted(ids, key=passes.index)                    # FIFO: each pass a run of jobs
+    assert [infos[p].started for p in passes] == sorted(infos[p].started for p in passes)
     for body, job, output in zip(bodies, jobs, outputs):
         got = slot.model.finish(job.prepared, output, "reference", "english")["answers"]["refund"]
         alone = pipeline_english(body)["answers"]["refund"]
