@@ -26,8 +26,9 @@ import os
 import statistics
 import sys
 import time
-import urllib.request
 from urllib.parse import urlparse
+
+from benchmarks import scrape
 
 # Prometheus series summed over models: forward passes, rows, padding tokens (app/metrics.py).
 BATCH_SERIES = {"omni_batch_rows_count": "batches", "omni_batch_rows_sum": "rows",
@@ -86,15 +87,10 @@ def _proc(args):
 def batch_counters(url: str) -> dict | None:
     """The server's batch counters now, or None where /metrics does not answer."""
     try:
-        text = urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10).read().decode()
+        found = scrape.totals(url, BATCH_SERIES)
     except (OSError, ValueError):
         return None
-    totals = dict.fromkeys(BATCH_SERIES.values(), 0.0)
-    for line in text.splitlines():
-        name, _, rest = line.partition("{")
-        if name in BATCH_SERIES:
-            totals[BATCH_SERIES[name]] += float(rest.rpartition(" ")[2])
-    return totals
+    return {BATCH_SERIES[name]: value for name, value in found.items()}
 
 
 def batching(before: dict | None, after: dict | None) -> dict:

@@ -34,8 +34,8 @@ import sys
 import tempfile
 import time
 
-import httpx
 
+from benchmarks import scrape
 from benchmarks.local_server import ROOT, run_server
 
 
@@ -191,9 +191,7 @@ def _thread_ticks(pid: int) -> dict[int, int]:
 
 def _served(url: str) -> float:
     """Requests the server has answered on /v1/systemone, from its own counter."""
-    text = httpx.get(url + "/metrics", timeout=10).text
-    return sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
-               if line.startswith("omni_requests_total{") and 'route="/v1/systemone"' in line)
+    return scrape.totals(url, ["omni_requests_total"], {"route": "/v1/systemone"})["omni_requests_total"]
 
 
 def cpu_per_request(pid: int, url: str, seconds: float) -> dict:

@@ -3,9 +3,10 @@
 Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees
 up, the thread takes the oldest waiting job and every later job of the same model that the
 model's adapter says may share its forward pass, within the row and padded-token budgets (and,
-with `batch_split_rows`, half of what waits), packs them into one batch, runs it, and completes each caller's future on its event loop. A job
-cancelled before dispatch (deadline, disconnect) is dropped without running. A batch that raises
-fails only its own jobs; a session that cannot be created makes its model FAILED.
+with `batch_split_rows`, half of what waits), packs them into one batch, runs it, and completes
+each caller's future on its event loop. A job cancelled before dispatch (deadline, disconnect) is
+dropped without running. A batch that raises fails only its own jobs; a session that cannot be
+created makes its model FAILED.
 """
 from __future__ import annotations
 
@@ -163,18 +164,23 @@ class Executor:
         head = self._queue.popleft()
         adapter = head.slot.model.adapter
         key = adapter.compatible(head.prepared)
-        jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
-        s = self.settings
-        limit = s.max_batch_rows
-        if s.batch_split_rows:
-            limit = min(limit, self._split_limit(head, key, s.batch_split_rows))
-        keep: list[Job] = []
+        # One look at each waiting job: dropped if cancelled, else whether it may share this pass.
+        waiting: list[tuple[Job, bool]] = []
         while self._queue:
             job = self._queue.popleft()
             if job.cancelled:
                 self._drop(job)
-                continue
-            if job.slot is head.slot and adapter.compatible(job.prepared) == key:
+            else:
+                waiting.append((job, job.slot is head.slot and adapter.compatible(job.prepared) == key))
+        s = self.settings
+        limit = s.max_batch_rows
+        if s.batch_split_rows:
+            same = head.prepared.rows + sum(job.prepared.rows for job, fits in waiting if fits)
+            limit = min(limit, split_limit(same, s.batch_split_rows))
+        jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
+        keep: list[Job] = []
+        for job, fits in waiting:
+            if fits:
                 r, l = rows + job.prepared.rows, max(longest, job.prepared.longest)
                 if r <= limit and r * l <= s.max_batch_tokens:
                     jobs.append(job)
@@ -183,20 +189,6 @@ class Executor:
             keep.append(job)
         self._queue.extendleft(reversed(keep))
         return jobs
-
-    def _split_limit(self, head: Job, key, split: int) -> int:
-        """Rows this pass may take when `batch_split_rows` is on: half of the rows waiting for
-        the head's model (never fewer than `split`) once at least 2 × `split` wait.
-        Taking everything at once (closed-loop clients that all wait on one pass) leaves the
-        device idle while the event loop answers the whole batch and reads the next requests,
-        and the GPU then gets them all back in one pass again: at c=16 on the H200 Laya held
-        ~12 rows a pass and 1,424-1,645 requests/s, against 1,911 with passes of 8 (2026-11-30)."""
-        adapter = head.slot.model.adapter
-        waiting = head.prepared.rows + sum(j.prepared.rows for j in self._queue if not j.cancelled
-                                           and j.slot is head.slot and adapter.compatible(j.prepared) == key)
-        if waiting < 2 * split:
-            return waiting
-        return max(split, -(-waiting // 2))
 
     def _execute(self, jobs: list[Job]) -> None:
         slot = jobs[0].slot
@@ -288,6 +280,18 @@ def _fail(pairs: list) -> None:
     for future, error in pairs:
         if not future.done():
             future.set_exception(error)
+
+
+def split_limit(waiting: int, split: int) -> int:
+    """Rows a pass may take when `batch_split_rows` is on and `waiting` rows wait for its model:
+    half of them (never fewer than `split`) once at least 2 × `split` wait, else all.
+    Taking everything at once (closed-loop clients that all wait on one pass) leaves the device
+    idle while the event loop answers the whole batch and reads the next requests, and the GPU
+    then gets them all back in one pass again: at c=16 on the H200 Laya held ~12 rows a pass and
+    1,424-1,645 requests/s, against 1,911 with passes of 8 (2026-11-30)."""
+    if waiting < 2 * split:
+        return waiting
+    return max(split, -(-waiting // 2))
 
 
 def _capture_totals(session) -> tuple[int, float]:

@@ -110,8 +110,7 @@ for s in $SERVERS; do
   python3 -m benchmarks.loop_profile --url http://127.0.0.1:$port --pid ${pids[$((i - 1))]} --no-spy --seconds 8 \
     --out "$OUT/cpu_$(name "$s").json" | head -2 || echo "CPU per request: failed on $s"
   # The server's own counters after its load (batch sizes, captures, stage latencies).
-  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' \
-    http://127.0.0.1:$port/metrics > "$OUT/metrics_$(name "$s").txt" || true
+  python3 -m benchmarks.scrape http://127.0.0.1:$port > "$OUT/metrics_$(name "$s").txt" || true
 done
 [ ${#pids[@]} -eq 0 ] || { kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true; }
 if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy from .whl: pip's --target bin)

@@ -119,8 +119,7 @@ PY
       --concurrency ${CONCURRENCY:-1,16} --requests ${REQUESTS:-200} --out "$out" --label "$w${tag#$family}" \
       ${LOAD_ARGS:-}
   done
-  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' \
-    http://127.0.0.1:18081/metrics > "$OUT/metrics-$tag.txt" || true
+  python3 -m benchmarks.scrape http://127.0.0.1:18081 > "$OUT/metrics-$tag.txt" || true
   # What the captured graphs hold, after every workload ran.
   nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee -a "$OUT/gpu_mem_serving-$tag.txt"
   kill $S; wait $S 2>/dev/null || true

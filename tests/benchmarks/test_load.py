@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import httpx
+
 from benchmarks import load
 
 
@@ -30,3 +32,16 @@ def test_load_report_with_per_request_records(server, tmp_path, capsys):
             assert 1 <= p["batches"] <= 6 and p["rows_per_batch"] * p["batches"] == 12
             assert p["padding_tokens_per_batch"] >= 0
     assert "c=2" in capsys.readouterr().out
+
+
+def test_scraped_counters_count_what_was_served(server):
+    """benchmarks.scrape sums a sample over the series whose labels match (loop_profile's count
+    of answered decisions); a label value nobody has sums to 0."""
+    from benchmarks import loop_profile, scrape
+
+    before = loop_profile._served(server.url)
+    for _ in range(3):
+        assert httpx.post(server.url + "/v1/systemone", json={
+            "state": "refund please", "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}).status_code == 200
+    assert loop_profile._served(server.url) - before == 3
+    assert scrape.totals(server.url, ["omni_requests_total"], {"route": "/nowhere"}) == {"omni_requests_total": 0.0}
