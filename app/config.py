@@ -45,10 +45,6 @@ class Settings:
     # ONNX Runtime's CUDA attention backends (bitmask); 19 = flash | memory-efficient | unfused,
     # no cuDNN: cuDNN builds a plan per new shape (H200, Laya c=64: p99 552 -> 75 ms). 0: ORT's choice.
     cuda_sdpa_kernel: int = 19
-    # The attention backends of captured CUDA graphs, where a model's GraphPolicy allows them a
-    # session of their own (a second copy of its weights): a captured shape is one of a bounded
-    # set, so cuDNN's plan per shape is paid once, at capture. -1: no second session.
-    cuda_graph_sdpa_kernel: int = -1
     # ONNX Runtime's GatedDeltaNet engine (ORT_GDN_PLAN, read as each session is built; Qwen3.5
     # families): chunked_split hoists the state-free work out of the sequential scan and halves
     # the value blocks, so one row fills the GPU (H200, Cua-S1 1 x 218: 9.5 -> 8.4 ms; HTTP c=1
@@ -65,8 +61,6 @@ class Settings:
                      "fatal_after_failures"):
             if getattr(self, name) <= 0:
                 raise ValueError("%s must be positive" % name)
-        if self.cuda_graph_sdpa_kernel < -1:
-            raise ValueError("cuda_graph_sdpa_kernel must be -1 (no second session), 0 or a backend bitmask")
         if self.batch_split_rows < 0:
             raise ValueError("batch_split_rows must be 0 (off) or positive")
 

@@ -26,9 +26,6 @@ class GraphPolicy:
 
     capture_after: int = 1      # sightings of a shape before it is captured (1: the first)
     max_tokens: int = 0         # rows × longest row above which a batch runs uncaptured; 0: no bound
-    # Whether the weights are small enough to hold twice, so that captured shapes may run in a
-    # session of their own with other attention kernels (OMNI_CUDA_GRAPH_SDPA_KERNEL).
-    own_session: bool = False
 
 
 @dataclass

@@ -135,12 +135,10 @@ class Executor:
             # The model's policy says which shapes are worth a CUDA graph (models.base.GraphPolicy).
             policy = slot.model.cuda_graphs
             graphs = self.settings.cuda_graphs if policy is not None else 0
-            own = policy is not None and policy.own_session and self.settings.cuda_graph_sdpa_kernel >= 0
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs, self.settings.cuda_sdpa_kernel,
                                    capture_after=policy.capture_after if policy is not None else 1,
-                                   gdn_plan=self.settings.cuda_gdn_plan,
-                                   graph_sdpa_kernel=self.settings.cuda_graph_sdpa_kernel if own else None)
+                                   gdn_plan=self.settings.cuda_gdn_plan)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc

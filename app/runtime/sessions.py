@@ -34,14 +34,10 @@ class GraphRunner:
     that, and past `max_graphs` shapes, it runs bound but uncaptured, graph id -1).
     """
 
-    def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda",
-                 uncaptured=None):
+    def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda"):
         import onnxruntime as ort
 
         self.ort, self.session, self.device_id, self.max_graphs = ort, session, device_id, max_graphs
-        # A second session (other attention kernels, no graphs) for the shapes not captured:
-        # `create(graph_sdpa_kernel=...)`. None: they run on `session`, bound but uncaptured.
-        self.uncaptured = uncaptured
         self.device = device      # where inputs and outputs are bound ("cpu" only in tests: no capture)
         self.capture_after = max(1, capture_after)
         self.outputs = [o.name for o in session.get_outputs()]
@@ -88,8 +84,6 @@ class GraphRunner:
 
     def run_uncaptured(self, output_names, feeds: dict):
         """One run at the feeds' own shapes, neither captured nor replayed (graph id -1)."""
-        if self.uncaptured is not None:
-            return self.uncaptured.run(output_names or None, feeds)
         io, _, options = self._binding(feeds, -1)
         self.session.run_with_iobinding(io, options)
         return [value.numpy() for value in io.get_outputs()]
@@ -146,14 +140,11 @@ def _cuda_available(ort) -> bool:
 
 
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
-           sdpa_kernel: int = 0, capture_after: int = 1, gdn_plan: str = "auto",
-           graph_sdpa_kernel: int | None = None) -> SessionInfo:
+           sdpa_kernel: int = 0, capture_after: int = 1, gdn_plan: str = "auto") -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
     which sighting a shape is captured (GraphRunner). `sdpa_kernel`: the CUDA provider's attention
     backends (bitmask: 1 flash, 2 memory-efficient, 4 TensorRT fused, 8 cuDNN flash, 16 unfused);
-    0 leaves the choice to ONNX Runtime. `gdn_plan`: the GatedDeltaNet engine (app.config).
-    `graph_sdpa_kernel` (with graphs on CUDA): captured shapes run in a session of their own with
-    these backends, and the rest in a plain session with `sdpa_kernel`; each holds the weights."""
+    0 leaves the choice to ONNX Runtime. `gdn_plan`: the GatedDeltaNet engine (app.config)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -168,27 +159,19 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
     runtime = "onnxruntime %s" % ort.__version__
     if want_cuda:
         index = int(device.split(":", 1)[1]) if ":" in device else 0
-
-        def cuda_session(graphs: bool, kernel: int):
-            cuda = {"device_id": index}
-            if graphs:
-                cuda["enable_cuda_graph"] = "1"
-            if kernel:
-                cuda["sdpa_kernel"] = str(kernel)
-            with gdn_engine(gdn_plan):
-                made = ort.InferenceSession(onnx_path, sess_options=options,
-                                            providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"])
-            if made.get_providers()[0] != "CUDAExecutionProvider":
-                raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
-            return made
-
-        if not cuda_graphs:
-            graph_sdpa_kernel = None
-        session = cuda_session(bool(cuda_graphs), sdpa_kernel if graph_sdpa_kernel is None else graph_sdpa_kernel)
+        cuda = {"device_id": index}
         if cuda_graphs:
-            plain = None if graph_sdpa_kernel is None else cuda_session(False, sdpa_kernel)
-            return SessionInfo(GraphRunner(session, index, cuda_graphs, capture_after, uncaptured=plain),
-                               "cuda:%d" % index, "CUDAExecutionProvider", runtime, static_shapes=True)
+            cuda["enable_cuda_graph"] = "1"
+        if sdpa_kernel:
+            cuda["sdpa_kernel"] = str(sdpa_kernel)
+        with gdn_engine(gdn_plan):
+            session = ort.InferenceSession(onnx_path, sess_options=options,
+                                           providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"])
+        if session.get_providers()[0] != "CUDAExecutionProvider":
+            raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
+        if cuda_graphs:
+            return SessionInfo(GraphRunner(session, index, cuda_graphs, capture_after), "cuda:%d" % index,
+                               "CUDAExecutionProvider", runtime, static_shapes=True)
         return SessionInfo(session, "cuda:%d" % index, "CUDAExecutionProvider", runtime)
     # Spinning intra-op threads burn the cores the event loop and tokenizer need.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")

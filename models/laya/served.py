@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from models.base import API_EXAMPLE, ExportedModel, GraphPolicy, Prepared
+from models.base import API_EXAMPLE, ExportedModel, Prepared
 from models.errors import InferenceFailed
 from models.laya import finish as finishing
 from models.laya.adapter import LayaAdapter
@@ -16,9 +16,6 @@ WARMUP_REQUEST = API_EXAMPLE
 
 class LayaModel(ExportedModel):
     family = "laya"
-    # Buckets make few shapes, each captured at first sight; the weights (<1 GB in fp16) may be
-    # held twice, so captured shapes can have their own attention kernels.
-    cuda_graphs = GraphPolicy(capture_after=1, own_session=True)
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):
         super().__init__(directory, manifest, "Laya decision model")

@@ -54,37 +54,6 @@ def test_first_sight_capture_and_the_cap(session):
     assert runner.sightings == {}
 
 
-class _Counting:
-    """A real session that counts its runs: which of two sessions ran a pass."""
-
-    def __init__(self, session):
-        self.session, self.runs = session, 0
-
-    def run(self, names, feeds):
-        self.runs += 1
-        return self.session.run(names, feeds)
-
-
-def test_a_second_session_runs_what_is_not_captured(session):
-    """With `uncaptured`, shapes before their capture, past the cap, and large passes run in that
-    session (plain `run`, no binding); captured shapes bind and replay in the first."""
-    plain = _Counting(session)
-    runner = sessions.GraphRunner(session, 0, max_graphs=1, capture_after=2, device="cpu", uncaptured=plain)
-    expected_plain = 0
-    for length, to_plain in ((8, True), (8, False), (8, False), (16, True), (16, True)):
-        feeds = _feeds(1, length, length)
-        (y,) = runner.run(None, feeds)
-        expected_plain += to_plain
-        np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
-        assert plain.runs == expected_plain, (length, plain.runs)
-    # 8 is captured on its second sighting; 16 finds the one graph taken and stays in `plain`.
-    assert [key[0][1] for key in runner.graphs] == [(1, 8)]
-    feeds = _feeds(32, 8, 1)
-    (y,) = runner.run_uncaptured(None, feeds)
-    np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
-    assert plain.runs == expected_plain + 1
-
-
 @pytest.mark.parametrize("rows, tokens, graph_tokens, static", [
     (4, 4 * 224, 1024, True),       # small: bucketed, may replay
     (8, 8 * 224, 1024, False),      # more tokens than the bound: own shapes, uncaptured
