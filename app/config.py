@@ -33,9 +33,6 @@ class Settings:
     max_batch_rows: int = 256               # rows of one forward pass
     max_batch_tokens: int = 131072          # rows x padded length of one forward pass
     batch_window_ms: float = 0.0            # optional wait for more work before a batch
-    # With at least twice this many rows waiting, a pass takes half of them (never fewer than
-    # this), so the loop answers one half while the device runs the other. 0: off (take all).
-    batch_split_rows: int = 0
     intra_op_threads: int = 0               # ONNX Runtime CPU threads (0: its default)
     retry_after_s: int = 1                  # Retry-After on 503 overloaded / not_ready
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
@@ -61,8 +58,6 @@ class Settings:
                      "fatal_after_failures"):
             if getattr(self, name) <= 0:
                 raise ValueError("%s must be positive" % name)
-        if self.batch_split_rows < 0:
-            raise ValueError("batch_split_rows must be 0 (off) or positive")
 
     def model_dirs(self) -> list[str]:
         """`models` with bare names (no path separator) resolved under `model_root`."""

@@ -2,8 +2,8 @@
 
 Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees
 up, the thread takes the oldest waiting job and every later job of the same model that the
-model's adapter says may share its forward pass, within the row and padded-token budgets (and,
-with `batch_split_rows`, half of what waits), packs them into one batch, runs it, and completes
+model's adapter says may share its forward pass, within the row and padded-token budgets, packs
+them into one batch, runs it, and completes
 each caller's future on its event loop. A job cancelled before dispatch (deadline, disconnect) is
 dropped without running. A batch that raises fails only its own jobs; a session that cannot be
 created makes its model FAILED.
@@ -174,9 +174,6 @@ class Executor:
                 waiting.append((job, job.slot is head.slot and adapter.compatible(job.prepared) == key))
         s = self.settings
         limit = s.max_batch_rows
-        if s.batch_split_rows:
-            same = head.prepared.rows + sum(job.prepared.rows for job, fits in waiting if fits)
-            limit = min(limit, split_limit(same, s.batch_split_rows))
         jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
         keep: list[Job] = []
         for job, fits in waiting:
@@ -280,18 +277,6 @@ def _fail(pairs: list) -> None:
     for future, error in pairs:
         if not future.done():
             future.set_exception(error)
-
-
-def split_limit(waiting: int, split: int) -> int:
-    """Rows a pass may take when `batch_split_rows` is on and `waiting` rows wait for its model:
-    half of them (never fewer than `split`) once at least 2 × `split` wait, else all.
-    Taking everything at once (closed-loop clients that all wait on one pass) leaves the device
-    idle while the event loop answers the whole batch and reads the next requests, and the GPU
-    then gets them all back in one pass again: at c=16 on the H200 Laya held ~12 rows a pass and
-    1,424-1,645 requests/s, against 1,911 with passes of 8 (2026-11-30)."""
-    if waiting < 2 * split:
-        return waiting
-    return max(split, -(-waiting // 2))
 
 
 def _capture_totals(session) -> tuple[int, float]:

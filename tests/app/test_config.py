@@ -29,7 +29,7 @@ def test_file_then_env_overrides(tmp_path):
 
 
 @pytest.mark.parametrize("env", [{"OMNI_PROFILE": "openai"}, {"OMNI_QUEUE_SIZE": "0"},
-                                 {"OMNI_MAX_BODY_BYTES": "-1"}, {"OMNI_BATCH_SPLIT_ROWS": "-2"}])
+                                 {"OMNI_MAX_BODY_BYTES": "-1"}])
 def test_invalid_settings_are_refused(env):
     with pytest.raises(ValueError):
         Settings.from_env(env)

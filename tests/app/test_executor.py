@@ -149,11 +149,11 @@ def test_budgets_keep_fifo_order(english, harness):
     assert all(j.batch.rows <= 4 for j in jobs)
 
 
-@pytest.mark.parametrize("split, sizes", [(0, [8]), (2, [4, 2, 2]), (3, [4, 4]), (5, [8])])
-def test_split_takes_half_of_what_waits_in_order(english, harness, pipeline_english, split, sizes):
-    """OMNI_BATCH_SPLIT_ROWS: with ≥ 2 × split rows waiting, a pass takes half (≥ split), oldest
-    first; the rest run in the next pass, and every request still gets its own answers."""
-    h = harness([english[1]], batch_split_rows=split)
+@pytest.mark.parametrize("max_rows, sizes", [(256, [8]), (3, [3, 3, 2]), (4, [4, 4])])
+def test_waiting_requests_fill_passes_in_order(english, harness, pipeline_english, max_rows, sizes):
+    """Requests that all wait before the thread takes any fill passes up to the row budget,
+    oldest first; the rest run in the next pass, and every request gets its own answers."""
+    h = harness([english[1]], max_batch_rows=max_rows)
     slot = h.slot("english")
     bodies = [{"state": "ticket %d: I was charged twice" % i,
                "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}} for i in range(8)]

@@ -1,0 +1,125 @@
+"""Where one executor pass's time goes, on the server's own path (GPU machine).
+
+    python -m benchmarks.gpu.pass_probe --export DIR [--rows 1,8,16,26,64] [--iters 200] [--out F]
+
+For each batch of N one-question requests, the steps the executor thread takes, timed apart over
+`--iters` passes (interleaved across batch sizes): the adapter's `pack`; for captured shapes the
+copies of the feeds into the graph's buffers, the replay, and reading the outputs back; for
+uncaptured ones the binding, the run and the outputs; then `unpack` (which calibrates). The GPU's
+own kernel time per pass comes from CUPTI (benchmarks/gpu/cupti.py), so the host's share of a
+pass is the rest. Uses the server's settings (OMNI_CUDA_GRAPH_ROWS, OMNI_CUDA_SDPA_KERNEL) and
+the same GraphRunner the executor runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+
+
+def _p50(xs: list[float]) -> float:
+    return round(statistics.median(xs), 4)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--export", required=True)
+    ap.add_argument("--rows", default="1,8,16,26,64")
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--no-kernels", action="store_true", help="skip the CUPTI pass")
+    ap.add_argument("--device", default="cuda", help="cpu: the same steps on ONNX Runtime's CPU kernels "
+                    "(a dry run of this script: the binding, no capture)")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+
+    from app.config import Settings
+    from app.runtime import sessions
+    from benchmarks.make_workloads import laya_requests
+    from models.registry import load
+
+    settings = Settings.from_env()
+    model = load(args.export)
+    if args.device == "cpu":
+        info = sessions.create(model.onnx_path, "cpu")
+        runner = sessions.GraphRunner(info.session, 0, settings.cuda_graphs, device="cpu")
+    else:
+        info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs,
+                               sdpa_kernel=settings.cuda_sdpa_kernel)
+        runner = info.session
+    cases = {}
+    for n in (int(x) for x in args.rows.split(",")):
+        works = [model.prepare(b).work for b in laya_requests(n, 1, 20 + n)]
+        static, _ = sessions.batch_runner(runner, True, n, settings.cuda_graph_rows)
+        cases[n] = (works, static)
+
+    def one(n: int, t: dict | None):
+        works, static = cases[n]
+        marks = [time.perf_counter()]
+        packed = model.adapter.pack(works, static=static)
+        marks.append(time.perf_counter())
+        feeds = packed.feeds
+        if static:
+            key = tuple((name, a.shape, a.dtype.str) for name, a in sorted(feeds.items()))
+            entry = runner.graphs.get(key)
+            if entry is None:                      # first sight: capture (warm-up only)
+                outputs = runner.run(None, feeds)
+                marks += [time.perf_counter()] * 3
+            else:
+                io, values, options = entry
+                for name, array in feeds.items():
+                    values[name].update_inplace(array)
+                marks.append(time.perf_counter())
+                runner.session.run_with_iobinding(io, options)
+                marks.append(time.perf_counter())
+                outputs = [v.numpy() for v in io.get_outputs()]
+                marks.append(time.perf_counter())
+        else:
+            io, _, options = runner._binding(feeds, -1)
+            marks.append(time.perf_counter())
+            runner.session.run_with_iobinding(io, options)
+            marks.append(time.perf_counter())
+            outputs = [v.numpy() for v in io.get_outputs()]
+            marks.append(time.perf_counter())
+        model.adapter.unpack(outputs, works, packed)
+        marks.append(time.perf_counter())
+        if t is not None:
+            for stage, a, b in zip(("pack", "feeds_in", "run", "outputs_out", "unpack"), marks, marks[1:]):
+                t[stage].append((b - a) * 1000.0)
+            t["pass"].append((marks[-1] - marks[0]) * 1000.0)
+        return packed
+
+    timings = {n: {k: [] for k in ("pack", "feeds_in", "run", "outputs_out", "unpack", "pass")} for n in cases}
+    for i in range(args.warmup + args.iters):
+        for n in cases:
+            one(n, timings[n] if i >= args.warmup else None)
+    report = {"export": args.export, "runtime": info.runtime, "graph_rows": settings.cuda_graph_rows,
+              "sdpa_kernel": settings.cuda_sdpa_kernel, "iters": args.iters, "cases": {}}
+    for n, (works, static) in cases.items():
+        packed = one(n, None)
+        row = {"captured": static, "shape": list(packed.feeds["input_ids"].shape),
+               "p50_ms": {k: _p50(v) for k, v in timings[n].items()}}
+        if not args.no_kernels and args.device != "cpu":
+            from benchmarks.gpu.cupti import gpu_kernel_times
+
+            try:
+                k = gpu_kernel_times(lambda n=n: one(n, None), iters=10, top=8)
+                row["gpu_busy_ms"], row["kernels_per_pass"], row["top_kernels"] = (
+                    k["gpu_busy_ms"], k["kernels_per_call"], k["top"])
+            except Exception as exc:             # no CUPTI: the host timings still stand
+                row["gpu_error"] = repr(exc)[:300]
+        report["cases"][str(n)] = row
+        p = row["p50_ms"]
+        print("%3d rows %-10s %s  pass %.3f ms = pack %.3f + in %.3f + run %.3f + out %.3f + unpack %.3f; GPU %s ms"
+              % (n, "captured" if static else "uncaptured", row["shape"], p["pass"], p["pack"], p["feeds_in"],
+                 p["run"], p["outputs_out"], p["unpack"], row.get("gpu_busy_ms")), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
