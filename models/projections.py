@@ -15,10 +15,15 @@ from torch import nn
 from torch.nn import functional as F
 
 
-def rows(linear: nn.Linear, x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """Outputs start..stop of `linear`, from a slice of its weight rows (and bias)."""
+def rows(linear: nn.Linear, x: torch.Tensor, start: int, stop: int,
+         order: torch.Tensor | None = None) -> torch.Tensor:
+    """Outputs start..stop of `linear`, from a slice of its weight rows (and bias); `order`, an
+    index into the slice, permutes them (a constant gather that ONNX Runtime also folds)."""
+    weight = linear.weight[start:stop]
     bias = linear.bias[start:stop] if linear.bias is not None else None
-    return F.linear(x, linear.weight[start:stop], bias)
+    if order is not None:
+        weight, bias = weight[order], (bias[order] if bias is not None else None)
+    return F.linear(x, weight, bias)
 
 
 def parts(linear: nn.Linear, x: torch.Tensor, sizes: Sequence[int], separate: bool) -> list[torch.Tensor]:

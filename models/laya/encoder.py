@@ -79,19 +79,35 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torc
     `padding` is key_bias(attention_mask, torch.float32), which the caller reuses."""
     config = encoder.config
     heads = config.num_attention_heads
-    scale = (config.hidden_size // heads) ** -0.5
-    rotate, attend, gelu = fused.kernels(attention)
+    head_dim = config.hidden_size // heads
+    scale = head_dim ** -0.5
+    attend, gelu = fused.kernels(attention)
     h = encoder.embeddings.norm(encoder.embeddings.tok_embeddings(input_ids))
     biases = {"full_attention": padding.to(h.dtype),
               "sliding_attention": (padding + window_bias(input_ids.shape[1], config.local_attention // 2,
                                                           input_ids.device)).to(h.dtype)}
+    types = layer_types(config)
+    if attention == "mha":
+        # q and k in pair order, rotated several heads to a kernel block (fused.rotary_pairs); the
+        # tiled caches are cast once here, so the graph holds one folded table per layer type.
+        group = fused.rotary_group(heads, head_dim)
+        order = torch.tensor(fused.pair_order(heads, head_dim), device=input_ids.device)
+        tables = {kind: tuple(z.repeat(1, group).to(h.dtype) for z in caches.get(kind)) for kind in set(types)}
+
+        def rotate(x, kind):
+            return fused.rotary_pairs(x, *tables[kind], heads // group)
+    else:
+        order = None
+
+        def rotate(x, kind):
+            return fused.rotary_reference(x, *caches.get(kind), heads)
     d, inner = config.hidden_size, config.intermediate_size
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
-    for layer, kind in zip(encoder.layers, layer_types(config)):
+    for layer, kind in zip(encoder.layers, types):
         x = layer.attn_norm(h)
-        q, k, v = (rows(layer.attn.Wqkv, x, i * d, (i + 1) * d) for i in range(3))
-        cos, sin = caches.get(kind)
-        o = attend(rotate(q, cos, sin, heads), rotate(k, cos, sin, heads), v, biases[kind], heads, scale)
+        q, k = (rows(layer.attn.Wqkv, x, i * d, (i + 1) * d, order) for i in range(2))
+        v = rows(layer.attn.Wqkv, x, 2 * d, 3 * d)
+        o = attend(rotate(q, kind), rotate(k, kind), v, biases[kind], heads, scale)
         h = h + layer.attn.Wo(o)
         x = layer.mlp_norm(h)
         act = gelu if exact_gelu else layer.mlp.act

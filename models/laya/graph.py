@@ -80,7 +80,7 @@ class LayaDecisionGraph(nn.Module):
         padding = key_bias(attention_mask, torch.float32)        # one mask for encoder and head
         h = encode(self.encoder, self.rotary, input_ids, padding, self.attention)
         h = h + self.type_emb(qtype)[:, None, :]
-        attend, bias = fused.kernels(self.attention)[1], padding.to(h.dtype)
+        attend, bias = fused.kernels(self.attention)[0], padding.to(h.dtype)
         for layer in self.head.layers:
             h = layer(h, bias, attend)
         # The scorer and act head stay fp32 in a half-precision export (half_precision): they are
@@ -101,8 +101,8 @@ class LayaDecisionGraph(nn.Module):
 
 def half_precision(model: LayaDecisionGraph, dtype) -> LayaDecisionGraph:
     """Encoder, question-type embedding and decision layers in `dtype`; the scorer and act head
-    stay fp32 (forward casts the hidden states up before them), and so do the rotary caches (the
-kernels take them in the activations' dtype)."""
+    stay fp32 (forward casts the hidden states up before them), and so do the rotary caches
+    (encoder.encode casts them to the activations' dtype, once a pass)."""
     for part in (model.encoder, model.head, model.type_emb):
         part.to(dtype)
     return model

@@ -82,10 +82,17 @@ def exports(english, tmp_path_factory):
 
 
 def _ops(path):
+    """(op counts, nodes that run per pass): nodes fed only by weights and constants are folded
+    when ONNX Runtime loads the graph, so they launch nothing."""
     import onnx
 
     graph = onnx.load(path + "/model.onnx", load_external_data=False).graph
-    return collections.Counter(n.op_type for n in graph.node), len(graph.node)
+    live, running = {i.name for i in graph.input}, 0
+    for node in graph.node:                         # topological order
+        if any(name in live for name in node.input):
+            live.update(node.output)
+            running += 1
+    return collections.Counter(n.op_type for n in graph.node), running
 
 
 def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english):
@@ -97,6 +104,14 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     ops, nodes = _ops(exports["mha"])
     traced, traced_nodes = _ops(exports["sdpa"])
     assert ops["RotaryEmbedding"] == 2 * layers and ops["MultiHeadAttention"] == layers + head
+    import onnx
+
+    heads, hidden = meta["dims"]["num_attention_heads"], meta["dims"]["hidden_size"]
+    group = fused.rotary_group(heads, hidden // heads)
+    for node in onnx.load(exports["mha"] + "/model.onnx", load_external_data=False).graph.node:
+        if node.op_type == "RotaryEmbedding":     # several heads a kernel block, in pair order
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            assert attrs["interleaved"] == 1 and attrs["num_heads"] == heads // group, attrs
     assert ops["Gelu"] == layers and traced["Gelu"] == 0
     assert ops["Softmax"] == 1 and traced["Softmax"] == 1 + layers + head     # only the act features'
     assert nodes < traced_nodes / 2, (nodes, traced_nodes)
@@ -128,3 +143,19 @@ def test_cli_refuses_another_familys_attention_kernel(model, kernel, tmp_path):
                            "--out", str(tmp_path / "out"), "--attention", kernel], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 2 and "--attention %s: %s takes" % (kernel, model) in done.stderr
+
+
+@pytest.mark.parametrize("heads, head_dim, group", [(2, 32, 2), (16, 64, 16), (12, 64, 12), (32, 64, 16), (3, 512, 1)])
+def test_rotary_pairs_equal_rotate_half_in_pair_order(heads, head_dim, group):
+    """The permuted layout rotated several heads a block is rotate_half on the original layout,
+    permuted: element for element, so attention's q·k is unchanged."""
+    assert fused.rotary_group(heads, head_dim) == group
+    order = torch.tensor(fused.pair_order(heads, head_dim))
+    assert sorted(order.tolist()) == list(range(heads * head_dim))
+    positions = torch.arange(40, dtype=torch.float32)[:, None]
+    freqs = positions / (10000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim))[None, :]
+    cos, sin = freqs.cos(), freqs.sin()
+    x = torch.randn(3, 17, heads * head_dim)
+    plain = fused.rotary_reference(x, cos, sin, heads)
+    paired = fused.rotary_pairs_reference(x[..., order], cos.repeat(1, group), sin.repeat(1, group), heads // group)
+    assert torch.allclose(paired, plain[..., order], atol=1e-6)
