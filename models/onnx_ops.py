@@ -55,6 +55,14 @@ def register() -> None:
             type_constraints=[("T", FLOATS, ""), ("M", ["tensor(int64)"], "")],
             attributes=[A("interleaved", integer), A("num_heads", integer), A("rotary_embedding_dim", integer),
                         A("scale", real), A("is_packed_batching", integer)]),
+        ("SkipLayerNormalization", "com.microsoft"): dict(
+            inputs=[P("input", "T"), P("skip", "T"), P("gamma", "T"), P("beta", "T", param_option=opt),
+                    P("bias", "T", param_option=opt)],
+            # Only the normalised output: ONNX Runtime's optional mean, inverse std and sum follow
+            # it, and declared here onnxscript would emit (and ONNX Runtime compute) all four.
+            outputs=[P("output", "T")],
+            type_constraints=[("T", FLOATS, "")],
+            attributes=[A("epsilon", real)]),
         ("Gelu", "com.microsoft"): dict(
             inputs=[P("X", "T")], outputs=[P("Y", "T")], type_constraints=[("T", FLOATS, "")], attributes=[]),
         ("CausalConvWithState", "com.microsoft"): dict(

@@ -81,8 +81,10 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torc
     heads = config.num_attention_heads
     head_dim = config.hidden_size // heads
     scale = head_dim ** -0.5
-    attend, gelu = fused.kernels(attention)
-    h = encoder.embeddings.norm(encoder.embeddings.tok_embeddings(input_ids))
+    attend, gelu, norm = fused.kernels(attention)
+    embedded = encoder.embeddings.tok_embeddings(input_ids)
+    zeros = embedded.new_zeros(input_ids.shape[1], config.hidden_size)      # the fused norms' skip
+    h = norm(encoder.embeddings.norm, embedded, zeros)
     biases = {"full_attention": padding.to(h.dtype),
               "sliding_attention": (padding + window_bias(input_ids.shape[1], config.local_attention // 2,
                                                           input_ids.device)).to(h.dtype)}
@@ -104,12 +106,12 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torc
     d, inner = config.hidden_size, config.intermediate_size
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
     for layer, kind in zip(encoder.layers, types):
-        x = layer.attn_norm(h)
+        x = norm(layer.attn_norm, h, zeros)
         q, k = (rows(layer.attn.Wqkv, x, i * d, (i + 1) * d, order) for i in range(2))
         v = rows(layer.attn.Wqkv, x, 2 * d, 3 * d)
         o = attend(rotate(q, kind), rotate(k, kind), v, biases[kind], heads, scale)
         h = h + layer.attn.Wo(o)
-        x = layer.mlp_norm(h)
+        x = norm(layer.mlp_norm, h, zeros)
         act = gelu if exact_gelu else layer.mlp.act
         h = h + layer.mlp.Wo(act(rows(layer.mlp.Wi, x, 0, inner)) * rows(layer.mlp.Wi, x, inner, 2 * inner))
-    return encoder.final_norm(h)
+    return norm(encoder.final_norm, h, zeros)

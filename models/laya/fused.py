@@ -17,7 +17,12 @@ kernel count is the cost. Emitting the kernels directly:
 * `attention` → com.microsoft `MultiHeadAttention` with an additive `attention_bias`
   [B, 1, T, T] that carries the key padding and, in sliding layers, the local window;
 * `gelu` → com.microsoft `Gelu` (exact, erf): traced, `nn.GELU` became five elementwise kernels
-  that ONNX Runtime's fusion did not recognise in the dynamo export.
+  that ONNX Runtime's fusion did not recognise in the dynamo export;
+* `layer_norm` → com.microsoft `SkipLayerNormalization` with an all-zero skip of [T, D], made
+  once a pass: LayerNorm(x + 0) is LayerNorm(x), and ONNX Runtime's skip kernel is vectorised
+  where its LayerNormalization kernel is not (H200: a pass's GPU time 6-11% lower from 1 to 64
+  rows; fp16 drift against fp32 on CUDA the same, docs/benchmarks.md). The residual stream
+  stays plain adds.
 
 The encoder and decision layers call them when exported with `attention="mha"` (the default);
 `"sdpa"` traces the reference maths below instead, the same functions the ops run in torch.
@@ -45,12 +50,24 @@ def attention_for(requested: str = "auto") -> str:
 
 
 def kernels(mode: str) -> tuple:
-    """(attention, exact GELU) for an export mode: the custom ops ("mha") or the same maths as
-    plain torch ops ("sdpa"). Defined below; looked up when called. The rotary embedding differs
-    in layout too: see encoder.encode."""
+    """(attention, exact GELU, LayerNorm) for an export mode: the custom ops ("mha") or the same
+    maths as plain torch ops ("sdpa"). Defined below; looked up when called. The rotary
+    embedding differs in layout too: see encoder.encode."""
     if mode == "mha":
-        return attention, gelu
-    return attention_reference, F.gelu
+        return attention, gelu, norm
+    return attention_reference, F.gelu, norm_reference
+
+
+def norm_reference(module: torch.nn.Module, x: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+    """`module` (a LayerNorm or an Identity) on x; `zeros` [T, D] is only the fused form's skip."""
+    return module(x)
+
+
+def norm(module: torch.nn.Module, x: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+    """norm_reference through `layer_norm` where `module` is a LayerNorm."""
+    if not isinstance(module, torch.nn.LayerNorm):
+        return module(x)
+    return layer_norm(x, zeros, module.weight, module.bias, module.eps)
 
 
 def rotary_group(heads: int, head_dim: int) -> int:
@@ -118,6 +135,17 @@ def _(q, k, v, bias, heads, scale):
     return torch.empty_like(q)
 
 
+@torch.library.custom_op("omni_laya::layer_norm", mutates_args=())
+def layer_norm(x: torch.Tensor, zeros: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               eps: float) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+@layer_norm.register_fake
+def _(x, zeros, weight, bias, eps):
+    return torch.empty_like(x)
+
+
 @torch.library.custom_op("omni_laya::gelu", mutates_args=())
 def gelu(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x)
@@ -148,6 +176,10 @@ def translations() -> dict:
     def exact_gelu(x):
         return ms.Gelu(x)
 
+    def skip_layer_norm(x, zeros, weight, bias, eps):
+        return ms.SkipLayerNormalization(x, zeros, weight, bias, epsilon=float(eps))
+
     return {torch.ops.omni_laya.rotary_pairs.default: rotary_embedding,
+            torch.ops.omni_laya.layer_norm.default: skip_layer_norm,
             torch.ops.omni_laya.attention.default: multi_head_attention,
             torch.ops.omni_laya.gelu.default: exact_gelu}

@@ -46,9 +46,10 @@ class _HeadLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d)
         self.norm2 = nn.LayerNorm(d)
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor, attend) -> torch.Tensor:
-        x = x + self.self_attn(self.norm1(x), bias, attend)
-        return x + self.linear2(F.relu(self.linear1(self.norm2(x))))
+    def forward(self, x: torch.Tensor, bias: torch.Tensor, attend, norm=fused.norm_reference,
+                zeros: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.self_attn(norm(self.norm1, x, zeros), bias, attend)
+        return x + self.linear2(F.relu(self.linear1(norm(self.norm2, x, zeros))))
 
 
 class _Head(nn.Module):
@@ -80,9 +81,10 @@ class LayaDecisionGraph(nn.Module):
         padding = key_bias(attention_mask, torch.float32)        # one mask for encoder and head
         h = encode(self.encoder, self.rotary, input_ids, padding, self.attention)
         h = h + self.type_emb(qtype)[:, None, :]
-        attend, bias = fused.kernels(self.attention)[0], padding.to(h.dtype)
+        attend, _, norm = fused.kernels(self.attention)
+        bias, zeros = padding.to(h.dtype), h.new_zeros(h.shape[1], h.shape[2])
         for layer in self.head.layers:
-            h = layer(h, bias, attend)
+            h = layer(h, bias, attend, norm, zeros)
         # The scorer and act head stay fp32 in a half-precision export (half_precision): they are
         # tiny, and the option logits are what calibration and the answers read.
         h = h.float()

@@ -113,6 +113,9 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             assert attrs["interleaved"] == 1 and attrs["num_heads"] == heads // group, attrs
     assert ops["Gelu"] == layers and traced["Gelu"] == 0
+    # Every encoder and decision-layer LayerNorm runs in the skip kernel (the first layer's
+    # attention norm is an Identity); the fp32 scorer's stays a LayerNormalization.
+    assert ops["SkipLayerNormalization"] == 2 * layers + 1 + 2 * head and ops["LayerNormalization"] == 1
     assert ops["Softmax"] == 1 and traced["Softmax"] == 1 + layers + head     # only the act features'
     assert nodes < traced_nodes / 2, (nodes, traced_nodes)
 
