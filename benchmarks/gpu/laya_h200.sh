@@ -16,6 +16,8 @@
 # 3-question workload. After its load, each server's CPU time per request at c=64 is measured
 # (benchmarks.loop_profile --url --pid --no-spy) into cpu_SERVER.json. ITERS sets the in-process calls.
 # PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export.
+# DRIFT=1 (prepare) measures each export's fp16 drift on CUDA against the fp32 torch model
+# (benchmarks.laya_drift, DRIFT_BATCHES batches of 12 rows, default 8: ~30 s).
 # INPROCESS=0 skips the in-process comparison. SKIP_WHEELS=1: the wheels in .whl are already installed in /tmp/site. INPROCESS_ARGS go to
 # benchmarks.inprocess (--kernels: CUPTI kernel times of each export).
 set -euo pipefail
@@ -62,6 +64,12 @@ for path in sys.argv[1:]:
     cpu = sessions.create(path + "/model.onnx", "cpu").session.run(None, feeds)
     print(path, "cuda vs cpu max |Δlogit| %.2e" % max(float(np.abs(a - b).max()) for a, b in zip(gpu, cpu)))
 PY
+  # DRIFT=1: what CUDA serves against the fp32 torch model (the export's own gate runs on the CPU
+  # provider, which computes most of an fp16 graph in fp32; docs/benchmarks.md, 2026-11-30 night).
+  if [ "${DRIFT:-0}" = 1 ]; then
+    python3 -m benchmarks.laya_drift --checkpoint $CK $(for e in $EXPORTS; do echo --export ${e%%=*}=/tmp/omni/ex-${e%%=*}; done) \
+      --device cuda --batches ${DRIFT_BATCHES:-8} --out "$OUT/drift_cuda.json" 2>&1 | grep -v -i warn || echo "drift: failed"
+  fi
   exit 0
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
