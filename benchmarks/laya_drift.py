@@ -30,7 +30,6 @@ def main(argv=None):
     import torch
 
     from app.runtime import sessions
-    from models import precision
     from models.laya import export as laya_export
 
     with open(os.path.join(args.checkpoint, "rl_agent_config.json"), encoding="utf-8") as f:
@@ -42,20 +41,16 @@ def main(argv=None):
     exports = dict(e.split("=", 1) if "=" in e else (e, e) for e in args.export)
     runners = {label: sessions.create(os.path.join(path, "model.onnx"), args.device).session
                for label, path in exports.items()}
-    names = ["input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"]
     drifts: dict[str, list[float]] = {label: [] for label in runners}
     for seed in range(args.batches):
         feeds = laya_export._example(vocab, 12, 20 + (seed * 37) % 200, 2 + seed % 5, seed=100 + seed)
         with torch.no_grad():
             ref = reference(*feeds)[0].numpy()
-        arrays = dict(zip(names, (t.numpy() for t in feeds)))
-        keep = arrays["marker_mask"]
+        arrays = dict(zip(laya_export.INPUTS, (t.numpy() for t in feeds)))
+        refs = laya_export.option_distributions(ref, arrays["marker_mask"])
         for label, runner in runners.items():
-            got = runner.run(None, arrays)[0]
-            for row in range(got.shape[0]):
-                a = precision.softmax(got[row][keep[row]])
-                b = precision.softmax(ref[row][keep[row]])
-                drifts[label].append(float(np.abs(a - b).max()))
+            got = laya_export.option_distributions(runner.run(None, arrays)[0], arrays["marker_mask"])
+            drifts[label] += [float(np.abs(a - b).max()) for a, b in zip(got, refs)]
     report = {"checkpoint": args.checkpoint, "exports": exports, "device": args.device, "rows": {}, "drift": {}}
     for label, values in drifts.items():
         d = np.asarray(values)

@@ -3,10 +3,9 @@
 Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees
 up, the thread takes the oldest waiting job and every later job of the same model that the
 model's adapter says may share its forward pass, within the row and padded-token budgets, packs
-them into one batch, runs it, and completes
-each caller's future on its event loop. A job cancelled before dispatch (deadline, disconnect) is
-dropped without running. A batch that raises fails only its own jobs; a session that cannot be
-created makes its model FAILED.
+them into one batch, runs it, and completes each caller's future on its event loop. A job
+cancelled before dispatch (deadline, disconnect) is dropped without running. A batch that raises
+fails only its own jobs; a session that cannot be created makes its model FAILED.
 """
 from __future__ import annotations
 
@@ -164,22 +163,17 @@ class Executor:
         head = self._queue.popleft()
         adapter = head.slot.model.adapter
         key = adapter.compatible(head.prepared)
-        # One look at each waiting job: dropped if cancelled, else whether it may share this pass.
-        waiting: list[tuple[Job, bool]] = []
+        jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
+        s = self.settings
+        keep: list[Job] = []
         while self._queue:
             job = self._queue.popleft()
             if job.cancelled:
                 self._drop(job)
-            else:
-                waiting.append((job, job.slot is head.slot and adapter.compatible(job.prepared) == key))
-        s = self.settings
-        limit = s.max_batch_rows
-        jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
-        keep: list[Job] = []
-        for job, fits in waiting:
-            if fits:
+                continue
+            if job.slot is head.slot and adapter.compatible(job.prepared) == key:
                 r, l = rows + job.prepared.rows, max(longest, job.prepared.longest)
-                if r <= limit and r * l <= s.max_batch_tokens:
+                if r <= s.max_batch_rows and r * l <= s.max_batch_tokens:
                     jobs.append(job)
                     rows, longest = r, l
                     continue

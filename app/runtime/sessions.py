@@ -57,8 +57,13 @@ class GraphRunner:
         options.add_run_config_entry("gpu_graph_id", str(graph_id))
         return io, values, options
 
+    @staticmethod
+    def shape_key(feeds: dict) -> tuple:
+        """What a captured graph is keyed on: each feed's name, shape and dtype."""
+        return tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
+
     def run(self, output_names, feeds: dict):
-        key = tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
+        key = self.shape_key(feeds)
         entry = self.graphs.get(key)
         if entry is None:
             if len(self.graphs) >= self.max_graphs:      # full: nothing more to count or capture

@@ -53,10 +53,9 @@ if [ "$phase" = prepare ]; then
 import sys
 import numpy as np
 from app.runtime import sessions
-from models.laya.export import _example
-names = ["input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"]
+from models.laya.export import INPUTS, _example
 for path in sys.argv[1:]:
-    feeds = dict(zip(names, (t.numpy() for t in _example(50000, 4, 150, 3, seed=1))))
+    feeds = dict(zip(INPUTS, (t.numpy() for t in _example(50000, 4, 150, 3, seed=1))))
     try:
         gpu = sessions.create(path + "/model.onnx", "cuda").session.run(None, feeds)
     except Exception as exc:

@@ -18,6 +18,7 @@ from models.laya import checkpoint as ck
 
 ONNX_NAME = "model.onnx"
 OPSET = 18
+INPUTS = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
 
 
 def _log(progress, msg: str) -> None:
@@ -107,8 +108,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     example = _example(vocab, 2, 48, 3, seed=0)
     batch, seq, marks = (torch.export.Dim("batch_size"), torch.export.Dim("seq_len"),
                          torch.export.Dim("num_markers"))
-    dynamic = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq},
-               "marker_pos": {0: batch, 1: marks}, "marker_mask": {0: batch, 1: marks}, "qtype": {0: batch}}
+    dynamic = dict(zip(INPUTS, ({0: batch, 1: seq}, {0: batch, 1: seq}, {0: batch, 1: marks}, {0: batch, 1: marks},
+                                {0: batch})))
     with manifests.staged(out) as tmp:
         _log(progress, "[4/5] exporting ONNX (opset %d, dynamo, attention %s)" % (OPSET, attention))
         with torch.no_grad():
@@ -151,6 +152,13 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     return meta
 
 
+def option_distributions(logits, marker_mask) -> list:
+    """Each row's softmax over its own options: masked marker columns are not options."""
+    from models import precision
+
+    return [precision.softmax(row[keep]) for row, keep in zip(logits, marker_mask)]
+
+
 def _check(model, onnx_path: str, vocab: int, gated: bool = False) -> tuple[float, dict | None]:
     """Max |Δlogit| of ONNX Runtime (CPU) against the fp32 torch module on untraced shapes; a
     float32 graph must match to 1e-2, a half-precision one must pass the parity gate over those
@@ -167,14 +175,12 @@ def _check(model, onnx_path: str, vocab: int, gated: bool = False) -> tuple[floa
         feeds = _example(vocab, batch, seq, markers, seed=batch)
         with torch.no_grad():
             ref = [t.numpy() for t in model(*feeds)]
-        got = session.run(None, dict(zip(["input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"],
-                                         [t.numpy() for t in feeds])))
+        got = session.run(None, dict(zip(INPUTS, [t.numpy() for t in feeds])))
         for a, b in zip(ref, got):
             worst = max(worst, float(np.abs(a - b).max()))
         keep = feeds[3].numpy()
-        for row in range(batch):       # each row's own options: masked markers are not options
-            probs.append(precision.softmax(got[0][row][keep[row]]))
-            refs.append(precision.softmax(ref[0][row][keep[row]]))
+        probs += option_distributions(got[0], keep)
+        refs += option_distributions(ref[0], keep)
     if gated:
         parity = precision.gate_rows(probs, refs)
         if not parity["passes"]:

@@ -162,8 +162,7 @@ def translation(kernel: str):
 
     def gated_delta_net(q, k, v, g, beta):
         outputs = ms.GatedDeltaNet(q, k, v, None, g, beta, _zero_state(op, q, v.shape[2], v.shape[3], q.shape[3]),
-                                   qk_l2_norm=1,
-                                   update_rule="gated_delta", _outputs=2)
+                                   qk_l2_norm=1, update_rule="gated_delta", _outputs=2)
         return outputs[0]
 
     if kernel not in KERNELS:
@@ -186,7 +185,8 @@ def fused_translation():
         per_head = op.Constant(value_ints=[-1, value_heads])
         outputs = ms.GatedDeltaNet(op.Reshape(qkv, tokens), None, None, None,
                                    op.Reshape(op.Cast(a, to=1), per_head), op.Reshape(op.Cast(b, to=1), per_head),
-                                   _zero_state(op, qkv, value_heads, value_dim, key_dim), op.Cast(a_log, to=1), op.Cast(dt_bias, to=1), qk_l2_norm=1,
+                                   _zero_state(op, qkv, value_heads, value_dim, key_dim), op.Cast(a_log, to=1),
+                                   op.Cast(dt_bias, to=1), qk_l2_norm=1,
                                    update_rule="gated_delta", gate_activation="qwen", beta_activation="sigmoid",
                                    _outputs=2)
         return op.Reshape(outputs[0], op.Concat(_leading(op, qkv, 2), op.Constant(value_ints=[value_heads, value_dim]),

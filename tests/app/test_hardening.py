@@ -11,7 +11,6 @@ import socket
 import time
 
 import httpx
-import pytest
 
 from benchmarks import soak
 from tests.app.test_http import BODY, HEAVY
@@ -22,8 +21,7 @@ from tests.conftest import run_server
 def test_mixed_load_answers_belong_to_their_requests(english, tmp_path):
     """64 clients for a bounded time: valid, invalid and oversized requests; no 5xx, no 503 (the
     queue is far from full), every 200 checked against its own request."""
-    env = {"OMNI_MODELS": english[1], "OMNI_MAX_BODY_BYTES": "65536"}
-    with run_server(tmp_path, env) as s:
+    with run_server(tmp_path, {"OMNI_MODELS": english[1], "OMNI_MAX_BODY_BYTES": "65536"}) as s:
         stats = asyncio.run(soak.run(s.url, clients=64, seconds=12, oversized_bytes=100_000, pid=s.proc.pid))
     assert stats["failures"] == [], stats["failures"][:5]
     assert stats["ok"] > 100 and stats["expected_errors"] > 10

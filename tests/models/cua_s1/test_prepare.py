@@ -181,7 +181,7 @@ def test_prompts_encoded_in_a_frame_are_the_whole_strings_ids(tok):
     states = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(300)]
     rows = [prepare_rows(body(state), tok)[1][0] for state in states]
     assert rows == [tok.encode(prompts(body(state))[0]) for state in states]
-    assert tok._frames[(cua._HEAD, cua._TAIL)] is not None                                      # the frame is in use, not the fallback
+    assert tok._frames[(cua._HEAD, cua._TAIL)] is not None      # the frame is in use, not the fallback
 
 
 def test_encode_framed_falls_back_to_whole_strings_where_a_cut_could_merge(tok):
