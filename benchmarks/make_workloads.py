@@ -41,6 +41,51 @@ def laya_requests(n: int, questions: int, seed: int, long_state: bool = False) -
     return out
 
 
+def _laya_tokenizer():
+    """The tokenizer the random-weight english Laya checkpoints carry (trained deterministically)."""
+    import tempfile
+
+    from models.laya.random_checkpoint import _SPECIAL_ROLES, _SPECIALS
+    from models.tokenizer import TokenizerHandle
+    from models.tokenizer_training import save_hf_tokenizer, train_bpe
+
+    directory = tempfile.mkdtemp()
+    save_hf_tokenizer(train_bpe(_SPECIALS["english"], vocab_size=1200), directory,
+                      _SPECIAL_ROLES["english"], 512)
+    return TokenizerHandle.load(directory)
+
+
+def laya_rows_of(tokens: int, n: int, seed: int, tok) -> list[dict]:
+    """One-question Laya requests whose row is exactly `tokens` long with the benchmark tokenizer:
+    the targets' Laya workload is a 48-token row (reference/performance.md). laya_1q's rows are
+    78-92 tokens with this tokenizer (a 1,200-entry vocabulary splits words finely), so it
+    measures about twice the target's arithmetic. Three options, named only, and the start of a
+    ticket as the state."""
+    from models.laya.prepare import LayaLimits, RowBuilder, prepare_rows
+
+    builder = RowBuilder(tok, 512, 192)
+
+    def count(body):
+        return len(prepare_rows(body, builder, LayaLimits())[1][0].ids)
+
+    rng = random.Random(seed)
+    question = {"department": {"type": "choice", "instructions": "Which team should handle this?",
+                               "criteria": {"billing": None, "technical": None, "logistics": None}}}
+    out = []
+    while len(out) < n:
+        body = {"model": "english", "state": "x", "questions": question}
+        state_ids = tok.encode(" ".join(rng.choice(TICKETS) for _ in range(4)))
+        keep = tokens - count(body) + 1
+        for _ in range(8):
+            body["state"] = tok.tokenizer.decode(state_ids[:max(1, keep)])
+            got = count(body)
+            if got == tokens:
+                out.append(dict(body))
+                break
+            keep += tokens - got
+    return out
+
+
 SCREENS = ["button 'Save' focused", "link 'Help'", "textbox 'Email' empty", "checkbox 'Remember me' unchecked",
            "menu 'File' collapsed", "button 'Cancel'", "image 'Logo'", "list 'Recent files' 5 items"]
 
@@ -148,6 +193,7 @@ def clef_requests(n: int, questions: int, seed: int) -> list[dict]:
 def main() -> None:
     os.makedirs(HERE, exist_ok=True)
     sets = {"laya_1q.jsonl": laya_requests(64, 1, 1), "laya_3q.jsonl": laya_requests(64, 3, 2, long_state=True)}
+    sets["laya_48.jsonl"] = laya_rows_of(48, 64, 3, _laya_tokenizer())
     tok = _qwen_tokenizer()
     for tokens in (139, 218, 292):
         sets["cua_%d.jsonl" % tokens] = cua_requests(32, tokens, tokens, tok)

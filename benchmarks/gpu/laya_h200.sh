@@ -13,7 +13,9 @@
 # when left out; LOOP is Granian's event loop, asyncio|uvloop|rloop, its auto choice when left out;
 # CODE_DIR serves another commit's app, carried along; ENV, NAME=VALUE[,NAME=VALUE...], more
 # settings of that server); WORKLOADS3Q the servers that also get the
-# 3-question workload. After its load, each server's CPU time per request at c=64 is measured
+# 3-question workload. WORKLOADS1Q names the one-question workloads every server gets, in order
+# (default laya_1q; laya_48 is the targets' 48-token row), each into http_<name less laya_>_SERVER.json.
+# After its load, each server's CPU time per request at c=64 is measured
 # (benchmarks.loop_profile --url --pid --no-spy) into cpu_SERVER.json. ITERS sets the in-process calls.
 # PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export.
 # DRIFT=1 (prepare) measures each export's fp16 drift on CUDA against the fp32 torch model
@@ -27,6 +29,7 @@ EXPORTS=${EXPORTS:-traced=sdpa:float32 mha=mha:float32 mha16=mha:float16}
 SERVERS=${SERVERS-traced:0 traced:64 mha:64 mha16:64}     # empty: no servers
 WORKLOADS3Q=${WORKLOADS3Q-traced:0 mha16:64}
 ITERS=${ITERS:-100}
+WORKLOADS1Q=${WORKLOADS1Q:-laya_1q}
 mkdir -p "$OUT" /tmp/omni
 export PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD PYTHONUNBUFFERED=1
 CK=${CK:-/tmp/omni/ck-english}
@@ -108,13 +111,16 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_ser
 i=0
 for s in $SERVERS; do
   port=${ports[$i]}; i=$((i + 1))
-  python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_1q.jsonl \
-    --concurrency 1,8,16,64 --out "$OUT/http_1q_$(name "$s").json" --label "1 question, server $s" | tail -4
+  for w in $WORKLOADS1Q; do
+    python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/$w.jsonl \
+      --concurrency 1,8,16,64 --out "$OUT/http_${w#laya_}_$(name "$s").json" --label "$w, server $s" | tail -4
+  done
   case " $WORKLOADS3Q " in *" $s "*)
     python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_3q.jsonl \
       --concurrency 1,16 --out "$OUT/http_3q_$(name "$s").json" --label "3 questions, server $s" | tail -2 ;;
   esac
   python3 -m benchmarks.loop_profile --url http://127.0.0.1:$port --pid ${pids[$((i - 1))]} --no-spy --seconds 8 \
+    --workload benchmarks/workloads/${WORKLOADS1Q##* }.jsonl \
     --out "$OUT/cpu_$(name "$s").json" | head -2 || echo "CPU per request: failed on $s"
   # The server's own counters after its load (batch sizes, captures, stage latencies).
   python3 -m benchmarks.scrape http://127.0.0.1:$port > "$OUT/metrics_$(name "$s").txt" || true
