@@ -47,6 +47,10 @@ class Settings:
     # the value blocks, so one row fills the GPU (H200, Cua-S1 1 x 218: 9.5 -> 8.4 ms; HTTP c=1
     # 10.9 -> 9.9 ms) but 16 x 218 is 12% slower (82 -> 92 ms). auto: ORT's heuristic (chunked).
     cuda_gdn_plan: str = "chunked_split"
+    # The worker's GIL switch interval (sys.setswitchinterval): how long the executor thread,
+    # back from a forward pass, may wait for the GIL while the busy event loop holds it. 0:
+    # Python's own (5 ms).
+    gil_switch_interval_ms: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -54,6 +58,8 @@ class Settings:
             raise ValueError("profile must be one of %s, got %r" % (PROFILES, self.profile))
         if self.cuda_gdn_plan not in GDN_PLANS:
             raise ValueError("cuda_gdn_plan must be one of %s, got %r" % (GDN_PLANS, self.cuda_gdn_plan))
+        if self.gil_switch_interval_ms < 0:
+            raise ValueError("gil_switch_interval_ms must be 0 (Python's default) or positive")
         for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests",
                      "fatal_after_failures"):
             if getattr(self, name) <= 0:

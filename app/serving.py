@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sys
 import time
 from typing import Any, Awaitable, Callable, Mapping
 
@@ -42,6 +43,9 @@ class Engine:
         """Start loading and warming in the background; returns at once so /livez answers."""
         self._loop = asyncio.get_running_loop()
         log.info("event loop: %s.%s", type(self._loop).__module__, type(self._loop).__name__)
+        if self.settings.gil_switch_interval_ms > 0:
+            sys.setswitchinterval(self.settings.gil_switch_interval_ms / 1000.0)
+            log.info("GIL switch interval: %g ms", self.settings.gil_switch_interval_ms)
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
         for slot in self.registry.slots:      # every series exists from the start, at 0
             self.metrics.ready.labels(slot.name).set(0)

@@ -68,3 +68,32 @@ def test_generated_request_ids_are_unique_hex():
     assert len(set(ids)) == 1000
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     assert request_id([(b"x-request-id", b"client-1")]) == "client-1"
+
+
+def test_the_engine_sets_the_gil_switch_interval_it_is_given():
+    import sys
+
+    import pytest
+
+    from app.config import Settings
+    from app.metrics import Metrics
+    from app.runtime.registry import Registry
+    from app.serving import Engine
+
+    with pytest.raises(ValueError, match="gil_switch_interval_ms"):
+        Settings(gil_switch_interval_ms=-1)
+    assert Settings.from_env({"OMNI_GIL_SWITCH_INTERVAL_MS": "0.5"}).gil_switch_interval_ms == 0.5
+    before = sys.getswitchinterval()
+
+    async def main(ms):
+        engine = Engine(Settings(gil_switch_interval_ms=ms), Registry([], None), Metrics())
+        await engine.start()
+        seen = sys.getswitchinterval()
+        await engine.stop()
+        return seen
+
+    try:
+        assert asyncio.run(main(0.0)) == before             # 0: Python's own
+        assert asyncio.run(main(0.5)) == pytest.approx(0.0005)
+    finally:
+        sys.setswitchinterval(before)
