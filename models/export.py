@@ -46,6 +46,10 @@ def main(argv=None) -> int:
                          "(fp32 and fp16), sdpa = traced ops; auto (default) = mha. Qwen3.5-backbone models: gqa = "
                          "GroupQueryAttention for the full-attention layers (fp16/bf16 on CUDA), sdpa = traced; "
                          "auto (default) = gqa unless float32")
+    ap.add_argument("--gate-device", choices=["auto", "cuda", "cpu"],
+                    help="Laya float16: where the parity gate runs (default auto: CUDA when ONNX Runtime has a "
+                         "working CUDA provider). The CPU provider computes most of a float16 graph in float32, "
+                         "so a CPU gate understates the drift CUDA serves")
     qwen = ap.add_argument_group("Qwen3.5-backbone models (cua-s1, open-jev, clef-flash)")
     qwen.add_argument("--adapter", help="PEFT LoRA adapter merged at export: local dir or owner/name[/sub]")
     qwen.add_argument("--base", help="open-jev: the base checkpoint (default: the one model.json names)")
@@ -75,6 +79,10 @@ def main(argv=None) -> int:
             extra["attention"] = args.attention
         if args.dtype:
             extra["dtype"] = args.dtype
+        if args.gate_device:
+            if args.model != "laya":
+                ap.error("--gate-device applies to Laya only")
+            extra["gate_device"] = args.gate_device
         exporter.export(args.checkpoint, args.out, revision=args.revision, subfolder=args.subfolder,
                         name=args.name, force=args.force, progress=progress, **extra)
     except CheckpointUnavailable as exc:

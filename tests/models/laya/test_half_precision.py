@@ -60,3 +60,30 @@ def test_cli_refuses_bfloat16_for_laya(english, tmp_path):
     run = subprocess.run([sys.executable, "-m", "models.export", "laya", "--checkpoint", english[0],
                           "--out", str(tmp_path / "x"), "--dtype", "bfloat16"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 2 and "float32 or float16" in run.stderr
+    run = subprocess.run([sys.executable, "-m", "models.export", "cua-s1", "--checkpoint", english[0],
+                          "--out", str(tmp_path / "x"), "--gate-device", "cpu"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 2 and "--gate-device applies to Laya only" in run.stderr
+
+
+def test_the_manifest_names_where_the_gate_ran(english_fp16):
+    import onnxruntime
+
+    # auto: CUDA where ONNX Runtime has it, else (CI) the CPU provider.
+    device = read(english_fp16)["check"]["parity_gate"]["device"]
+    assert device in ("cuda", "cpu")
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        assert device == "cpu"
+
+
+def test_a_cuda_gate_without_cuda_is_a_clear_error(english, tmp_path):
+    import onnxruntime
+
+    from models.laya import export
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this machine's onnxruntime has a CUDA provider")
+    with pytest.raises(RuntimeError, match="--gate-device cuda: this onnxruntime has no CUDA provider"):
+        export.export(english[0], str(tmp_path / "x"), dtype="float16", gate_device="cuda", progress=None)
+    assert not (tmp_path / "x").exists()          # staged: a refused export leaves nothing behind
+    with pytest.raises(ValueError, match="gate_device"):
+        export.export(english[0], str(tmp_path / "y"), dtype="float16", gate_device="gpu", progress=None)
