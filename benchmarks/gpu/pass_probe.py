@@ -1,6 +1,6 @@
 """Where one executor pass's time goes, on the server's own path (GPU machine).
 
-    python -m benchmarks.gpu.pass_probe --export DIR [--rows 1,8,16,26,64] [--iters 200] [--out F]
+    python -m benchmarks.gpu.pass_probe --export DIR [--rows 1,8,16,26,64] [--iters 200] [--workload F] [--out F]
 
 For each batch of N one-question requests, the steps the executor thread takes, timed apart over
 `--iters` passes (interleaved across batch sizes): the adapter's `pack`; for captured shapes the
@@ -29,6 +29,8 @@ def main(argv=None):
     ap.add_argument("--rows", default="1,8,16,26,64")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--workload", help="a JSONL workload to draw each batch's requests from, in turn "
+                    "(default: laya_requests, laya_1q's generator)")
     ap.add_argument("--no-kernels", action="store_true", help="skip the CUPTI pass")
     ap.add_argument("--device", default="cuda", help="cpu: the same steps on ONNX Runtime's CPU kernels "
                     "(a dry run of this script: the binding, no capture)")
@@ -50,9 +52,14 @@ def main(argv=None):
         info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs,
                                sdpa_kernel=settings.cuda_sdpa_kernel)
         runner = info.session
+    pool = None
+    if args.workload:
+        with open(args.workload, encoding="utf-8") as f:
+            pool = [json.loads(line) for line in f if line.strip()]
     cases = {}
     for n in (int(x) for x in args.rows.split(",")):
-        works = [model.prepare(b).work for b in laya_requests(n, 1, 20 + n)]
+        bodies = laya_requests(n, 1, 20 + n) if pool is None else [pool[i % len(pool)] for i in range(n)]
+        works = [model.prepare(b).work for b in bodies]
         static, _ = sessions.batch_runner(runner, True, n, settings.cuda_graph_rows)
         cases[n] = (works, static)
 

@@ -21,3 +21,15 @@ def test_stages_add_up_to_the_pass(english, tmp_path, monkeypatch):
         p50 = case["p50_ms"]
         parts = sum(p50[k] for k in ("pack", "feeds_in", "run", "outputs_out", "unpack"))
         assert p50["pass"] > 0 and abs(parts - p50["pass"]) <= 0.5 * p50["pass"], p50
+
+
+def test_a_workload_file_sets_the_rows_lengths(english, tmp_path, monkeypatch):
+    from benchmarks.make_workloads import HERE
+
+    monkeypatch.setenv("OMNI_CUDA_GRAPH_ROWS", "0")      # uncaptured: the batch's own shape
+
+    out = tmp_path / "probe.json"
+    pass_probe.main(["--export", english[1], "--device", "cpu", "--rows", "1,3", "--iters", "2",
+                     "--warmup", "1", "--workload", HERE + "/laya_48.jsonl", "--out", str(out)])
+    cases = json.loads(out.read_text())["cases"]
+    assert cases["3"]["shape"] == [3, 48] and not cases["3"]["captured"]   # 48 tokens, unpadded
