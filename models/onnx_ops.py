@@ -58,10 +58,11 @@ def register() -> None:
         ("SkipLayerNormalization", "com.microsoft"): dict(
             inputs=[P("input", "T"), P("skip", "T"), P("gamma", "T"), P("beta", "T", param_option=opt),
                     P("bias", "T", param_option=opt)],
-            # Only the normalised output: ONNX Runtime's optional mean, inverse std and sum follow
-            # it, and declared here onnxscript would emit (and ONNX Runtime compute) all four.
-            outputs=[P("output", "T")],
-            type_constraints=[("T", FLOATS, "")],
+            # The normalised output, then ONNX Runtime's optional mean, inverse std and sum of
+            # input and skip. Callers say how many they take (`_outputs`).
+            outputs=[P("output", "T"), P("mean", "U", param_option=opt), P("inv_std_var", "U", param_option=opt),
+                     P("input_skip_bias_sum", "T", param_option=opt)],
+            type_constraints=[("T", FLOATS, ""), ("U", ["tensor(float)"], "")],
             attributes=[A("epsilon", real)]),
         ("Gelu", "com.microsoft"): dict(
             inputs=[P("X", "T")], outputs=[P("Y", "T")], type_constraints=[("T", FLOATS, "")], attributes=[]),

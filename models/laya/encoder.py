@@ -4,8 +4,8 @@ The weights, their names and the maths are transformers' `ModernBertModel` (eval
 batches): embeddings → LayerNorm, then per layer a pre-norm attention with rotary positions
 (global layers at `global_rope_theta` over the whole sequence, sliding layers at
 `local_rope_theta` within ±local_attention/2 tokens) and a pre-norm GeGLU MLP, then the final
-norm. Writing it out lets the export emit one kernel per rotary, attention and GELU
-(`fused.py`) and build the two attention masks once per pass instead of once per layer; it also
+norm. Writing it out lets the export emit one kernel per rotary, attention, GELU and residual
+add with the norm after it (`fused.py`), and build the two attention masks once per pass instead of once per layer; it also
 keeps the exported graph independent of how a transformers release dispatches attention. The
 packed projections (Wqkv, the MLP's Wi) run as one matrix product per output instead of one
 product and a split (models/projections.py).
@@ -81,7 +81,7 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torc
     heads = config.num_attention_heads
     head_dim = config.hidden_size // heads
     scale = head_dim ** -0.5
-    attend, gelu, norm = fused.kernels(attention)
+    attend, gelu, norm, residual = fused.kernels(attention)
     embedded = encoder.embeddings.tok_embeddings(input_ids)
     zeros = embedded.new_zeros(input_ids.shape[1], config.hidden_size)      # the fused norms' skip
     h = norm(encoder.embeddings.norm, embedded, zeros)
@@ -105,13 +105,13 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torc
             return fused.rotary_reference(x, *caches.get(kind), heads)
     d, inner = config.hidden_size, config.intermediate_size
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
+    delta = None          # the last MLP's output, added to the stream by the next norm's kernel
     for layer, kind in zip(encoder.layers, types):
-        x = norm(layer.attn_norm, h, zeros)
+        x, h = residual(layer.attn_norm, h, delta, zeros)
         q, k = (rows(layer.attn.Wqkv, x, i * d, (i + 1) * d, order) for i in range(2))
         v = rows(layer.attn.Wqkv, x, 2 * d, 3 * d)
         o = attend(rotate(q, kind), rotate(k, kind), v, biases[kind], heads, scale)
-        h = h + layer.attn.Wo(o)
-        x = norm(layer.mlp_norm, h, zeros)
+        x, h = residual(layer.mlp_norm, h, layer.attn.Wo(o), zeros)
         act = gelu if exact_gelu else layer.mlp.act
-        h = h + layer.mlp.Wo(act(rows(layer.mlp.Wi, x, 0, inner)) * rows(layer.mlp.Wi, x, inner, 2 * inner))
-    return norm(encoder.final_norm, h, zeros)
+        delta = layer.mlp.Wo(act(rows(layer.mlp.Wi, x, 0, inner)) * rows(layer.mlp.Wi, x, inner, 2 * inner))
+    return residual(encoder.final_norm, h, delta, zeros)[0]

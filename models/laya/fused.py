@@ -21,8 +21,11 @@ kernel count is the cost. Emitting the kernels directly:
 * `layer_norm` → com.microsoft `SkipLayerNormalization` with an all-zero skip of [T, D], made
   once a pass: LayerNorm(x + 0) is LayerNorm(x), and ONNX Runtime's skip kernel is vectorised
   where its LayerNormalization kernel is not (H200: a pass's GPU time 6-11% lower from 1 to 64
-  rows; fp16 drift against fp32 on CUDA the same, docs/benchmarks.md). The residual stream
-  stays plain adds.
+  rows; fp16 drift against fp32 on CUDA the same, docs/benchmarks.md);
+* `add_norm` (a residual add and the pre-norm after it) → the same op with the block's output as
+  its input and the residual stream as its skip: it returns the norm and the sum, which carries
+  the stream on, so the encoder's residual adds launch nothing of their own. ONNX Runtime's own
+  fusion never fires here (the sum has two consumers and the length is dynamic).
 
 The encoder and decision layers call them when exported with `attention="mha"` (the default);
 `"sdpa"` traces the reference maths below instead, the same functions the ops run in torch.
@@ -50,12 +53,31 @@ def attention_for(requested: str = "auto") -> str:
 
 
 def kernels(mode: str) -> tuple:
-    """(attention, exact GELU, LayerNorm) for an export mode: the custom ops ("mha") or the same
-    maths as plain torch ops ("sdpa"). Defined below; looked up when called. The rotary
-    embedding differs in layout too: see encoder.encode."""
+    """(attention, exact GELU, LayerNorm, residual add + LayerNorm) for an export mode: the custom
+    ops ("mha") or the same maths as plain torch ops ("sdpa"). Defined below; looked up when
+    called. The rotary embedding differs in layout too: see encoder.encode."""
     if mode == "mha":
-        return attention, gelu, norm
-    return attention_reference, F.gelu, norm_reference
+        return attention, gelu, norm, residual_norm
+    return attention_reference, F.gelu, norm_reference, residual_norm_reference
+
+
+def residual_norm_reference(module: torch.nn.Module, h: torch.Tensor, delta: torch.Tensor | None,
+                            zeros: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(module(h + delta), h + delta): a block's output added to the residual stream `h`, and the
+    pre-norm that reads the new stream. `delta` None: nothing to add yet."""
+    h = h if delta is None else h + delta
+    return module(h), h
+
+
+def residual_norm(module: torch.nn.Module, h: torch.Tensor, delta: torch.Tensor | None,
+                  zeros: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """residual_norm_reference with the add and a LayerNorm in one `add_norm` kernel."""
+    if delta is None:
+        return norm(module, h, zeros), h
+    if not isinstance(module, torch.nn.LayerNorm):
+        h = h + delta
+        return module(h), h
+    return add_norm(delta, h, module.weight, module.bias, module.eps)
 
 
 def norm_reference(module: torch.nn.Module, x: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
@@ -146,6 +168,18 @@ def _(x, zeros, weight, bias, eps):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("omni_laya::add_norm", mutates_args=())
+def add_norm(delta: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+             eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    total = delta + h
+    return F.layer_norm(total, (total.shape[-1],), weight, bias, eps), total
+
+
+@add_norm.register_fake
+def _(delta, h, weight, bias, eps):
+    return torch.empty_like(delta), torch.empty_like(delta)
+
+
 @torch.library.custom_op("omni_laya::gelu", mutates_args=())
 def gelu(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x)
@@ -176,10 +210,40 @@ def translations() -> dict:
     def exact_gelu(x):
         return ms.Gelu(x)
 
+    # The op's optional outputs (mean, inverse std, sum) that nothing reads are unnamed after the
+    # export (unname_unused), so no provider is asked for them.
     def skip_layer_norm(x, zeros, weight, bias, eps):
-        return ms.SkipLayerNormalization(x, zeros, weight, bias, epsilon=float(eps))
+        return ms.SkipLayerNormalization(x, zeros, weight, bias, epsilon=float(eps), _outputs=4)[0]
+
+    def skip_layer_norm_sum(delta, h, weight, bias, eps):
+        y, _mean, _inv_std, total = ms.SkipLayerNormalization(delta, h, weight, bias, epsilon=float(eps),
+                                                              _outputs=4)
+        return y, total
 
     return {torch.ops.omni_laya.rotary_pairs.default: rotary_embedding,
             torch.ops.omni_laya.layer_norm.default: skip_layer_norm,
+            torch.ops.omni_laya.add_norm.default: skip_layer_norm_sum,
             torch.ops.omni_laya.attention.default: multi_head_attention,
             torch.ops.omni_laya.gelu.default: exact_gelu}
+
+
+def unname_unused(path: str) -> None:
+    """Unname the optional outputs (1-3) of each SkipLayerNormalization that no node and no graph
+    output reads, in the graph at `path`, in place: a named output is one a provider computes."""
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    read = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
+    changed = False
+    for node in model.graph.node:
+        if node.op_type != "SkipLayerNormalization":
+            continue
+        outputs = [name if i == 0 or name in read else "" for i, name in enumerate(node.output)]
+        while len(outputs) > 1 and not outputs[-1]:
+            outputs.pop()
+        if outputs != list(node.output):
+            del node.output[:]
+            node.output.extend(outputs)
+            changed = True
+    if changed:
+        onnx.save(model, path)

@@ -81,7 +81,7 @@ class LayaDecisionGraph(nn.Module):
         padding = key_bias(attention_mask, torch.float32)        # one mask for encoder and head
         h = encode(self.encoder, self.rotary, input_ids, padding, self.attention)
         h = h + self.type_emb(qtype)[:, None, :]
-        attend, _, norm = fused.kernels(self.attention)
+        attend, _, norm, _ = fused.kernels(self.attention)
         bias, zeros = padding.to(h.dtype), h.new_zeros(h.shape[1], h.shape[2])
         for layer in self.head.layers:
             h = layer(h, bias, attend, norm, zeros)

@@ -116,6 +116,13 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     # Every encoder and decision-layer LayerNorm runs in the skip kernel (the first layer's
     # attention norm is an Identity); the fp32 scorer's stays a LayerNormalization.
     assert ops["SkipLayerNormalization"] == 2 * layers + 1 + 2 * head and ops["LayerNormalization"] == 1
+    # The encoder's 2 residual adds a layer run inside the next norm's kernel, which hands the sum
+    # on (output 3); the last one's sum feeds nothing but the final norm, so it is not named.
+    summing = [n for n in onnx.load(exports["mha"] + "/model.onnx", load_external_data=False).graph.node
+               if n.op_type == "SkipLayerNormalization" and len(n.output) == 4]
+    assert len(summing) == 2 * layers - 1 and all(n.output[3] and not n.output[1] and not n.output[2]
+                                                  for n in summing)
+    assert traced["Add"] - ops["Add"] >= 2 * layers
     assert ops["Softmax"] == 1 and traced["Softmax"] == 1 + layers + head     # only the act features'
     assert nodes < traced_nodes / 2, (nodes, traced_nodes)
 
