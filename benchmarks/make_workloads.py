@@ -21,6 +21,20 @@ TICKETS = [
 ]
 
 
+def fit_state(body: dict, state_ids: list[int], tokens: int, count, tok) -> dict | None:
+    """`body` with a state cut from `state_ids` so that `count(body)`, the row length as the
+    served model counts it, is exactly `tokens`; None where eight nudges miss (a cut can merge
+    with its neighbours at the seam)."""
+    keep = tokens - count(dict(body, state="x")) + 1       # state tokens to keep, then nudge
+    for _ in range(8):
+        body = dict(body, state=tok.tokenizer.decode(state_ids[:max(1, keep)]))
+        got = count(body)
+        if got == tokens:
+            return body
+        keep += tokens - got
+    return None
+
+
 def laya_requests(n: int, questions: int, seed: int, long_state: bool = False) -> list[dict]:
     rng = random.Random(seed)
     out = []
@@ -73,16 +87,10 @@ def laya_rows_of(tokens: int, n: int, seed: int, tok) -> list[dict]:
                                "criteria": {"billing": None, "technical": None, "logistics": None}}}
     out = []
     while len(out) < n:
-        body = {"model": "english", "state": "x", "questions": question}
-        state_ids = tok.encode(" ".join(rng.choice(TICKETS) for _ in range(4)))
-        keep = tokens - count(body) + 1
-        for _ in range(8):
-            body["state"] = tok.tokenizer.decode(state_ids[:max(1, keep)])
-            got = count(body)
-            if got == tokens:
-                out.append(dict(body))
-                break
-            keep += tokens - got
+        body = fit_state({"model": "english", "state": "x", "questions": question},
+                         tok.encode(" ".join(rng.choice(TICKETS) for _ in range(4))), tokens, count, tok)
+        if body is not None:
+            out.append(body)
     return out
 
 
@@ -121,16 +129,10 @@ def cua_requests(n: int, tokens: int, seed: int, tok) -> list[dict]:
                      CUA_QUESTIONS[-1])
     out = []
     while len(out) < n:
-        body = {"model": "cua-s1-4b-0.2", "state": "x", "questions": questions}
-        state_ids = tok.encode("\n".join(rng.choice(SCREENS) for _ in range(120)))
-        keep = tokens - count(body) + 1          # state tokens to keep, then nudge by the seams
-        for _ in range(8):
-            body["state"] = tok.tokenizer.decode(state_ids[:max(1, keep)])
-            got = count(body)
-            if got == tokens:
-                out.append(dict(body))
-                break
-            keep += tokens - got
+        body = fit_state({"model": "cua-s1-4b-0.2", "state": "x", "questions": questions},
+                         tok.encode("\n".join(rng.choice(SCREENS) for _ in range(120))), tokens, count, tok)
+        if body is not None:
+            out.append(body)
     return out
 
 
@@ -149,19 +151,16 @@ def open_jev_noul(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
                           CHAT_SUFFIX, np.zeros(1, dtype=np.float32), 0.0)
     rng = random.Random(seed)
     words = tok.encode(" ".join(rng.choice(TICKETS) for _ in range(900)))
+    def count(body):
+        return len(prepare(body, tok, export)[0][0].ids)
+
     out = []
     for i in range(n):
         tokens = round(math.exp(math.log(low) + (math.log(high) - math.log(low)) * i / (n - 1)))
-        body = {"model": "open-jev-9b", "state": "x",
-                "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}
-        keep = tokens - len(prepare(body, tok, export)[0][0].ids) + 1
-        for _ in range(8):
-            body["state"] = tok.tokenizer.decode(words[:max(1, keep)])
-            got = len(prepare(body, tok, export)[0][0].ids)
-            if got == tokens:
-                out.append(dict(body))
-                break
-            keep += tokens - got
+        question = {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}
+        body = fit_state({"model": "open-jev-9b", "state": "x", "questions": question}, words, tokens, count, tok)
+        if body is not None:
+            out.append(body)
     rng.shuffle(out)
     return out
 

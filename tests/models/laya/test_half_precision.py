@@ -57,11 +57,13 @@ def test_gate_refuses_a_distribution_that_moves():
 
 
 def test_cli_refuses_bfloat16_for_laya(english, tmp_path):
-    run = subprocess.run([sys.executable, "-m", "models.export", "laya", "--checkpoint", english[0],
-                          "--out", str(tmp_path / "x"), "--dtype", "bfloat16"], cwd=ROOT, capture_output=True, text=True)
+    def export(*args):
+        return subprocess.run([sys.executable, "-m", "models.export", *args, "--checkpoint", english[0],
+                               "--out", str(tmp_path / "x")], cwd=ROOT, capture_output=True, text=True)
+
+    run = export("laya", "--dtype", "bfloat16")
     assert run.returncode == 2 and "float32 or float16" in run.stderr
-    run = subprocess.run([sys.executable, "-m", "models.export", "cua-s1", "--checkpoint", english[0],
-                          "--out", str(tmp_path / "x"), "--gate-device", "cpu"], cwd=ROOT, capture_output=True, text=True)
+    run = export("cua-s1", "--gate-device", "cpu")
     assert run.returncode == 2 and "--gate-device applies to Laya only" in run.stderr
 
 
