@@ -59,7 +59,8 @@ def register() -> None:
             inputs=[P("input", "T"), P("skip", "T"), P("gamma", "T"), P("beta", "T", param_option=opt),
                     P("bias", "T", param_option=opt)],
             # The normalised output, then ONNX Runtime's optional mean, inverse std and sum of
-            # input and skip. Callers say how many they take (`_outputs`).
+            # input and skip. onnxscript names all four; an export unnames those nothing reads
+            # (models/laya/fused.py `unname_unused`), so no provider computes them.
             outputs=[P("output", "T"), P("mean", "U", param_option=opt), P("inv_std_var", "U", param_option=opt),
                      P("input_skip_bias_sum", "T", param_option=opt)],
             type_constraints=[("T", FLOATS, ""), ("U", ["tensor(float)"], "")],

@@ -5,10 +5,10 @@ batches): embeddings → LayerNorm, then per layer a pre-norm attention with rot
 (global layers at `global_rope_theta` over the whole sequence, sliding layers at
 `local_rope_theta` within ±local_attention/2 tokens) and a pre-norm GeGLU MLP, then the final
 norm. Writing it out lets the export emit one kernel per rotary, attention, GELU and residual
-add with the norm after it (`fused.py`), and build the two attention masks once per pass instead of once per layer; it also
-keeps the exported graph independent of how a transformers release dispatches attention. The
-packed projections (Wqkv, the MLP's Wi) run as one matrix product per output instead of one
-product and a split (models/projections.py).
+add with the norm after it (`fused.py`), and build the two attention masks once per pass instead
+of once per layer; it also keeps the exported graph independent of how a transformers release
+dispatches attention. The packed projections (Wqkv, the MLP's Wi) run as one matrix product per
+output instead of one product and a split (models/projections.py).
 """
 from __future__ import annotations
 
