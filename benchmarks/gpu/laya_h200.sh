@@ -66,8 +66,8 @@ for path in sys.argv[1:]:
     cpu = sessions.create(path + "/model.onnx", "cpu").session.run(None, feeds)
     print(path, "cuda vs cpu max |Δlogit| %.2e" % max(float(np.abs(a - b).max()) for a, b in zip(gpu, cpu)))
 PY
-  # DRIFT=1: what CUDA serves against the fp32 torch model (the export's own gate runs on the CPU
-  # provider, which computes most of an fp16 graph in fp32; docs/benchmarks.md, 2026-11-30 night).
+  # DRIFT=1: what CUDA serves against the fp32 torch model, over 96 random rows by default (the
+  # export's own gate, on CUDA here too, checks 12).
   if [ "${DRIFT:-0}" = 1 ]; then
     python3 -m benchmarks.laya_drift --checkpoint $CK $(for e in $EXPORTS; do echo --export ${e%%=*}=/tmp/omni/ex-${e%%=*}; done) \
       --device cuda --batches ${DRIFT_BATCHES:-8} --out "$OUT/drift_cuda.json" 2>&1 | grep -v -i warn || echo "drift: failed"
