@@ -47,9 +47,13 @@ def main(argv=None) -> int:
                          "GroupQueryAttention for the full-attention layers (fp16/bf16 on CUDA), sdpa = traced; "
                          "auto (default) = gqa unless float32")
     ap.add_argument("--gate-device", choices=["auto", "cuda", "cpu"],
-                    help="Laya float16: where the parity gate runs (default auto: CUDA when ONNX Runtime has a "
-                         "working CUDA provider). The CPU provider computes most of a float16 graph in float32, "
-                         "so a CPU gate understates the drift CUDA serves")
+                    help="float16/bfloat16 (every family except clef-flash): where the parity gate against float32 "
+                         "runs (default auto: CUDA when ONNX Runtime has a working CUDA provider). The CPU provider "
+                         "computes most of a float16 graph in float32, so a CPU gate understates the drift CUDA serves")
+    ap.add_argument("--parity-gate", choices=["enforce", "record"],
+                    help="a half-precision graph that fails the gate (probability drift > 0.02, or a top choice "
+                         "changed where float32's margin is >= 0.05): enforce (default) refuses the export; record "
+                         "exports it and records the failure in the manifest (random-weight benchmark checkpoints)")
     qwen = ap.add_argument_group("Qwen3.5-backbone models (cua-s1, open-jev, clef-flash)")
     qwen.add_argument("--adapter", help="PEFT LoRA adapter merged at export: local dir or owner/name[/sub]")
     qwen.add_argument("--base", help="open-jev: the base checkpoint (default: the one model.json names)")
@@ -79,10 +83,11 @@ def main(argv=None) -> int:
             extra["attention"] = args.attention
         if args.dtype:
             extra["dtype"] = args.dtype
-        if args.gate_device:
-            if args.model != "laya":
-                ap.error("--gate-device applies to Laya only")
-            extra["gate_device"] = args.gate_device
+        for key in ("gate_device", "parity_gate"):
+            if getattr(args, key):
+                if args.model == "clef-flash":
+                    ap.error("--%s: clef-flash exports have no parity gate yet" % key.replace("_", "-"))
+                extra[key] = getattr(args, key)
         exporter.export(args.checkpoint, args.out, revision=args.revision, subfolder=args.subfolder,
                         name=args.name, force=args.force, progress=progress, **extra)
     except CheckpointUnavailable as exc:

@@ -1,6 +1,12 @@
 """The reduced-precision parity gate (issue 5): a half-precision export may serve only if, on the
 same inputs as its float32 reference, every option distribution keeps its top choice where the
-fp32 top-two margin is at least 0.05 and no probability moves by more than 0.02."""
+fp32 top-two margin is at least 0.05 and no probability moves by more than 0.02.
+
+Every family's half-precision export runs it, on the provider it will be served on where it can
+(`gate_session`), and records the result in its manifest under `check.parity_gate`. What a
+family does with a failure is the operator's choice (`GATE_MODES`): refuse the export (the
+default), or record the failure and export anyway (random-weight checkpoints for benchmarks,
+whose deep random stacks amplify any rounding past 0.02; docs/benchmarks.md)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -9,6 +15,9 @@ import numpy as np
 
 MARGIN = 0.05
 MAX_DRIFT = 0.02
+GATE_DEVICES = ("auto", "cuda", "cpu")
+GATE_MODES = ("enforce", "record")
+NO_CUDA = "this onnxruntime has no CUDA provider (the `gpu` extra)"
 
 
 def softmax(logits) -> np.ndarray:
@@ -29,3 +38,60 @@ def gate_rows(probs: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> d
             same += int(p.argmax() == r.argmax())
     return {"rows": len(probs), "max_prob_drift": drift, "top_choice_identical": "%d/%d" % (same, gated),
             "passes": drift <= MAX_DRIFT and same == gated}
+
+
+class GateFailed(RuntimeError):
+    """A half-precision graph that fails the gate, under `enforce`."""
+
+
+def check_gate_options(device: str, mode: str, half: bool) -> None:
+    """Refuse bad gate options before minutes of export, not after."""
+    if device not in GATE_DEVICES:
+        raise ValueError("gate_device must be one of %s, got %r" % (", ".join(GATE_DEVICES), device))
+    if mode not in GATE_MODES:
+        raise ValueError("parity_gate must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
+    if half and device == "cuda" and not cuda_listed():
+        raise RuntimeError("--gate-device cuda: " + NO_CUDA)
+
+
+def judge(result: dict, mode: str, what: str = "half-precision graph") -> dict:
+    """`result` (gate_rows' measures) with the mode recorded; raises GateFailed under enforce."""
+    result = dict(result, mode=mode)
+    if not result["passes"] and mode == "enforce":
+        raise GateFailed("%s fails the parity gate (max probability drift %.3g, limit %g; top choice %s): %s. "
+                         "Export in float32, or pass --parity-gate record to export anyway and record the "
+                         "failure in the manifest" % (what, result["max_prob_drift"], MAX_DRIFT,
+                                                      result["top_choice_identical"], result))
+    return result
+
+
+def cuda_listed() -> bool:
+    import onnxruntime as ort
+
+    return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+def gate_session(onnx_path: str, device: str):
+    """(session, "cuda" | "cpu"): an ONNX Runtime session on the CUDA provider where `device`
+    asks for it (auto: where one initialises), else on the CPU provider. The gate should run
+    where the graph will be served: the CPU provider lacks fp16 kernels for most ops and
+    computes them in float32, so a CPU gate understates the drift CUDA serves."""
+    import onnxruntime as ort
+
+    if device != "cpu":
+        error = None
+        if cuda_listed():
+            try:
+                if hasattr(ort, "preload_dlls"):
+                    ort.preload_dlls()
+                session = ort.InferenceSession(onnx_path, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+                if session.get_providers()[0] == "CUDAExecutionProvider":
+                    return session, "cuda"
+                error = "the CUDA provider did not initialise"
+            except Exception as exc:   # no driver or device: auto falls back, cuda says why
+                error = str(exc).splitlines()[0][:300]
+        else:
+            error = NO_CUDA
+        if device == "cuda":
+            raise RuntimeError("--gate-device cuda: %s" % error)
+    return ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]), "cpu"

@@ -10,6 +10,7 @@ the letter logits on the host in float64, as the native worker does (finish.fini
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -17,6 +18,7 @@ from models import hub, manifest as manifests
 from models.cua_s1 import checkpoint as ck
 from models.qwen35 import export as qexport
 from models.qwen35 import fused
+from models.qwen35 import gate as qgate
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
@@ -27,10 +29,12 @@ LETTER_ROWS = "letter_rows.npy"
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
-           projections: str = "separate", progress=print, **_ignored) -> dict:
+           projections: str = "separate", gate_device: str = "auto", parity_gate: str = "enforce",
+           progress=print, **_ignored) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)
+    qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
     t0 = time.perf_counter()
     progress("[1/5] resolving base %s%s" % (checkpoint, " and adapter %s" % adapter if adapter else ""))
     base = hub.resolve(checkpoint, qexport.BASE_FILES, revision=revision, subfolder=subfolder)
@@ -67,7 +71,10 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
-    graph = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True)
+    gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,
+                             device=gate_device, mode=parity_gate, progress=progress)
+    graph = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate)
+    check = qexport.checks(graph)
     np.save(os.path.join(out, LETTER_ROWS), letter_rows)
     progress("[5/5] writing the manifest")
     random = manifests.flagged_random(os.path.join(base.path, "config.json"))
@@ -78,7 +85,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": qexport.ONNX_NAME,
         "source": {"checkpoint": base.name, "revision": base.revision, "adapter": adapter, "sha256": sources},
-        "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph,
+        "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "check": check,
         "lora": lora.summary() if lora else None, "merged_modules": len(merged),
         "inputs": ["input_ids", "positions"], "outputs": ["hidden"],
         "export_options": options,

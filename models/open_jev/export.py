@@ -12,6 +12,7 @@ the native worker's arithmetic exactly (models.md §4.3).
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -19,6 +20,7 @@ from models import hub, manifest as manifests
 from models.open_jev import checkpoint as ck
 from models.qwen35 import export as qexport
 from models.qwen35 import fused
+from models.qwen35 import gate as qgate
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
@@ -30,9 +32,10 @@ PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
 def export(checkpoint: str, out: str, *, base: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
-           projections: str = "separate", max_length: int = ck.MAX_LENGTH_DEFAULT, progress=print,
-           **_ignored) -> dict:
+           projections: str = "separate", max_length: int = ck.MAX_LENGTH_DEFAULT, gate_device: str = "auto",
+           parity_gate: str = "enforce", progress=print, **_ignored) -> dict:
     progress = progress or (lambda m: None)
+    qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
     t0 = time.perf_counter()
     progress("[1/5] resolving package %s" % checkpoint)
     src = hub.resolve(checkpoint, PACKAGE_FILES, revision=revision, subfolder=subfolder)
@@ -64,7 +67,11 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
     model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
-    graph = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True)
+    gate = functools.partial(qgate.run, kernel=gdn_kernel, device=gate_device, mode=parity_gate, progress=progress,
+                             distributions=qgate.noul_distributions(meta_export.head_weight, meta_export.head_bias,
+                                                                    meta_export.temperature))
+    graph = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate)
+    check = qexport.checks(graph)
     progress("[5/5] writing open_jev_export.json and the manifest")
     random = manifests.flagged_random(os.path.join(src.path, "model.json"), os.path.join(base_src.path, "config.json"))
     meta = {
@@ -77,7 +84,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
         "onnx": qexport.ONNX_NAME,
         "source": {"checkpoint": src.name, "revision": src.revision, "base": package.model_id, "base_revision": package.base_revision,
                    "sha256": sources},
-        "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "merged_modules": len(merged),
+        "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "check": check, "merged_modules": len(merged),
         "inputs": ["input_ids", "positions"], "outputs": ["hidden"], "export_options": options,
         "exporter": manifests.exporter_info(qexport.OPSET),
     }

@@ -176,9 +176,11 @@ def hash_sources(directory: str, names: list[str], progress=print) -> dict[str, 
     return out
 
 
-def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool) -> dict:
+def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool, gate=None) -> dict:
     """Export `model` into `out` (staged, so a failure leaves no half export), copy the tokenizer,
-    and return what the manifest records about the graph."""
+    and return what the manifest records about the graph. `gate(model, onnx_path) -> dict`: the
+    parity gate of a half-precision graph (gate.run), recorded as `parity_gate`; a gate that
+    refuses raises, and nothing is written."""
     from models import manifest as manifests
 
     info = {"gdn_kernel": kernel, "attention": model.attention}
@@ -188,8 +190,18 @@ def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, che
         if check and kernel == "linear_attention" and model_dtype(model) == "float32":
             progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
             info["check_max_abs_diff"] = check_graph(model, path)
+        if gate is not None and model_dtype(model) != "float32":
+            info["parity_gate"] = result = gate(model, path)
+            progress("parity gate vs float32 on %s: max probability drift %.1e, top choice %s, %s"
+                     % (result["device"], result["max_prob_drift"], result["top_choice_identical"],
+                        "passes" if result["passes"] else "FAILS (recorded: --parity-gate record)"))
         manifests.copy_present(tokenizer_dir, TOKENIZER_FILES, tmp)
     return info
+
+
+def checks(graph: dict) -> dict:
+    """The manifest's `check` (as Laya's): the parity gate moves there from the graph's record."""
+    return {"parity_gate": graph.pop("parity_gate")} if "parity_gate" in graph else {}
 
 
 def model_dtype(model) -> str:

@@ -63,8 +63,8 @@ def test_cli_refuses_bfloat16_for_laya(english, tmp_path):
 
     run = export("laya", "--dtype", "bfloat16")
     assert run.returncode == 2 and "float32 or float16" in run.stderr
-    run = export("cua-s1", "--gate-device", "cpu")
-    assert run.returncode == 2 and "--gate-device applies to Laya only" in run.stderr
+    run = export("clef-flash", "--gate-device", "cpu")
+    assert run.returncode == 2 and "clef-flash exports have no parity gate yet" in run.stderr
 
 
 def test_the_manifest_names_where_the_gate_ran(english_fp16):
@@ -89,3 +89,21 @@ def test_a_cuda_gate_without_cuda_is_a_clear_error(english, tmp_path):
     assert not (tmp_path / "x").exists()          # staged: a refused export leaves nothing behind
     with pytest.raises(ValueError, match="gate_device"):
         export.export(english[0], str(tmp_path / "y"), dtype="float16", gate_device="gpu", progress=None)
+
+
+def test_record_exports_what_enforce_refuses(english, tmp_path, monkeypatch):
+    """Against a drift limit below the export's own drift: enforce leaves nothing behind, record
+    writes the export with the failure in its manifest."""
+    import os
+
+    from models.laya import export
+
+    monkeypatch.setattr(precision, "MAX_DRIFT", 1e-6)
+    refused = str(tmp_path / "refused")
+    with pytest.raises(precision.GateFailed, match="--parity-gate record"):
+        export.export(english[0], refused, dtype="float16", gate_device="cpu", progress=None)
+    assert not os.path.exists(os.path.join(refused, "manifest.json"))
+    kept = str(tmp_path / "kept")
+    export.export(english[0], kept, dtype="float16", gate_device="cpu", parity_gate="record", progress=None)
+    gate = read(kept)["check"]["parity_gate"]
+    assert not gate["passes"] and gate["mode"] == "record" and gate["max_prob_drift"] > 1e-6

@@ -1,0 +1,166 @@
+"""The reduced-precision parity gate for Qwen3.5-backbone exports (models.precision's measures).
+
+A half-precision export is run on ONNX Runtime over random prompts of 80-400 tokens, and the
+family's own decision distributions from its hidden states (Cua-S1: the letter rows' softmax;
+Open-Jev: the calibrated yes/no) are compared with those of a float32 reference: the same module
+and weights, computed in float32 without TF32.
+
+The reference is streamed one layer at a time (each layer copied to float32 on the device, run
+over every prompt, then freed), so it needs one float32 layer of memory besides the exported
+module, not a float32 copy of the model (108 GB for the 27B). It runs on CUDA through torch where
+torch has a GPU, else on the CPU. Its weights are the exported ones upcast: fp16 holds a
+checkpoint's bf16 weights exactly except values below fp16's normal range (|w| < 6.1e-5), so the
+gate measures the arithmetic, which is what differs between providers and dtypes.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from typing import Callable, Sequence
+
+import numpy as np
+
+from models import precision
+
+PROMPTS = 8
+MIN_TOKENS, MAX_TOKENS = 80, 400
+# The GatedDeltaNet engine the server builds sessions with unless told otherwise (app.config
+# `cuda_gdn_plan`): the engines round differently, so the gate uses the served one.
+SERVED_GDN_PLAN = "chunked_split"
+CUDA_ONLY_KERNELS = ("gated_delta_net", "gated_delta_net_fused")
+
+Distributions = Callable[[np.ndarray], Sequence[np.ndarray]]
+
+
+def prompts(vocab: int, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS, seed: int = 0) -> list[np.ndarray]:
+    """`n` random id rows of lo..hi tokens (int64, [1, T])."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, size=(1, int(t)), dtype=np.int64) for t in rng.integers(lo, hi + 1, size=n)]
+
+
+@contextlib.contextmanager
+def _exact_float32():
+    """float32 matmuls and convolutions without TF32 for the reference."""
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def reference_device(requested: str) -> str:
+    """Where torch runs the reference: CUDA when torch has one and the gate is not pinned to the CPU."""
+    import torch
+
+    return "cuda" if requested != "cpu" and torch.cuda.is_available() else "cpu"
+
+
+def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") -> list[np.ndarray]:
+    """Final-norm hidden states [T, H] (float64) of each id row, computed in float32 one layer at
+    a time from `module`'s weights (any dtype)."""
+    import torch
+
+    with torch.no_grad(), _exact_float32():
+        weight = module.embed_tokens.weight
+        xs = [weight[torch.from_numpy(r[0])].to(device=device, dtype=torch.float32)[None] for r in rows]
+        inv_freq = module.inv_freq.to(device=device, dtype=torch.float32)
+        rope = []
+        for x in xs:
+            freqs = torch.arange(x.shape[1], device=device).float()[:, None] * inv_freq[None, :]
+            emb = torch.cat((freqs, freqs), dim=-1)
+            rope.append((emb.cos()[:, None], emb.sin()[:, None]))
+        for layer in module.layers:
+            ref = copy.deepcopy(layer).to(device=device, dtype=torch.float32)
+            xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope)]
+            del ref
+        norm = copy.deepcopy(module.norm).to(device=device, dtype=torch.float32)
+        out = [norm(x)[0].double().cpu().numpy() for x in xs]
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+@contextlib.contextmanager
+def gdn_plan(plan: str):
+    """ORT_GDN_PLAN while a session is built (ONNX Runtime reads it when it creates the kernel)."""
+    before = os.environ.get("ORT_GDN_PLAN")
+    if plan == "auto":
+        os.environ.pop("ORT_GDN_PLAN", None)
+    else:
+        os.environ["ORT_GDN_PLAN"] = plan
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("ORT_GDN_PLAN", None)
+        else:
+            os.environ["ORT_GDN_PLAN"] = before
+
+
+def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The export's final-norm hidden state at each row's last token (float64 [H])."""
+    out = []
+    for r in rows:
+        if readout == "all":
+            (states,) = session.run(["hidden_states"], {"input_ids": r})
+            out.append(np.asarray(states[0, -1], dtype=np.float64))
+        else:
+            (hidden,) = session.run(["hidden"], {"input_ids": r, "positions": np.array([r.shape[1] - 1])})
+            out.append(np.asarray(hidden[0], dtype=np.float64))
+    return out
+
+
+def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, device: str = "auto",
+        mode: str = "enforce", progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS) -> dict:
+    """Gate the export at `onnx_path` of `module` (the module it was traced from): the parity
+    measures, where each side ran, and the hidden states' relative error; raises
+    precision.GateFailed under `enforce` when it fails."""
+    rows = prompts(module.d.vocab_size, n, lo, hi)
+    where = reference_device(device)
+    progress("parity gate: float32 reference on %s (%d prompts of %d-%d tokens, one layer at a time) ..."
+             % (where, n, min(r.shape[1] for r in rows), max(r.shape[1] for r in rows)))
+    want = [h[-1] for h in reference_hidden(module, rows, where)]
+    plan = os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN)
+    with gdn_plan(plan):
+        session, used = precision.gate_session(onnx_path, device)
+    progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
+    got = graph_hidden(session, module.readout, rows)
+    del session
+    rel = max(float(np.linalg.norm(g - w) / np.linalg.norm(w)) for g, w in zip(got, want))
+    probs = [p for h in got for p in distributions(h[None])]
+    refs = [p for h in want for p in distributions(h[None])]
+    result = dict(precision.gate_rows(probs, refs), device=used, reference_device=where,
+                  prompt_tokens=[int(r.shape[1]) for r in rows], final_hidden_rel_err=rel)
+    if used == "cuda" and kernel in CUDA_ONLY_KERNELS:
+        result["gdn_plan"] = plan
+    return precision.judge(result, mode)
+
+
+def check_options(dtype: str, kernel: str, device: str, mode: str) -> None:
+    """Refuse before the export what the gate could not do after it: a CUDA-only GDN kernel
+    gated where ONNX Runtime has no CUDA provider."""
+    half = dtype != "float32"
+    precision.check_gate_options(device, mode, half)
+    if half and kernel in CUDA_ONLY_KERNELS and (device == "cpu" or not precision.cuda_listed()):
+        raise RuntimeError("--gdn-kernel %s runs on CUDA only, so a %s export's parity gate needs ONNX Runtime's "
+                           "CUDA provider (%s). Export where CUDA is, or with --gdn-kernel linear_attention"
+                           % (kernel, dtype, "--gate-device cpu" if device == "cpu" else precision.NO_CUDA))
+
+
+def letter_distributions(letter_rows: np.ndarray) -> Distributions:
+    """Cua-S1: softmax over the 26 letter logits (hidden · rows, float64), before bf16 rounding."""
+    rows = np.asarray(letter_rows, dtype=np.float64)
+    return lambda hidden: [precision.softmax(h @ rows.T) for h in hidden]
+
+
+def noul_distributions(weight: np.ndarray, bias: float, temperature: float) -> Distributions:
+    """Open-Jev: one candidate's yes/no, softmax([0, score] / T) (models.md §4.4)."""
+    w = np.asarray(weight, dtype=np.float64)
+
+    def dist(hidden):
+        return [precision.softmax(np.array([0.0, float(h @ w) + bias]) / temperature) for h in hidden]
+    return dist

@@ -1,0 +1,107 @@
+"""The Qwen3.5 half-precision parity gate (models/qwen35/gate.py): its float32 reference is the
+module's own maths streamed layer by layer, it passes a tiny fp16 export on ONNX Runtime's CPU
+provider, and under `enforce` it refuses a graph whose distributions move."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from models import precision
+from models.qwen35 import export, gate, weights
+from models.qwen35.dims import TextDims
+
+
+@pytest.fixture(scope="module")
+def tied(qwen_tied):
+    dims = TextDims.from_dir(qwen_tied)
+    return dims, weights.load_text_state(qwen_tied, torch.float32)
+
+
+@pytest.fixture(scope="module")
+def half_export(tied, tmp_path_factory):
+    """(fp16 module, its ONNX path, the 26 letter rows) of the tiny tied checkpoint."""
+    dims, state = tied
+    module = export.build_module(dims, state, "last", "float16")
+    path = export.export_graph(module, str(tmp_path_factory.mktemp("gate-fp16")), progress=lambda m: None)
+    return module, path, state["embed_tokens.weight"][32:58].numpy()
+
+
+def test_streamed_reference_is_the_module_forward(tied):
+    """One float32 layer at a time gives the whole float32 module's final hidden states."""
+    dims, state = tied
+    module = export.build_module(dims, state, "last", "float32", attention="sdpa")
+    rows = gate.prompts(dims.vocab_size, n=3, lo=9, hi=140, seed=4)
+    streamed = gate.reference_hidden(module, rows)
+    for r, got in zip(rows, streamed):
+        with torch.no_grad():
+            want = module.hidden_states(torch.from_numpy(r))[0].double().numpy()
+        assert got.shape == (r.shape[1], dims.hidden_size)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def test_reference_of_a_half_module_computes_in_float32(tied, half_export):
+    """From the fp16 module's weights, the reference is the float32 maths (within the weights'
+    fp16 rounding), not the fp16 module's own forward."""
+    dims, state = tied
+    half = half_export[0]
+    ref32 = export.build_module(dims, state, "last", "float32", attention="sdpa")
+    (r,) = gate.prompts(dims.vocab_size, n=1, lo=120, hi=120, seed=5)
+    (streamed,) = gate.reference_hidden(half, [r])
+    with torch.no_grad():
+        full = ref32.hidden_states(torch.from_numpy(r))[0].double().numpy()
+        own = half.hidden_states(torch.from_numpy(r))[0].double().numpy()
+    assert streamed.dtype == np.float64
+    err_ref = np.linalg.norm(streamed - full) / np.linalg.norm(full)
+    err_own = np.linalg.norm(own - full) / np.linalg.norm(full)
+    assert err_ref < 5e-3 and err_ref < err_own / 2, (err_ref, err_own)
+
+
+def test_a_tiny_fp16_export_passes_on_the_cpu(half_export):
+    module, path, letters = half_export
+    result = gate.run(module, path, gate.letter_distributions(letters), kernel="linear_attention",
+                      device="cpu", progress=lambda m: None)
+    assert result["passes"] and result["mode"] == "enforce"
+    assert result["device"] == "cpu" and result["reference_device"] == "cpu"
+    assert result["rows"] == gate.PROMPTS and len(result["prompt_tokens"]) == gate.PROMPTS
+    assert all(gate.MIN_TOKENS <= t <= gate.MAX_TOKENS for t in result["prompt_tokens"])
+    assert 0 < result["max_prob_drift"] <= precision.MAX_DRIFT   # a different graph, within the gate
+    assert 0 < result["final_hidden_rel_err"] < 0.05
+    assert "gdn_plan" not in result                                # no GatedDeltaNet kernel ran
+
+
+def test_enforce_refuses_what_record_keeps(half_export, monkeypatch):
+    """The same export against a drift limit below its measured drift (1e-4)."""
+    module, path, letters = half_export
+    monkeypatch.setattr(precision, "MAX_DRIFT", 1e-4)
+    dists = gate.letter_distributions(letters)
+    with pytest.raises(precision.GateFailed, match="fails the parity gate .*limit 0.0001.*--parity-gate record"):
+        gate.run(module, path, dists, kernel="linear_attention", device="cpu", progress=lambda m: None)
+    kept = gate.run(module, path, dists, kernel="linear_attention", device="cpu", mode="record",
+                    progress=lambda m: None)
+    assert not kept["passes"] and kept["mode"] == "record" and kept["max_prob_drift"] > 1e-4
+
+
+def test_noul_distributions_are_open_jev_calibration():
+    from models.open_jev import finish
+
+    rng = np.random.default_rng(0)
+    w, h = rng.normal(size=16), rng.normal(size=(3, 16))
+    dists = gate.noul_distributions(w, 0.25, 2.5)(h)
+    for row, p in zip(h, dists):
+        score = finish.head_scores(row[None], w.astype(np.float32), 0.25)[0]
+        np.testing.assert_allclose(p, finish.calibrate([0.0, score], 2.5), atol=1e-6)
+
+
+def test_options_the_gate_cannot_honour_fail_before_the_export(monkeypatch):
+    gate.check_options("float32", "gated_delta_net_fused", "cpu", "enforce")     # fp32: no gate
+    gate.check_options("float16", "linear_attention", "cpu", "record")
+    with pytest.raises(RuntimeError, match="runs on CUDA only.*--gate-device cpu"):
+        gate.check_options("float16", "gated_delta_net_fused", "cpu", "enforce")
+    monkeypatch.setattr(precision, "cuda_listed", lambda: False)
+    with pytest.raises(RuntimeError, match="runs on CUDA only.*no CUDA provider"):
+        gate.check_options("bfloat16", "gated_delta_net", "auto", "enforce")
+    with pytest.raises(RuntimeError, match="--gate-device cuda: this onnxruntime has no CUDA provider"):
+        gate.check_options("float16", "linear_attention", "cuda", "enforce")
+    with pytest.raises(ValueError, match="parity_gate"):
+        gate.check_options("float16", "linear_attention", "cpu", "warn")
