@@ -47,7 +47,7 @@ def main(argv=None) -> int:
                          "GroupQueryAttention for the full-attention layers (fp16/bf16 on CUDA), sdpa = traced; "
                          "auto (default) = gqa unless float32")
     ap.add_argument("--gate-device", choices=["auto", "cuda", "cpu"],
-                    help="float16/bfloat16 (every family except clef-flash): where the parity gate against float32 "
+                    help="float16/bfloat16: where the parity gate against float32 "
                          "runs (default auto: CUDA when ONNX Runtime has a working CUDA provider). The CPU provider "
                          "computes most of a float16 graph in float32, so a CPU gate understates the drift CUDA serves")
     ap.add_argument("--parity-gate", choices=["enforce", "record"],
@@ -85,8 +85,6 @@ def main(argv=None) -> int:
             extra["dtype"] = args.dtype
         for key in ("gate_device", "parity_gate"):
             if getattr(args, key):
-                if args.model == "clef-flash":
-                    ap.error("--%s: clef-flash exports have no parity gate yet" % key.replace("_", "-"))
                 extra[key] = getattr(args, key)
         exporter.export(args.checkpoint, args.out, revision=args.revision, subfolder=args.subfolder,
                         name=args.name, force=args.force, progress=progress, **extra)

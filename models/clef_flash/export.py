@@ -15,9 +15,10 @@ import os
 import time
 
 from models import hub, manifest as manifests
-from models.clef_flash import head_graph
+from models.clef_flash import gate, head_graph
 from models.qwen35 import export as qexport
 from models.qwen35 import fused
+from models.qwen35 import gate as qgate
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
@@ -38,10 +39,11 @@ def _example(vocab: int):
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
            gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "separate",
-           progress=print, **_ignored) -> dict:
+           gate_device: str = "auto", parity_gate: str = "enforce", progress=print, **_ignored) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
+    qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
     t0 = time.perf_counter()
     progress("[1/5] resolving checkpoint %s" % checkpoint)
     src = hub.resolve(checkpoint, qexport.BASE_FILES + HEAD_FILES, revision=revision, subfolder=subfolder)
@@ -68,13 +70,19 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                                     torch.export.Dim("questions"), torch.export.Dim("options"))
     dynamic = {"input_ids": {1: seq}, "token_positions": {0: tokens}, "question_spans": {0: questions},
                "question_types": {0: questions}, "option_spans": {0: opts}, "option_question": {0: opts}}
-    info = {"gdn_kernel": gdn_kernel}
+    info, check = {"gdn_kernel": gdn_kernel}, {}
     with manifests.staged(out) as tmp:
         path = qexport.export_program(graph, _example(dims.vocab_size), INPUTS, ["logits"], dynamic,
                                       tmp, gdn_kernel, progress)
         if dtype == "float32" and gdn_kernel == "linear_attention":
             progress("checking ONNX Runtime (CPU) against torch on an untraced record ...")
             info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size)
+        if dtype != "float32":
+            check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, device=gate_device,
+                                                     mode=parity_gate, progress=progress)
+            progress("parity gate vs float32 on %s: max probability drift %.1e, top choice %s, %s"
+                     % (result["device"], result["max_prob_drift"], result["top_choice_identical"],
+                        "passes" if result["passes"] else "FAILS (recorded: --parity-gate record)"))
         manifests.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
     progress("[5/5] writing the manifest")
     import json
@@ -89,7 +97,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": qexport.ONNX_NAME,
         "source": {"checkpoint": src.name, "revision": src.revision, "sha256": sources},
-        "dims": dims.as_dict(), "head": head_config, "weights_dtype": dtype, "graph": info,
+        "dims": dims.as_dict(), "head": head_config, "weights_dtype": dtype, "graph": info, "check": check,
         "inputs": INPUTS, "outputs": ["logits"], "signature": "clef-joint-v1", "export_options": options,
         "exporter": manifests.exporter_info(qexport.OPSET),
     }

@@ -114,6 +114,15 @@ def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.n
     return out
 
 
+def session_for(onnx_path: str, device: str, kernel: str) -> tuple:
+    """(session, provider used, record): an ONNX Runtime session for the gate, its GatedDeltaNet
+    engine the served one (`OMNI_CUDA_GDN_PLAN`, default chunked_split), which the record names."""
+    plan = os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN)
+    with gdn_plan(plan):
+        session, used = precision.gate_session(onnx_path, device)
+    return session, used, ({"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {})
+
+
 def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, device: str = "auto",
         mode: str = "enforce", progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS) -> dict:
     """Gate the export at `onnx_path` of `module` (the module it was traced from): the parity
@@ -124,9 +133,7 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     progress("parity gate: float32 reference on %s (%d prompts of %d-%d tokens, one layer at a time) ..."
              % (where, n, min(r.shape[1] for r in rows), max(r.shape[1] for r in rows)))
     want = [h[-1] for h in reference_hidden(module, rows, where)]
-    plan = os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN)
-    with gdn_plan(plan):
-        session, used = precision.gate_session(onnx_path, device)
+    session, used, engine = session_for(onnx_path, device, kernel)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     got = graph_hidden(session, module.readout, rows)
     del session
@@ -134,9 +141,7 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     probs = [p for h in got for p in distributions(h[None])]
     refs = [p for h in want for p in distributions(h[None])]
     result = dict(precision.gate_rows(probs, refs), device=used, reference_device=where,
-                  prompt_tokens=[int(r.shape[1]) for r in rows], final_hidden_rel_err=rel)
-    if used == "cuda" and kernel in CUDA_ONLY_KERNELS:
-        result["gdn_plan"] = plan
+                  prompt_tokens=[int(r.shape[1]) for r in rows], final_hidden_rel_err=rel, **engine)
     return precision.judge(result, mode)
 
 

@@ -150,3 +150,18 @@ def test_compose_gives_the_clef_joint_signature(backbone, clef_dir, head_onnx, t
     onnx_logits = head_onnx[1].run(None, dict(_feeds(rec, hidden[:, : rec.tokens], _pad_id(tok)),
                                               hidden=hidden, input_ids=ids[None]))[0]
     assert float(np.abs(logits.numpy() - onnx_logits).max()) < 1e-5
+
+
+def test_a_float16_export_passes_its_parity_gate(clef_dir, tmp_path):
+    """The whole clef-joint-v1 graph in fp16 against the float32 backbone read by the same head,
+    per question over its own options (models/clef_flash/gate.py); recorded in the manifest."""
+    from models import precision
+    from models.clef_flash import export, gate
+    from models.manifest import read
+
+    out = str(tmp_path / "clef-fp16")
+    export.export(clef_dir, out, dtype="float16", gate_device="cpu", progress=None)
+    result = read(out)["check"]["parity_gate"]
+    assert result["passes"] and result["device"] == "cpu" and result["mode"] == "enforce"
+    assert result["rows"] == gate.RECORDS * len(gate.OPTIONS_PER_QUESTION)
+    assert 0 < result["max_prob_drift"] <= precision.MAX_DRIFT

@@ -63,8 +63,8 @@ def test_cli_refuses_bfloat16_for_laya(english, tmp_path):
 
     run = export("laya", "--dtype", "bfloat16")
     assert run.returncode == 2 and "float32 or float16" in run.stderr
-    run = export("clef-flash", "--gate-device", "cpu")
-    assert run.returncode == 2 and "clef-flash exports have no parity gate yet" in run.stderr
+    run = export("laya", "--parity-gate", "warn")
+    assert run.returncode == 2 and "invalid choice: 'warn'" in run.stderr
 
 
 def test_the_manifest_names_where_the_gate_ran(english_fp16):

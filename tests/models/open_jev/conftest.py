@@ -1,4 +1,4 @@
-"""Open-Jev fixtures: the tiny locally trained Qwen-style tokenizer and merged-export settings
+"""Open-Jev fixtures: the tiny locally trained Qwen-style tokenizer, a tiny random package, and merged-export settings
 whose head is the identity on a 1-wide hidden state (so a hidden row *is* its score)."""
 from __future__ import annotations
 
@@ -35,3 +35,12 @@ def export27():
 @pytest.fixture
 def export9():
     return make_export("9b")
+
+
+@pytest.fixture(scope="session")
+def package(tmp_path_factory):
+    """A tiny random Open-Jev 9B package (base + rank-8 LoRA + scalar head)."""
+    pytest.importorskip("peft")
+    from models.open_jev import random_checkpoint
+
+    return random_checkpoint.build(str(tmp_path_factory.mktemp("open-jev-random")), "9b", seed=5)

@@ -31,14 +31,6 @@ SHORT = {"model": "open-jev-9b", "state": "Short.", "questions": {
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory):
-    pytest.importorskip("peft")
-    from models.open_jev import random_checkpoint
-
-    return random_checkpoint.build(str(tmp_path_factory.mktemp("open-jev-random")), "9b", seed=5)
-
-
-@pytest.fixture(scope="module")
 def jev_export(package, tmp_path_factory):
     from models.open_jev import export
 

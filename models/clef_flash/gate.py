@@ -1,0 +1,64 @@
+"""The parity gate of a half-precision Clef-Flash export (models/qwen35/gate.py for the backbone).
+
+Clef's graph is the backbone and the joint head together, so the gate runs whole records: random
+token rows of 80-400 tokens carrying 4 questions of 2-5 options. The reference is the backbone's
+float32 hidden states (streamed one layer at a time) read by the same head, which is float32 in
+the export too; the distributions are each question's softmax over its own options, as served
+(finish.question_probabilities).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from models import precision
+from models.clef_flash import head_graph
+from models.qwen35 import gate as qgate
+
+RECORDS = 6
+OPTIONS_PER_QUESTION = (5, 2, 3, 2)
+INPUTS = ("input_ids", "token_positions", "question_spans", "question_types", "option_spans", "option_question")
+
+
+def records(vocab: int, n: int = RECORDS, seed: int = 0) -> list[tuple]:
+    """`n` records (the graph's inputs, torch tensors) of 80-400 real tokens, no padding."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, t in enumerate(rng.integers(qgate.MIN_TOKENS, qgate.MAX_TOKENS + 1, size=n)):
+        _, *inputs = head_graph.example_inputs(8, vocab, seq=int(t), tokens=int(t),
+                                               options_per_question=OPTIONS_PER_QUESTION, seed=seed + i)
+        out.append(tuple(inputs))
+    return out
+
+
+def _by_question(logits: np.ndarray, option_question: np.ndarray) -> list[np.ndarray]:
+    return [precision.softmax(logits[option_question == q]) for q in np.unique(option_question)]
+
+
+def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str = "enforce", progress=print) -> dict:
+    """Gate the export at `onnx_path` of `graph` (head_graph.ClefJointGraph, backbone in half
+    precision): the parity measures over every question of every record, where each side ran;
+    raises precision.GateFailed under `enforce` when it fails."""
+    import torch
+
+    backbone = graph.backbone
+    cases = records(backbone.d.vocab_size)
+    where = qgate.reference_device(device)
+    progress("parity gate: float32 reference on %s (%d records of %d-%d tokens, %d questions each) ..."
+             % (where, len(cases), min(c[0].shape[1] for c in cases), max(c[0].shape[1] for c in cases),
+                len(OPTIONS_PER_QUESTION)))
+    hidden = qgate.reference_hidden(backbone, [c[0].numpy() for c in cases], where)
+    refs = []
+    with torch.no_grad():
+        for h, case in zip(hidden, cases):
+            logits = graph.head_graph(torch.from_numpy(h).float()[None], *case).double().numpy()
+            refs += _by_question(logits, case[-1].numpy())
+    session, used, engine = qgate.session_for(onnx_path, device, kernel)
+    progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
+    probs = []
+    for case in cases:
+        (logits,) = session.run(["logits"], dict(zip(INPUTS, (t.numpy() for t in case))))
+        probs += _by_question(np.asarray(logits, dtype=np.float64), case[-1].numpy())
+    del session
+    result = dict(precision.gate_rows(probs, refs), device=used, reference_device=where,
+                  prompt_tokens=[int(c[0].shape[1]) for c in cases], **engine)
+    return precision.judge(result, mode)

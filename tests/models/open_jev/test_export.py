@@ -1,0 +1,22 @@
+"""A float16 Open-Jev export runs the parity gate against float32 on the model's own calibrated
+yes/no (the gate itself: tests/models/qwen35/test_gate.py) and records it in the manifest."""
+from __future__ import annotations
+
+import os
+
+from models import precision
+from models.manifest import read
+
+
+def test_a_float16_export_records_its_parity_gate(package, tmp_path):
+    from models.open_jev import export
+
+    out = str(tmp_path / "jev-fp16")
+    export.export(package, out, base=os.path.join(os.path.dirname(package), "base"), dtype="float16",
+                  gate_device="cpu", progress=None)
+    meta = read(out)
+    gate = meta["check"]["parity_gate"]
+    assert gate["passes"] and gate["device"] == "cpu" and gate["rows"] == 8
+    assert 0 < gate["max_prob_drift"] <= precision.MAX_DRIFT
+    assert 0 < gate["final_hidden_rel_err"] < 0.05
+    assert os.path.exists(os.path.join(out, "open_jev_export.json"))     # the export completed
