@@ -18,7 +18,10 @@ kernel count is the cost. Emitting the kernels directly:
   one split where there were three products and two rotary kernels. ONNX Runtime's rotary
   kernel runs a thread block per (head, token, row) with a thread per element, so the groups
   are as large as its 1,024-thread limit allows: blocks of 64 threads (one head each) made it
-  a fifth of the GPU time of a 16- to 64-row pass (H200, 26 rows: 1.45 of 7.5 ms);
+  a fifth of the GPU time of a 16- to 64-row pass (H200, 26 rows: 1.45 of 7.5 ms). Against q
+  and k rotated apart (H200, 48-token rows, docs/benchmarks.md): a pass's GPU time 13% lower
+  at one row, the same at 8, 2% higher at 16 and 11% higher at 64, where the values' trip
+  through the rotary kernel and the split's copy cost more than the launches saved;
 * `attention` → com.microsoft `MultiHeadAttention` with an additive `attention_bias`
   [B, 1, T, T] that carries the key padding and, in sliding layers, the local window;
 * `gelu` → com.microsoft `Gelu` (exact, erf): traced, `nn.GELU` became five elementwise kernels
