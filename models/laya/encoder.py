@@ -89,28 +89,29 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torc
               "sliding_attention": (padding + window_bias(input_ids.shape[1], config.local_attention // 2,
                                                           input_ids.device)).to(h.dtype)}
     types = layer_types(config)
-    if attention == "mha":
-        # q and k in pair order, rotated several heads to a kernel block (fused.rotary_pairs); the
-        # tiled caches are cast once here, so the graph holds one folded table per layer type.
-        group = fused.rotary_group(heads, head_dim)
-        order = torch.tensor(fused.pair_order(heads, head_dim), device=input_ids.device)
-        tables = {kind: tuple(z.repeat(1, group).to(h.dtype) for z in caches.get(kind)) for kind in set(types)}
-
-        def rotate(x, kind):
-            return fused.rotary_pairs(x, *tables[kind], heads // group)
-    else:
-        order = None
-
-        def rotate(x, kind):
-            return fused.rotary_reference(x, *caches.get(kind), heads)
     d, inner = config.hidden_size, config.intermediate_size
+    if attention == "mha":
+        # One product gives q, k and v packed by groups of heads, rotated by one kernel and cut by
+        # one split (fused.packed_rotary); the tiled caches (a group's q then k frequencies) are
+        # cast once here, so the graph holds one folded table per layer type.
+        group = fused.packed_group(heads, head_dim)
+        order = torch.tensor(fused.packed_order(heads, head_dim), device=input_ids.device)
+        tables = {kind: tuple(z.repeat(1, 2 * group).to(h.dtype) for z in caches.get(kind)) for kind in set(types)}
+
+        def project(layer, x, kind):
+            qkv = fused.packed_rotary(rows(layer.attn.Wqkv, x, 0, 3 * d, order), *tables[kind], heads // group,
+                                      2 * group * head_dim)
+            return fused.unpack_qkv(qkv, heads // group)
+    else:
+        def project(layer, x, kind):
+            q, k = (fused.rotary_reference(rows(layer.attn.Wqkv, x, i * d, (i + 1) * d), *caches.get(kind), heads)
+                    for i in range(2))
+            return q, k, rows(layer.attn.Wqkv, x, 2 * d, 3 * d)
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
     delta = None          # the last MLP's output, added to the stream by the next norm's kernel
     for layer, kind in zip(encoder.layers, types):
         x, h = residual(layer.attn_norm, h, delta, zeros)
-        q, k = (rows(layer.attn.Wqkv, x, i * d, (i + 1) * d, order) for i in range(2))
-        v = rows(layer.attn.Wqkv, x, 2 * d, 3 * d)
-        o = attend(rotate(q, kind), rotate(k, kind), v, biases[kind], heads, scale)
+        o = attend(*project(layer, x, kind), biases[kind], heads, scale)
         x, h = residual(layer.mlp_norm, h, layer.attn.Wo(o), zeros)
         act = gelu if exact_gelu else layer.mlp.act
         delta = layer.mlp.Wo(act(rows(layer.mlp.Wi, x, 0, inner)) * rows(layer.mlp.Wi, x, inner, 2 * inner))

@@ -6,14 +6,22 @@ negations and concats of the rotary embedding in fp32, the split heads, transpos
 mask, softmax, the V product); with the whole forward launch-bound at serving batch sizes, the
 kernel count is the cost. Emitting the kernels directly:
 
-* `rotary_pairs` → com.microsoft `RotaryEmbedding` over several heads at once. ONNX Runtime's
-  kernel runs one thread block per (head, token, row) with a thread per element: 64-thread
-  blocks for ModernBERT's heads, which made it a fifth of the GPU time of a 16- to 64-row pass
-  (H200, 26 rows: 1.45 of 7.5 ms) for a few MB of traffic. The query and key projections' rows
-  are permuted within each head so that the two halves `rotate_half` pairs up sit side by side
-  (`pair_order`); the interleaved form of the op then rotates up to 1,024 elements, several
-  heads, per block, with each head's frequencies tiled along the cache. Attention reads q·k,
-  which the same permutation of q and k leaves unchanged, and v is not permuted;
+* `packed_rotary` → com.microsoft `RotaryEmbedding` over the query, key and value of several
+  heads at once, from one projection. The Wqkv rows are permuted so that one matrix product
+  gives, per group of heads, [queries | keys | values], with each query and key head in pair
+  order: the two halves `rotate_half` pairs up side by side (`pair_order`, `packed_order`). The
+  op's interleaved form then rotates a group's queries and keys together as one "head" of
+  3 × group × head_dim elements whose first two thirds are rotated (`rotary_embedding_dim`)
+  and whose values pass through, with each head's frequencies tiled along the cache; one Split
+  cuts the result into q, k and v. Attention reads q·k, which the same permutation of q and k
+  leaves unchanged, and v is not permuted. Per layer that is one product, one rotary kernel and
+  one split where there were three products and two rotary kernels. ONNX Runtime's rotary
+  kernel runs a thread block per (head, token, row) with a thread per element, so the groups
+  are as large as its 1,024-thread limit allows: blocks of 64 threads (one head each) made it
+  a fifth of the GPU time of a 16- to 64-row pass (H200, 26 rows: 1.45 of 7.5 ms). Against q
+  and k rotated apart (H200, 48-token rows, docs/benchmarks.md): a pass's GPU time 13% lower
+  at one row, the same at 8, 2% higher at 16 and 11% higher at 64, where the values' trip
+  through the rotary kernel and the split's copy cost more than the launches saved;
 * `attention` → com.microsoft `MultiHeadAttention` with an additive `attention_bias`
   [B, 1, T, T] that carries the key padding and, in sliding layers, the local window;
 * `gelu` → com.microsoft `Gelu` (exact, erf): traced, `nn.GELU` became five elementwise kernels
@@ -92,12 +100,6 @@ def norm(module: torch.nn.Module, x: torch.Tensor, zeros: torch.Tensor) -> torch
     return layer_norm(x, zeros, module.weight, module.bias, module.eps)
 
 
-def rotary_group(heads: int, head_dim: int) -> int:
-    """How many heads one block of the rotary kernel rotates: the most that divide `heads` and
-    fit in ROTARY_BLOCK elements (16 for ModernBERT-large's 16 heads of 64)."""
-    return max(g for g in range(1, heads + 1) if heads % g == 0 and g * head_dim <= ROTARY_BLOCK)
-
-
 def pair_order(heads: int, head_dim: int) -> list[int]:
     """Output order of a [heads × head_dim] projection in which element j of each head's first
     half is followed by element j of its second half, the pair `rotate_half` rotates together."""
@@ -105,15 +107,47 @@ def pair_order(heads: int, head_dim: int) -> list[int]:
     return [h * head_dim + part * half + j for h in range(heads) for j in range(half) for part in (0, 1)]
 
 
-def rotary_pairs_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int) -> torch.Tensor:
-    """x [B, T, W] in pair order (pair_order), rotated at positions 0..T-1 in `groups` blocks of
-    W/groups; cos/sin [P, W/(2·groups)], each head's [P, head_dim/2] frequencies tiled. In fp32,
-    then back to x's dtype, like rotary_reference."""
+def packed_group(heads: int, head_dim: int) -> int:
+    """How many heads' q, k and v one block of the rotary kernel holds: the most that divide
+    `heads` and fit in ROTARY_BLOCK elements (4 for ModernBERT's heads of 64: 768 elements)."""
+    if 3 * head_dim > ROTARY_BLOCK:
+        raise ValueError("heads of %d dims are too wide for ONNX Runtime's rotary kernel (3 x %d > %d elements); "
+                         "export with --attention sdpa" % (head_dim, head_dim, ROTARY_BLOCK))
+    return max(g for g in range(1, heads + 1) if heads % g == 0 and 3 * g * head_dim <= ROTARY_BLOCK)
+
+
+def packed_order(heads: int, head_dim: int) -> list[int]:
+    """Output order of the [q | k | v] projection (3 × heads × head_dim rows) for packed_rotary:
+    per group of packed_group heads, the group's queries, then its keys (both in pair order),
+    then its values as they are."""
+    group, d = packed_group(heads, head_dim), heads * head_dim
+    paired = pair_order(heads, head_dim)
+    width = group * head_dim
+    out = []
+    for g in range(heads // group):
+        span = slice(g * width, (g + 1) * width)
+        out += paired[span] + [d + i for i in paired[span]] + list(range(2 * d + g * width, 2 * d + (g + 1) * width))
+    return out
+
+
+def packed_rotary_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int,
+                            rotated: int) -> torch.Tensor:
+    """x [B, T, W] in packed_order, cut into `groups` blocks of W/groups whose first `rotated`
+    elements are rotated in adjacent pairs at positions 0..T-1 (cos/sin [P, rotated/2]) and the
+    rest pass through. In fp32, then back to x's dtype, like rotary_reference."""
     b, t, w = x.shape
-    xf = x.float().reshape(b, t, groups, w // groups // 2, 2)
+    xf = x.float().reshape(b, t, groups, w // groups)
+    pairs = xf[..., :rotated].reshape(b, t, groups, rotated // 2, 2)
     c, s = (z[:t].float()[None, :, None, :] for z in (cos, sin))
-    first, second = xf[..., 0], xf[..., 1]
-    return torch.stack([first * c - second * s, second * c + first * s], -1).to(x.dtype).reshape(b, t, w)
+    first, second = pairs[..., 0], pairs[..., 1]
+    turned = torch.stack([first * c - second * s, second * c + first * s], -1).reshape(b, t, groups, rotated)
+    return torch.cat([turned, xf[..., rotated:]], -1).to(x.dtype).reshape(b, t, w)
+
+
+def unpack_qkv(x: torch.Tensor, groups: int) -> list[torch.Tensor]:
+    """q, k, v [B, T, W/3] (heads in order) from a packed_order tensor [B, T, W]: one Split."""
+    b, t, w = x.shape
+    return [part.reshape(b, t, w // 3) for part in x.view(b, t, groups, 3, w // groups // 3).split(1, dim=3)]
 
 
 def rotary_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int) -> torch.Tensor:
@@ -136,13 +170,13 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias:
     return o.transpose(1, 2).reshape(b, t, hd)
 
 
-@torch.library.custom_op("omni_laya::rotary_pairs", mutates_args=())
-def rotary_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int) -> torch.Tensor:
-    return rotary_pairs_reference(x, cos, sin, groups)
+@torch.library.custom_op("omni_laya::packed_rotary", mutates_args=())
+def packed_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int, rotated: int) -> torch.Tensor:
+    return packed_rotary_reference(x, cos, sin, groups, rotated)
 
 
-@rotary_pairs.register_fake
-def _(x, cos, sin, groups):
+@packed_rotary.register_fake
+def _(x, cos, sin, groups, rotated):
     return torch.empty_like(x)
 
 
@@ -198,10 +232,11 @@ def translations() -> dict:
 
     ms, _ = onnx_ops.opsets()
 
-    def rotary_embedding(x, cos, sin, groups):
+    def rotary_embedding(x, cos, sin, groups, rotated):
         # position_ids of shape [1] is the first position: every row starts at 0. The caches come
         # in x's dtype, cast once per pass (encoder.encode), not once per call.
-        return ms.RotaryEmbedding(x, op.Constant(value_ints=[0]), cos, sin, interleaved=1, num_heads=groups)
+        return ms.RotaryEmbedding(x, op.Constant(value_ints=[0]), cos, sin, interleaved=1, num_heads=groups,
+                                  rotary_embedding_dim=rotated)
 
     def multi_head_attention(q, k, v, bias, heads, scale):
         return ms.MultiHeadAttention(q, k, v, None, None, op.CastLike(bias, q), num_heads=heads,
@@ -220,7 +255,7 @@ def translations() -> dict:
                                                               _outputs=4)
         return y, total
 
-    return {torch.ops.omni_laya.rotary_pairs.default: rotary_embedding,
+    return {torch.ops.omni_laya.packed_rotary.default: rotary_embedding,
             torch.ops.omni_laya.layer_norm.default: skip_layer_norm,
             torch.ops.omni_laya.add_norm.default: skip_layer_norm_sum,
             torch.ops.omni_laya.attention.default: multi_head_attention,

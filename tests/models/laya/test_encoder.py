@@ -103,15 +103,22 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     assert meta["export_options"]["attention"] == "mha"
     ops, nodes = _ops(exports["mha"])
     traced, traced_nodes = _ops(exports["sdpa"])
-    assert ops["RotaryEmbedding"] == 2 * layers and ops["MultiHeadAttention"] == layers + head
+    # One rotary kernel a layer over q, k and v from one product, cut by one Split; the decision
+    # layers' in-projection split is the other Split each.
+    assert ops["RotaryEmbedding"] == layers and ops["MultiHeadAttention"] == layers + head
+    assert ops["Split"] == layers + head
+    # Against the traced graph, each layer has one product for q, k and v instead of three, and
+    # every layer (decision layers too) none for QKᵀ and ·V.
+    assert traced["MatMul"] - ops["MatMul"] == 2 * layers + 2 * (layers + head)
     import onnx
 
     heads, hidden = meta["dims"]["num_attention_heads"], meta["dims"]["hidden_size"]
-    group = fused.rotary_group(heads, hidden // heads)
+    group = fused.packed_group(heads, hidden // heads)
     for node in onnx.load(exports["mha"] + "/model.onnx", load_external_data=False).graph.node:
-        if node.op_type == "RotaryEmbedding":     # several heads a kernel block, in pair order
+        if node.op_type == "RotaryEmbedding":     # several heads' q, k, v a kernel block, in pair order
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             assert attrs["interleaved"] == 1 and attrs["num_heads"] == heads // group, attrs
+            assert attrs["rotary_embedding_dim"] == 2 * group * (hidden // heads), attrs
     assert ops["Gelu"] == layers and traced["Gelu"] == 0
     # Every encoder and decision-layer LayerNorm runs in the skip kernel (the first layer's
     # attention norm is an Identity); the fp32 scorer's stays a LayerNormalization.
@@ -154,17 +161,27 @@ def test_cli_refuses_another_familys_attention_kernel(model, kernel, tmp_path):
     assert done.returncode == 2 and "--attention %s: %s takes" % (kernel, model) in done.stderr
 
 
-@pytest.mark.parametrize("heads, head_dim, group", [(2, 32, 2), (16, 64, 16), (12, 64, 12), (32, 64, 16), (3, 512, 1)])
-def test_rotary_pairs_equal_rotate_half_in_pair_order(heads, head_dim, group):
-    """The permuted layout rotated several heads a block is rotate_half on the original layout,
-    permuted: element for element, so attention's q·k is unchanged."""
-    assert fused.rotary_group(heads, head_dim) == group
-    order = torch.tensor(fused.pair_order(heads, head_dim))
-    assert sorted(order.tolist()) == list(range(heads * head_dim))
+@pytest.mark.parametrize("heads, head_dim, group", [(2, 32, 2), (16, 64, 4), (12, 64, 4), (1, 64, 1), (3, 320, 1)])
+def test_packed_rotary_is_rotate_half_on_q_and_k_and_leaves_v(heads, head_dim, group):
+    """One product's rows in packed_order, rotated a group of heads a block and split, are
+    rotate_half of q and k permuted into pair order (attention's q·k is unchanged) and v as it is."""
+    assert fused.packed_group(heads, head_dim) == group
+    d = heads * head_dim
+    order = torch.tensor(fused.packed_order(heads, head_dim))
+    assert sorted(order.tolist()) == list(range(3 * d))
     positions = torch.arange(40, dtype=torch.float32)[:, None]
     freqs = positions / (10000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim))[None, :]
     cos, sin = freqs.cos(), freqs.sin()
-    x = torch.randn(3, 17, heads * head_dim)
-    plain = fused.rotary_reference(x, cos, sin, heads)
-    paired = fused.rotary_pairs_reference(x[..., order], cos.repeat(1, group), sin.repeat(1, group), heads // group)
-    assert torch.allclose(paired, plain[..., order], atol=1e-6)
+    x = torch.randn(3, 17, 3 * d)
+    packed = fused.packed_rotary_reference(x[..., order], cos.repeat(1, 2 * group), sin.repeat(1, 2 * group),
+                                           heads // group, 2 * group * head_dim)
+    q, k, v = fused.unpack_qkv(packed, heads // group)
+    pairs = torch.tensor(fused.pair_order(heads, head_dim))
+    assert torch.allclose(q, fused.rotary_reference(x[..., :d], cos, sin, heads)[..., pairs], atol=1e-6)
+    assert torch.allclose(k, fused.rotary_reference(x[..., d:2 * d], cos, sin, heads)[..., pairs], atol=1e-6)
+    assert torch.equal(v, x[..., 2 * d:])
+
+
+def test_heads_too_wide_for_the_rotary_kernel_are_refused():
+    with pytest.raises(ValueError, match="too wide .*--attention sdpa"):
+        fused.packed_group(2, 512)
