@@ -60,7 +60,14 @@ def register() -> None:
                     P("bias", "T", param_option=opt)],
             # The normalised output, then ONNX Runtime's optional mean, inverse std and sum of
             # input and skip. onnxscript names all four; an export unnames those nothing reads
-            # (models/laya/fused.py `unname_unused`), so no provider computes them.
+            # (`unname_unused`), so no provider computes them.
+            outputs=[P("output", "T"), P("mean", "U", param_option=opt), P("inv_std_var", "U", param_option=opt),
+                     P("input_skip_bias_sum", "T", param_option=opt)],
+            type_constraints=[("T", FLOATS, ""), ("U", ["tensor(float)"], "")],
+            attributes=[A("epsilon", real)]),
+        ("SkipSimplifiedLayerNormalization", "com.microsoft"): dict(
+            inputs=[P("input", "T"), P("skip", "T"), P("gamma", "T"), P("bias", "T", param_option=opt)],
+            # As SkipLayerNormalization's: the sum (output 3) carries a residual stream on.
             outputs=[P("output", "T"), P("mean", "U", param_option=opt), P("inv_std_var", "U", param_option=opt),
                      P("input_skip_bias_sum", "T", param_option=opt)],
             type_constraints=[("T", FLOATS, ""), ("U", ["tensor(float)"], "")],
@@ -96,3 +103,28 @@ def register() -> None:
     for (name, domain), spec in schemas.items():
         if not defs.has(name, domain):
             defs.register_schema(defs.OpSchema(name, domain, 1, **spec))
+
+
+SKIP_NORMS = ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization")
+
+
+def unname_unused(path: str, op_types=SKIP_NORMS) -> None:
+    """Unname the optional outputs (1 on) of each node of `op_types` that no node and no graph
+    output reads, in the graph at `path`, in place: a named output is one a provider computes."""
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    read = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
+    changed = False
+    for node in model.graph.node:
+        if node.op_type not in op_types:
+            continue
+        outputs = [name if i == 0 or name in read else "" for i, name in enumerate(node.output)]
+        while len(outputs) > 1 and not outputs[-1]:
+            outputs.pop()
+        if outputs != list(node.output):
+            del node.output[:]
+            node.output.extend(outputs)
+            changed = True
+    if changed:
+        onnx.save(model, path)

@@ -34,24 +34,21 @@ def letter_rows(state: dict) -> "torch.Tensor":
 
 
 def run_layers(module, ids, perturb: float = 0.0, seed: int = 0):
-    """Last-token hidden state after every layer, then the final norm's output (float32)."""
+    """Last-token hidden state after every layer (Layer.forward, the reference maths), then the
+    final norm's output (float32)."""
     import torch
 
-    seen = []
-    hooks = [layer.register_forward_hook(lambda m, i, o: seen.append(o[0, -1].float()))
-             for layer in module.layers]
-    if perturb:
-        g = torch.Generator(device=ids.device).manual_seed(seed)
-
-        def noisy(m, i, o):
-            return o + perturb * o.abs().mean() * torch.randn(o.shape, generator=g, device=o.device, dtype=o.dtype)
-        hooks.append(module.embed_tokens.register_forward_hook(noisy))
-    try:
-        with torch.no_grad():
-            final = module.hidden_states(ids)[0, -1].float()
-    finally:
-        for h in hooks:
-            h.remove()
+    with torch.no_grad():
+        x = module.embed_tokens(ids)
+        if perturb:
+            g = torch.Generator(device=ids.device).manual_seed(seed)
+            x = x + perturb * x.abs().mean() * torch.randn(x.shape, generator=g, device=x.device, dtype=x.dtype)
+        cos, sin = module.rope(ids.shape[1], ids.device, x.dtype)
+        seen = []
+        for layer in module.layers:
+            x = layer(x, cos, sin)
+            seen.append(x[0, -1].float())
+        final = module.norm(x)[0, -1].float()
     return seen, final
 
 

@@ -246,7 +246,7 @@ def translations() -> dict:
         return ms.Gelu(x)
 
     # The op's optional outputs (mean, inverse std, sum) that nothing reads are unnamed after the
-    # export (unname_unused), so no provider is asked for them.
+    # export (models.onnx_ops.unname_unused), so no provider is asked for them.
     def skip_layer_norm(x, zeros, weight, bias, eps):
         return ms.SkipLayerNormalization(x, zeros, weight, bias, epsilon=float(eps), _outputs=4)[0]
 
@@ -260,25 +260,3 @@ def translations() -> dict:
             torch.ops.omni_laya.add_norm.default: skip_layer_norm_sum,
             torch.ops.omni_laya.attention.default: multi_head_attention,
             torch.ops.omni_laya.gelu.default: exact_gelu}
-
-
-def unname_unused(path: str) -> None:
-    """Unname the optional outputs (1-3) of each SkipLayerNormalization that no node and no graph
-    output reads, in the graph at `path`, in place: a named output is one a provider computes."""
-    import onnx
-
-    model = onnx.load(path, load_external_data=False)
-    read = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
-    changed = False
-    for node in model.graph.node:
-        if node.op_type != "SkipLayerNormalization":
-            continue
-        outputs = [name if i == 0 or name in read else "" for i, name in enumerate(node.output)]
-        while len(outputs) > 1 and not outputs[-1]:
-            outputs.pop()
-        if outputs != list(node.output):
-            del node.output[:]
-            node.output.extend(outputs)
-            changed = True
-    if changed:
-        onnx.save(model, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 
+from models import onnx_ops
 from models.qwen35 import fused, gdn
 from models.qwen35.dims import TextDims
 
@@ -97,6 +98,7 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
              % (time.perf_counter() - t0, path))
     program.save(path, external_data=True)
     _drop_unused_outputs(path)
+    onnx_ops.unname_unused(path)
     progress("wrote %s (%.1f MB of weights)" % (path, _size(path + ".data") / 1e6))
     return path
 

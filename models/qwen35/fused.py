@@ -7,8 +7,12 @@ matrix products, took most of the kernel time. Emitting the kernels directly:
 
 * `rms_norm` → `SimplifiedLayerNormalization` (ONNX Runtime's, in the default domain;
   statistics in fp32 whatever the input type, `stash_type=1`). The scale passed in is already
-  `offset + w`, so zero-centred and plain norms are one op. ONNX Runtime's CUDA provider can
-  then fold the residual Add into `SkipSimplifiedLayerNormalization`.
+  `offset + w`, so zero-centred and plain norms are one op.
+* `add_rms_norm` (a residual add and the norm after it) → com.microsoft
+  `SkipSimplifiedLayerNormalization` with the block's output as its input and the residual
+  stream as its skip: it returns the norm and the sum, which carries the stream on, so the
+  residual adds launch nothing of their own (two a layer). ONNX Runtime's own fusion did not
+  fire on these graphs: the H200 profile of Cua-S1 showed 64 separate adds.
 * `causal_attention` → com.microsoft `GroupQueryAttention` (flash / memory-efficient attention
   on CUDA for fp16 and bf16, a CPU kernel for fp32 tests): KV heads shared, not copied; causal.
   ONNX Runtime's CUDA provider has no fp32 kernel for it, so float32 exports keep the traced
@@ -44,6 +48,18 @@ def rms_norm(x: torch.Tensor, scale: torch.Tensor, eps: float) -> torch.Tensor:
 @rms_norm.register_fake
 def _(x, scale, eps):
     return torch.empty_like(x)
+
+
+@torch.library.custom_op("omni_qwen35::add_rms_norm", mutates_args=())
+def add_rms_norm(delta: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rms_norm(x + delta), x + delta): a residual add and the norm after it, the sum in x's dtype."""
+    total = x + delta
+    return rms_norm(total, scale, eps), total
+
+
+@add_rms_norm.register_fake
+def _(delta, x, scale, eps):
+    return torch.empty_like(x), torch.empty_like(x)
 
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -108,5 +124,13 @@ def translations() -> dict:
                                          total, num_heads=hq, kv_num_heads=hkv, scale=float(scale), _outputs=3)
         return outputs[0]
 
+    def add_norm(delta, x, scale, eps):
+        # Output 3 is the sum, which carries the residual stream on; the statistics go unused and
+        # are unnamed after the export (onnx_ops.unname_unused).
+        y, _mean, _inv_std, total = ms.SkipSimplifiedLayerNormalization(delta, x, op.CastLike(scale, x),
+                                                                         epsilon=eps, _outputs=4)
+        return y, total
+
     return {torch.ops.omni_qwen35.rms_norm.default: norm,
+            torch.ops.omni_qwen35.add_rms_norm.default: add_norm,
             torch.ops.omni_qwen35.causal_attention.default: attention}

@@ -67,13 +67,8 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
     with torch.no_grad(), _exact_float32():
         weight = module.embed_tokens.weight
         xs = [weight[torch.from_numpy(r[0])].to(device=device, dtype=torch.float32)[None] for r in rows]
-        inv_freq = module.inv_freq.to(device=device, dtype=torch.float32)
-        rope = []
-        for x in xs:
-            freqs = torch.arange(x.shape[1], device=device).float()[:, None] * inv_freq[None, :]
-            emb = torch.cat((freqs, freqs), dim=-1)
-            rope.append((emb.cos()[:, None], emb.sin()[:, None]))
-        for layer in module.layers:
+        rope = [module.rope(x.shape[1], device, torch.float32) for x in xs]
+        for layer in module.layers:          # Layer.forward: the reference maths, unfused
             ref = copy.deepcopy(layer).to(device=device, dtype=torch.float32)
             xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope)]
             del ref

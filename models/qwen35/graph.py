@@ -173,10 +173,23 @@ class Layer(nn.Module):
         self.input_layernorm = Norm(d.hidden_size, d.rms_norm_eps)
         self.post_attention_layernorm = Norm(d.hidden_size, d.rms_norm_eps)
 
+    def mix(self, h, cos, sin):
+        """The token mixer: Gated DeltaNet or gated full attention."""
+        return self.linear_attn(h) if self.kind == "linear_attention" else self.self_attn(h, cos, sin)
+
     def forward(self, x, cos, sin):
+        """The reference maths, one layer (Backbone.hidden_states runs the same sums fused)."""
         h = self.input_layernorm(x)
-        x = x + (self.linear_attn(h) if self.kind == "linear_attention" else self.self_attn(h, cos, sin))
+        x = x + self.mix(h, cos, sin)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def add_norm(norm: Norm, x: torch.Tensor, delta: torch.Tensor | None):
+    """(norm(x + delta), x + delta) as one kernel once exported (fused.add_rms_norm); without a
+    delta, (norm(x), x)."""
+    if delta is None:
+        return norm(x), x
+    return fused.add_rms_norm(delta, x, norm.offset + norm.weight.float(), norm.eps)
 
 
 class Backbone(nn.Module):
@@ -194,16 +207,25 @@ class Backbone(nn.Module):
                              persistent=False)
         self.letter_ids = list(letter_ids or [])
 
+    def rope(self, t: int, device, dtype):
+        """cos, sin [T, 1, rot] (per head) at positions 0..T-1, computed in fp32. Text positions
+        are 0..T-1 on all three MRoPE axes, which reduces to plain 1-D RoPE."""
+        freqs = torch.arange(t, device=device).float()[:, None] * self.inv_freq.to(device).float()[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]
+
     def hidden_states(self, input_ids):
         x = self.embed_tokens(input_ids)
-        t = input_ids.shape[1]
-        # Text positions are 0..T-1 on all three MRoPE axes, which reduces to plain 1-D RoPE.
-        freqs = torch.arange(t, device=input_ids.device).float()[:, None] * self.inv_freq[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos().to(x.dtype)[:, None], emb.sin().to(x.dtype)[:, None]   # [T, 1, rot]: per head
+        cos, sin = self.rope(input_ids.shape[1], input_ids.device, x.dtype)
+        # Layer by layer, the same sums as Layer.forward, but each residual add runs inside the norm
+        # that follows it: the MLP's output is added by the next layer's input norm (the last
+        # one's by the final norm).
+        delta = None
         for layer in self.layers:
-            x = layer(x, cos, sin)
-        return self.norm(x)
+            h, x = add_norm(layer.input_layernorm, x, delta)
+            h, x = add_norm(layer.post_attention_layernorm, x, layer.mix(h, cos, sin))
+            delta = layer.mlp(h)
+        return add_norm(self.norm, x, delta)[0]
 
     def forward(self, input_ids, positions=None):
         hs = self.hidden_states(input_ids)

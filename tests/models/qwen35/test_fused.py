@@ -28,9 +28,16 @@ def test_exported_graph_uses_one_kernel_per_norm_attention_and_projection(tied_l
     ops = collections.Counter(n.op_type for n in onnx.load(path, load_external_data=False).graph.node)
     layers = len(dims.layer_types)
     full = dims.layer_types.count("full_attention")
-    # input + post-attention norm per layer, q/k norms per attention layer, the GDN output norm
-    # per GDN layer, the final norm.
-    assert ops["SimplifiedLayerNormalization"] == 2 * layers + 2 * full + (layers - full) + 1
+    # q/k norms per attention layer, the GDN output norm per GDN layer and the first layer's
+    # input norm are plain; every other input and post-attention norm and the final one also do
+    # the residual add before them (SkipSimplifiedLayerNormalization), and hand the sum on
+    # (output 3) but for the final norm; their statistics are not named, so not computed.
+    assert ops["SimplifiedLayerNormalization"] == 2 * full + (layers - full) + 1
+    assert ops["SkipSimplifiedLayerNormalization"] == 2 * layers
+    skips = [n for n in onnx.load(path, load_external_data=False).graph.node
+             if n.op_type == "SkipSimplifiedLayerNormalization"]
+    assert sum(len(n.output) == 4 and bool(n.output[3]) for n in skips) == 2 * layers - 1
+    assert all(not n.output[1] and not n.output[2] for n in skips if len(n.output) > 1)
     assert ops["GroupQueryAttention"] == (full if module.attention == "gqa" else 0)
     assert ops["Softmax"] == (0 if module.attention == "gqa" else full)
     assert ops["Pow"] == 0 and ops["ReduceMean"] == 0
