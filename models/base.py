@@ -131,5 +131,14 @@ class ExportedModel:
                 # Jev clients expect a release date; an export carries the date it was made.
                 "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
                 "family": self.family, "checkpoint": src.get("checkpoint"), "revision": src.get("revision"),
-                "random_weights": bool(self.manifest.get("random_weights")), **self.describe_extra(),
-                "limits": self.limits()}
+                "random_weights": bool(self.manifest.get("random_weights")),
+                "weights_dtype": self.manifest.get("weights_dtype", "float32"), **self.parity_gate(),
+                **self.describe_extra(), "limits": self.limits()}
+
+    def parity_gate(self) -> dict:
+        """{"parity_gate": its measures} for a half-precision export whose manifest records the gate."""
+        gate = self.manifest.get("check", {}).get("parity_gate")
+        if gate is None:
+            return {}
+        keys = ("passes", "max_prob_drift", "top_choice_identical", "device", "mode")
+        return {"parity_gate": {k: gate[k] for k in keys if k in gate}}

@@ -51,14 +51,20 @@ def write(directory: str, manifest: dict[str, Any]) -> None:
     os.replace(tmp, os.path.join(directory, MANIFEST))
 
 
-def up_to_date(directory: str, family: str, sources: dict[str, str], options: dict[str, Any]) -> bool:
-    """Whether `directory` already holds this export of these sources with these options."""
+def up_to_date(directory: str, family: str, sources: dict[str, str], options: dict[str, Any],
+               parity_gate: str = "enforce") -> bool:
+    """Whether `directory` already holds this export of these sources with these options. An
+    export that failed its parity gate (written under `record`) is not up to date for an
+    `enforce` run, which exports again and refuses it."""
     try:
         old = read(directory)
     except (FileNotFoundError, ValueError):
         return False
     if (old.get("family") != family or old.get("exporter", {}).get("version") != EXPORTER_VERSION
             or old.get("source", {}).get("sha256") != sources or old.get("export_options") != options):
+        return False
+    gate = old.get("check", {}).get("parity_gate")
+    if parity_gate == "enforce" and gate is not None and not gate.get("passes"):
         return False
     outputs = old.get("files", {})
     return bool(outputs) and all(os.path.exists(os.path.join(directory, n)) for n in outputs)

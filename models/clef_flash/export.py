@@ -55,7 +55,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                "attention": fused.attention_for(dtype, attention), "projections": projections, "opset": qexport.OPSET}
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
-    if not force and manifests.up_to_date(out, FAMILY, sources, options):
+    if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
         progress("up to date: %s (nothing to do)" % out)
         return manifests.read(out)
 

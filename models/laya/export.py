@@ -103,7 +103,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "tokenizer/" + n for n in ck.TOKENIZER_FILES]
     _log(progress, "[2/5] hashing sources")
     sources = manifests.hash_files(src.path, source_files)
-    if not force and manifests.up_to_date(out, ck.FAMILY, sources, options):
+    if not force and manifests.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
         _log(progress, "up to date: %s (nothing to do)" % out)
         return manifests.read(out)
 

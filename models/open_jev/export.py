@@ -54,7 +54,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
     sources.update({"package/" + k: v for k, v in manifests.hash_files(src.path, [
         "model.json", "temperature.json", "head.pt", "adapter/adapter_config.json",
         "adapter/adapter_model.safetensors", "adapter/adapter_model.bin"]).items()})
-    if not force and manifests.up_to_date(out, FAMILY, sources, options):
+    if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
         progress("up to date: %s (nothing to do)" % out)
         return manifests.read(out)
 

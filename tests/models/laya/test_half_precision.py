@@ -107,3 +107,18 @@ def test_record_exports_what_enforce_refuses(english, tmp_path, monkeypatch):
     export.export(english[0], kept, dtype="float16", gate_device="cpu", parity_gate="record", progress=None)
     gate = read(kept)["check"]["parity_gate"]
     assert not gate["passes"] and gate["mode"] == "record" and gate["max_prob_drift"] > 1e-6
+    # Unchanged sources: a record run finds it up to date, an enforce run exports again and refuses.
+    made = read(kept)["exported_at"]
+    export.export(english[0], kept, dtype="float16", gate_device="cpu", parity_gate="record", progress=None)
+    assert read(kept)["exported_at"] == made
+    with pytest.raises(precision.GateFailed):
+        export.export(english[0], kept, dtype="float16", gate_device="cpu", progress=None)
+
+
+def test_models_list_names_the_dtype_and_the_gate(english, english_fp16):
+    from models.registry import load
+
+    half, full = load(english_fp16).describe(), load(english[1]).describe()
+    assert half["weights_dtype"] == "float16" and half["parity_gate"]["passes"] is True
+    assert half["parity_gate"]["top_choice_identical"] and half["parity_gate"]["device"] in ("cpu", "cuda")
+    assert full["weights_dtype"] == "float32" and "parity_gate" not in full
