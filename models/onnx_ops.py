@@ -9,6 +9,9 @@ to onnxscript, ONNX Runtime checks the nodes against its own registry when a ses
 """
 from __future__ import annotations
 
+import contextlib
+import os
+
 FLOATS = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
 
 
@@ -128,3 +131,23 @@ def unname_unused(path: str, op_types=SKIP_NORMS) -> None:
             changed = True
     if changed:
         onnx.save(model, path)
+
+
+@contextlib.contextmanager
+def gdn_plan(plan: str):
+    """ORT_GDN_PLAN as `plan` ("auto": unset) while a session is built: ONNX Runtime's
+    GatedDeltaNet kernel reads it once, when the session creates its kernels. Build sessions one
+    at a time under it (the server builds them on its executor thread), since it sets the
+    process's variable."""
+    before = os.environ.get("ORT_GDN_PLAN")
+    if plan == "auto":
+        os.environ.pop("ORT_GDN_PLAN", None)
+    else:
+        os.environ["ORT_GDN_PLAN"] = plan
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("ORT_GDN_PLAN", None)
+        else:
+            os.environ["ORT_GDN_PLAN"] = before

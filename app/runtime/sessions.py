@@ -5,11 +5,11 @@
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import time
 from dataclasses import dataclass
+
+from models import onnx_ops
 
 log = logging.getLogger("omni.sessions")
 _preloaded = False
@@ -111,23 +111,9 @@ def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int, token
     return False, session.run_uncaptured
 
 
-@contextlib.contextmanager
-def gdn_engine(plan: str):
-    """ORT_GDN_PLAN as `plan` ("auto": unset) while a session is built: ONNX Runtime's
-    GatedDeltaNet kernel reads it once, when the session creates its kernels. Sessions are built
-    one at a time, on the executor thread, so setting the process's variable is safe."""
-    before = os.environ.get("ORT_GDN_PLAN")
-    if plan == "auto":
-        os.environ.pop("ORT_GDN_PLAN", None)
-    else:
-        os.environ["ORT_GDN_PLAN"] = plan
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("ORT_GDN_PLAN", None)
-        else:
-            os.environ["ORT_GDN_PLAN"] = before
+# The GatedDeltaNet engine (ORT_GDN_PLAN) while a session is built; sessions are built one at a
+# time, on the executor thread, so setting the process's variable is safe.
+gdn_engine = onnx_ops.gdn_plan
 
 
 def _cuda_available(ort) -> bool:

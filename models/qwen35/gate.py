@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from models import precision
+from models import onnx_ops, precision
 
 PROMPTS = 8
 MIN_TOKENS, MAX_TOKENS = 80, 400
@@ -79,23 +79,6 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
     return out
 
 
-@contextlib.contextmanager
-def gdn_plan(plan: str):
-    """ORT_GDN_PLAN while a session is built (ONNX Runtime reads it when it creates the kernel)."""
-    before = os.environ.get("ORT_GDN_PLAN")
-    if plan == "auto":
-        os.environ.pop("ORT_GDN_PLAN", None)
-    else:
-        os.environ["ORT_GDN_PLAN"] = plan
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("ORT_GDN_PLAN", None)
-        else:
-            os.environ["ORT_GDN_PLAN"] = before
-
-
 def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The export's final-norm hidden state at each row's last token (float64 [H])."""
     out = []
@@ -113,7 +96,7 @@ def session_for(onnx_path: str, device: str, kernel: str) -> tuple:
     """(session, provider used, record): an ONNX Runtime session for the gate, its GatedDeltaNet
     engine the served one (`OMNI_CUDA_GDN_PLAN`, default chunked_split), which the record names."""
     plan = os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN)
-    with gdn_plan(plan):
+    with onnx_ops.gdn_plan(plan):
         session, used = precision.gate_session(onnx_path, device)
     return session, used, ({"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {})
 
