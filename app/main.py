@@ -73,7 +73,11 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
             log.warning("model %s has RANDOM WEIGHTS (a demo/test checkpoint): its answers are random",
                         model.name)
         gate = model.manifest.get("check", {}).get("parity_gate")
-        if gate is not None and not gate.get("passes"):
+        if gate is not None and "not_run" in gate:
+            log.warning("model %s is a %s export whose parity gate against float32 did NOT RUN at export (%s); "
+                        "it was exported with --parity-gate record", model.name,
+                        model.manifest.get("weights_dtype"), gate["not_run"])
+        elif gate is not None and not gate.get("passes"):
             log.warning("model %s is a %s export that FAILED its parity gate against float32 at export "
                         "(max probability drift %s, top choice %s); it was exported with --parity-gate record",
                         model.name, model.manifest.get("weights_dtype"), gate.get("max_prob_drift"),

@@ -140,5 +140,5 @@ class ExportedModel:
         gate = self.manifest.get("check", {}).get("parity_gate")
         if gate is None:
             return {}
-        keys = ("passes", "max_prob_drift", "top_choice_identical", "device", "mode")
+        keys = ("passes", "max_prob_drift", "top_choice_identical", "device", "mode", "not_run")
         return {"parity_gate": {k: gate[k] for k in keys if k in gate}}

@@ -57,6 +57,8 @@ def check_gate_options(device: str, mode: str, half: bool) -> None:
 def judge(result: dict, mode: str, what: str = "half-precision graph") -> dict:
     """`result` (gate_rows' measures) with the mode recorded; raises GateFailed under enforce."""
     result = dict(result, mode=mode)
+    if not result["passes"] and mode == "enforce" and "not_run" in result:
+        raise GateFailed("%s: the parity gate could not run: %s" % (what, result["not_run"]))
     if not result["passes"] and mode == "enforce":
         raise GateFailed("%s fails the parity gate (max probability drift %.3g, limit %g; top choice %s): %s. "
                          "Export in float32, or pass --parity-gate record to export anyway and record the "
@@ -95,3 +97,12 @@ def gate_session(onnx_path: str, device: str):
         if device == "cuda":
             raise RuntimeError("--gate-device cuda: %s" % error)
     return ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]), "cpu"
+
+
+def summary(result: dict) -> str:
+    """One line for an export's log: what the gate found, or why it did not run."""
+    if "not_run" in result:
+        return "parity gate NOT RUN (recorded): %s" % result["not_run"]
+    return "parity gate vs float32 on %s: max probability drift %.1e, top choice %s, %s" % (
+        result["device"], result["max_prob_drift"], result["top_choice_identical"],
+        "passes" if result["passes"] else "FAILS (recorded: --parity-gate record)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from models import hub, manifest as manifests
+from models import hub, manifest as manifests, precision
 from models.clef_flash import gate, head_graph
 from models.qwen35 import export as qexport
 from models.qwen35 import fused
@@ -80,9 +80,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         if dtype != "float32":
             check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, device=gate_device,
                                                      mode=parity_gate, progress=progress)
-            progress("parity gate vs float32 on %s: max probability drift %.1e, top choice %s, %s"
-                     % (result["device"], result["max_prob_drift"], result["top_choice_identical"],
-                        "passes" if result["passes"] else "FAILS (recorded: --parity-gate record)"))
+            progress(precision.summary(result))
         manifests.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
     progress("[5/5] writing the manifest")
     import json

@@ -41,6 +41,9 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
     import torch
 
     backbone = graph.backbone
+    reason = qgate.unavailable(str(backbone.embed_tokens.weight.dtype).replace("torch.", ""), kernel, device)
+    if reason:
+        return qgate.not_run(reason, mode)
     cases = records(backbone.d.vocab_size)
     where = qgate.reference_device(device)
     progress("parity gate: float32 reference on %s (%d records of %d-%d tokens, %d questions each) ..."

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from models import onnx_ops
+from models import onnx_ops, precision
 from models.qwen35 import fused, gdn
 from models.qwen35.dims import TextDims
 
@@ -194,9 +194,7 @@ def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, che
             info["check_max_abs_diff"] = check_graph(model, path)
         if gate is not None and model_dtype(model) != "float32":
             info["parity_gate"] = result = gate(model, path)
-            progress("parity gate vs float32 on %s: max probability drift %.1e, top choice %s, %s"
-                     % (result["device"], result["max_prob_drift"], result["top_choice_identical"],
-                        "passes" if result["passes"] else "FAILS (recorded: --parity-gate record)"))
+            progress(precision.summary(result))
         manifests.copy_present(tokenizer_dir, TOKENIZER_FILES, tmp)
     return info
 

@@ -106,6 +106,9 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     """Gate the export at `onnx_path` of `module` (the module it was traced from): the parity
     measures, where each side ran, and the hidden states' relative error; raises
     precision.GateFailed under `enforce` when it fails."""
+    reason = unavailable(str(module.embed_tokens.weight.dtype).replace("torch.", ""), kernel, device)
+    if reason:
+        return not_run(reason, mode)
     rows = prompts(module.d.vocab_size, n, lo, hi)
     where = reference_device(device)
     progress("parity gate: float32 reference on %s (%d prompts of %d-%d tokens, one layer at a time) ..."
@@ -123,15 +126,39 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     return precision.judge(result, mode)
 
 
+def unavailable(dtype: str, kernel: str, device: str) -> str | None:
+    """Why this export's gate cannot run on this machine, or None: a CUDA-only GDN kernel, or a
+    bfloat16 graph (ONNX Runtime's CPU provider has no bfloat16 kernels for its matrix
+    products), where the gate may not use the CUDA provider."""
+    if dtype == "float32":
+        return None
+    if kernel in CUDA_ONLY_KERNELS:
+        needs = "--gdn-kernel %s runs on CUDA only" % kernel
+    elif dtype == "bfloat16":
+        needs = "ONNX Runtime's CPU provider has no bfloat16 kernels for this graph"
+    else:
+        return None
+    if device == "cpu":
+        return needs + ", and --gate-device cpu keeps the gate off CUDA"
+    if not precision.cuda_listed():
+        return needs + ", and " + precision.NO_CUDA
+    return None
+
+
 def check_options(dtype: str, kernel: str, device: str, mode: str) -> None:
-    """Refuse before the export what the gate could not do after it: a CUDA-only GDN kernel
-    gated where ONNX Runtime has no CUDA provider."""
-    half = dtype != "float32"
-    precision.check_gate_options(device, mode, half)
-    if half and kernel in CUDA_ONLY_KERNELS and (device == "cpu" or not precision.cuda_listed()):
-        raise RuntimeError("--gdn-kernel %s runs on CUDA only, so a %s export's parity gate needs ONNX Runtime's "
-                           "CUDA provider (%s). Export where CUDA is, or with --gdn-kernel linear_attention"
-                           % (kernel, dtype, "--gate-device cpu" if device == "cpu" else precision.NO_CUDA))
+    """Refuse before the export what the gate could not do after it (`unavailable`) under
+    enforce; under record the export goes on and its manifest says the gate did not run."""
+    precision.check_gate_options(device, mode, dtype != "float32")
+    reason = unavailable(dtype, kernel, device)
+    if reason and mode == "enforce":
+        raise RuntimeError("a %s export's parity gate cannot run here: %s. Export where ONNX Runtime has CUDA, or "
+                           "pass --parity-gate record to export without the gate (the manifest says it did not run)"
+                           % (dtype, reason))
+
+
+def not_run(reason: str, mode: str) -> dict:
+    """The gate's record when it could not run (`unavailable`); a failure, as judge sees it."""
+    return precision.judge({"rows": 0, "passes": False, "not_run": reason}, mode)
 
 
 def letter_distributions(letter_rows: np.ndarray) -> Distributions:

@@ -33,3 +33,20 @@ def test_a_float32_export_has_no_gate(random_cua, tmp_path):
     out = str(tmp_path / "cua-fp32")
     export.export(random_cua.base, out, adapter=random_cua.text, progress=None)
     assert read(out)["check"] == {}
+
+
+def test_a_bfloat16_export_without_cuda_records_that_its_gate_did_not_run(random_cua, tmp_path, caplog):
+    import logging
+
+    from app.config import Settings
+    from app.main import create_app
+    from models.cua_s1 import export
+
+    out = str(tmp_path / "cua-bf16")
+    export.export(random_cua.base, out, adapter=random_cua.text, dtype="bfloat16", gate_device="cpu",
+                  parity_gate="record", progress=None)
+    gate = read(out)["check"]["parity_gate"]
+    assert not gate["passes"] and "no bfloat16 kernels" in gate["not_run"]
+    with caplog.at_level(logging.WARNING, logger="omni"):
+        create_app(Settings(models=(out,)))
+    assert any("parity gate against float32 did NOT RUN" in r.getMessage() for r in caplog.records)

@@ -96,7 +96,7 @@ def test_noul_distributions_are_open_jev_calibration():
 def test_options_the_gate_cannot_honour_fail_before_the_export(monkeypatch):
     gate.check_options("float32", "gated_delta_net_fused", "cpu", "enforce")     # fp32: no gate
     gate.check_options("float16", "linear_attention", "cpu", "record")
-    with pytest.raises(RuntimeError, match="runs on CUDA only.*--gate-device cpu"):
+    with pytest.raises(RuntimeError, match="cannot run here: --gdn-kernel gated_delta_net_fused runs on CUDA only.*--gate-device cpu"):
         gate.check_options("float16", "gated_delta_net_fused", "cpu", "enforce")
     monkeypatch.setattr(precision, "cuda_listed", lambda: False)
     with pytest.raises(RuntimeError, match="runs on CUDA only.*no CUDA provider"):
@@ -105,3 +105,20 @@ def test_options_the_gate_cannot_honour_fail_before_the_export(monkeypatch):
         gate.check_options("float16", "linear_attention", "cuda", "enforce")
     with pytest.raises(ValueError, match="parity_gate"):
         gate.check_options("float16", "linear_attention", "cpu", "warn")
+
+
+def test_a_gate_that_cannot_run_here_is_refused_or_recorded_as_not_run(tied):
+    """A bfloat16 graph on a machine (or gate) without CUDA: ONNX Runtime's CPU provider has no
+    bfloat16 matrix products. enforce refuses before the export; record exports and says so."""
+    dims, state = tied
+    module = export.build_module(dims, state, "last", "bfloat16")
+    with pytest.raises(RuntimeError, match="bfloat16 export's parity gate cannot run here: .*no bfloat16 kernels"):
+        gate.check_options("bfloat16", "linear_attention", "cpu", "enforce")
+    gate.check_options("bfloat16", "linear_attention", "cpu", "record")
+    dists = gate.letter_distributions(np.ones((26, dims.hidden_size)))
+    kept = gate.run(module, "never-opened.onnx", dists, kernel="linear_attention", device="cpu", mode="record",
+                    progress=lambda m: None)
+    assert not kept["passes"] and "no bfloat16 kernels" in kept["not_run"] and kept["mode"] == "record"
+    assert precision.summary(kept).startswith("parity gate NOT RUN (recorded)")
+    with pytest.raises(precision.GateFailed, match="could not run"):
+        gate.run(module, "never-opened.onnx", dists, kernel="linear_attention", device="cpu", progress=lambda m: None)
