@@ -79,7 +79,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
             info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size)
         if dtype != "float32":
             check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, device=gate_device,
-                                                     mode=parity_gate, progress=progress)
+                                                     mode=parity_gate, progress=progress, spend=True)
             progress(precision.summary(result))
         manifests.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
     progress("[5/5] writing the manifest")

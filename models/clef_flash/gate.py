@@ -34,10 +34,12 @@ def _by_question(logits: np.ndarray, option_question: np.ndarray) -> list[np.nda
     return [precision.softmax(logits[option_question == q]) for q in np.unique(option_question)]
 
 
-def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str = "enforce", progress=print) -> dict:
+def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str = "enforce", progress=print,
+        spend: bool = False) -> dict:
     """Gate the export at `onnx_path` of `graph` (head_graph.ClefJointGraph, backbone in half
     precision): the parity measures over every question of every record, where each side ran;
-    raises precision.GateFailed under `enforce` when it fails."""
+    raises precision.GateFailed under `enforce` when it fails. `spend`: release the backbone's
+    weights once its reference has run (qwen35.gate.release)."""
     import torch
 
     backbone = graph.backbone
@@ -50,6 +52,8 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
              % (where, len(cases), min(c[0].shape[1] for c in cases), max(c[0].shape[1] for c in cases),
                 len(OPTIONS_PER_QUESTION)))
     hidden = qgate.reference_hidden(backbone, [c[0].numpy() for c in cases], where)
+    if spend:
+        qgate.release(backbone)
     refs = []
     with torch.no_grad():
         for h, case in zip(hidden, cases):

@@ -68,6 +68,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, kernel=gdn_kernel, device=gate_device, mode=parity_gate, progress=progress,
+                             spend=True,
                              distributions=qgate.noul_distributions(meta_export.head_weight, meta_export.head_bias,
                                                                     meta_export.temperature))
     graph = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate)

@@ -101,11 +101,27 @@ def session_for(onnx_path: str, device: str, kernel: str) -> tuple:
     return session, used, ({"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {})
 
 
+def release(module) -> None:
+    """Free `module`'s weights (each parameter and buffer becomes an empty tensor): an export's
+    module is spent once its reference has run, and a 27B one holds 54 GB of host memory that
+    the gate's ONNX Runtime session needs while it loads."""
+    import gc
+
+    import torch
+
+    with torch.no_grad():
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            tensor.data = torch.empty(0, dtype=tensor.dtype)
+    gc.collect()
+
+
 def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, device: str = "auto",
-        mode: str = "enforce", progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS) -> dict:
+        mode: str = "enforce", progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS,
+        spend: bool = False) -> dict:
     """Gate the export at `onnx_path` of `module` (the module it was traced from): the parity
     measures, where each side ran, and the hidden states' relative error; raises
-    precision.GateFailed under `enforce` when it fails."""
+    precision.GateFailed under `enforce` when it fails. `spend`: release the module's weights
+    once the reference has run (the exporters do; the module is not used after its gate)."""
     reason = unavailable(str(module.embed_tokens.weight.dtype).replace("torch.", ""), kernel, device)
     if reason:
         return not_run(reason, mode)
@@ -114,9 +130,12 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     progress("parity gate: float32 reference on %s (%d prompts of %d-%d tokens, one layer at a time) ..."
              % (where, n, min(r.shape[1] for r in rows), max(r.shape[1] for r in rows)))
     want = [h[-1] for h in reference_hidden(module, rows, where)]
+    readout = module.readout
+    if spend:
+        release(module)
     session, used, engine = session_for(onnx_path, device, kernel)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
-    got = graph_hidden(session, module.readout, rows)
+    got = graph_hidden(session, readout, rows)
     del session
     rel = max(float(np.linalg.norm(g - w) / np.linalg.norm(w)) for g, w in zip(got, want))
     probs = [p for h in got for p in distributions(h[None])]

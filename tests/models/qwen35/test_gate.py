@@ -122,3 +122,13 @@ def test_a_gate_that_cannot_run_here_is_refused_or_recorded_as_not_run(tied):
     assert precision.summary(kept).startswith("parity gate NOT RUN (recorded)")
     with pytest.raises(precision.GateFailed, match="could not run"):
         gate.run(module, "never-opened.onnx", dists, kernel="linear_attention", device="cpu", progress=lambda m: None)
+
+
+def test_spend_frees_the_module_once_its_reference_has_run(tied, half_export):
+    """What the exporters ask for: the gate's session then loads beside no second copy of the weights."""
+    dims, state = tied
+    module = export.build_module(dims, state, "last", "float16")      # the export's module, again
+    result = gate.run(module, half_export[1], gate.letter_distributions(half_export[2]), kernel="linear_attention",
+                      device="cpu", spend=True, progress=lambda m: None)
+    assert result["passes"] and result["rows"] == gate.PROMPTS
+    assert all(t.numel() == 0 for t in list(module.parameters()) + list(module.buffers()))
