@@ -35,6 +35,17 @@ def fit_state(body: dict, state_ids: list[int], tokens: int, count, tok) -> dict
     return None
 
 
+def fitted(n: int, body: dict, draw_state, tokens: int, count, tok) -> list[dict]:
+    """`n` copies of `body`, each with a state from `draw_state()` (token ids) that fit_state
+    cuts to an exactly `tokens`-long row; draws that miss are drawn again."""
+    out = []
+    while len(out) < n:
+        fit = fit_state(body, draw_state(), tokens, count, tok)
+        if fit is not None:
+            out.append(fit)
+    return out
+
+
 def laya_requests(n: int, questions: int, seed: int, long_state: bool = False) -> list[dict]:
     rng = random.Random(seed)
     out = []
@@ -85,13 +96,8 @@ def laya_rows_of(tokens: int, n: int, seed: int, tok) -> list[dict]:
     rng = random.Random(seed)
     question = {"department": {"type": "choice", "instructions": "Which team should handle this?",
                                "criteria": {"billing": None, "technical": None, "logistics": None}}}
-    out = []
-    while len(out) < n:
-        body = fit_state({"model": "english", "state": "x", "questions": question},
-                         tok.encode(" ".join(rng.choice(TICKETS) for _ in range(4))), tokens, count, tok)
-        if body is not None:
-            out.append(body)
-    return out
+    return fitted(n, {"model": "english", "state": "x", "questions": question},
+                  lambda: tok.encode(" ".join(rng.choice(TICKETS) for _ in range(4))), tokens, count, tok)
 
 
 SCREENS = ["button 'Save' focused", "link 'Help'", "textbox 'Email' empty", "checkbox 'Remember me' unchecked",
@@ -127,13 +133,8 @@ def cua_requests(n: int, tokens: int, seed: int, tok) -> list[dict]:
     questions = next((q for q in CUA_QUESTIONS
                       if count({"model": "cua-s1-4b-0.2", "state": "x", "questions": q}) < tokens - 4),
                      CUA_QUESTIONS[-1])
-    out = []
-    while len(out) < n:
-        body = fit_state({"model": "cua-s1-4b-0.2", "state": "x", "questions": questions},
-                         tok.encode("\n".join(rng.choice(SCREENS) for _ in range(120))), tokens, count, tok)
-        if body is not None:
-            out.append(body)
-    return out
+    return fitted(n, {"model": "cua-s1-4b-0.2", "state": "x", "questions": questions},
+                  lambda: tok.encode("\n".join(rng.choice(SCREENS) for _ in range(120))), tokens, count, tok)
 
 
 def open_jev_noul(n: int, low: int, high: int, seed: int, tok) -> list[dict]:

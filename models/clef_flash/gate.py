@@ -12,6 +12,7 @@ import numpy as np
 
 from models import precision
 from models.clef_flash import head_graph
+from models.qwen35 import export as qexport
 from models.qwen35 import gate as qgate
 
 RECORDS = 6
@@ -43,7 +44,7 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
     import torch
 
     backbone = graph.backbone
-    reason = qgate.unavailable(str(backbone.embed_tokens.weight.dtype).replace("torch.", ""), kernel, device)
+    reason = qgate.unavailable(qexport.model_dtype(backbone), kernel, device)
     if reason:
         return qgate.not_run(reason, mode)
     cases = records(backbone.d.vocab_size)

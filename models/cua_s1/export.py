@@ -73,8 +73,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,
                              device=gate_device, mode=parity_gate, progress=progress, spend=True)
-    graph = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate)
-    check = qexport.checks(graph)
+    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate)
     np.save(os.path.join(out, LETTER_ROWS), letter_rows)
     progress("[5/5] writing the manifest")
     random = manifests.flagged_random(os.path.join(base.path, "config.json"))

@@ -71,8 +71,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
                              spend=True,
                              distributions=qgate.noul_distributions(meta_export.head_weight, meta_export.head_bias,
                                                                     meta_export.temperature))
-    graph = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate)
-    check = qexport.checks(graph)
+    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate)
     progress("[5/5] writing open_jev_export.json and the manifest")
     random = manifests.flagged_random(os.path.join(src.path, "model.json"), os.path.join(base_src.path, "config.json"))
     meta = {

@@ -178,14 +178,14 @@ def hash_sources(directory: str, names: list[str], progress=print) -> dict[str, 
     return out
 
 
-def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool, gate=None) -> dict:
+def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool, gate=None) -> tuple[dict, dict]:
     """Export `model` into `out` (staged, so a failure leaves no half export), copy the tokenizer,
-    and return what the manifest records about the graph. `gate(model, onnx_path) -> dict`: the
-    parity gate of a half-precision graph (gate.run), recorded as `parity_gate`; a gate that
-    refuses raises, and nothing is written."""
+    and return what the manifest records: about the graph, and its `check` (`parity_gate`, from
+    `gate(model, onnx_path) -> dict`, the parity gate of a half-precision graph: gate.run). A gate
+    that refuses raises, and nothing is written."""
     from models import manifest as manifests
 
-    info = {"gdn_kernel": kernel, "attention": model.attention}
+    info, checked = {"gdn_kernel": kernel, "attention": model.attention}, {}
     with manifests.staged(out) as tmp:
         path = export_graph(model, tmp, kernel=kernel, progress=progress)
         # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
@@ -193,15 +193,10 @@ def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, che
             progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
             info["check_max_abs_diff"] = check_graph(model, path)
         if gate is not None and model_dtype(model) != "float32":
-            info["parity_gate"] = result = gate(model, path)
+            checked["parity_gate"] = result = gate(model, path)
             progress(precision.summary(result))
         manifests.copy_present(tokenizer_dir, TOKENIZER_FILES, tmp)
-    return info
-
-
-def checks(graph: dict) -> dict:
-    """The manifest's `check` (as Laya's): the parity gate moves there from the graph's record."""
-    return {"parity_gate": graph.pop("parity_gate")} if "parity_gate" in graph else {}
+    return info, checked
 
 
 def model_dtype(model) -> str:

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from models import onnx_ops, precision
+from models.qwen35 import export as qexport
 
 PROMPTS = 8
 MIN_TOKENS, MAX_TOKENS = 80, 400
@@ -122,7 +123,7 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     measures, where each side ran, and the hidden states' relative error; raises
     precision.GateFailed under `enforce` when it fails. `spend`: release the module's weights
     once the reference has run (the exporters do; the module is not used after its gate)."""
-    reason = unavailable(str(module.embed_tokens.weight.dtype).replace("torch.", ""), kernel, device)
+    reason = unavailable(qexport.model_dtype(module), kernel, device)
     if reason:
         return not_run(reason, mode)
     rows = prompts(module.d.vocab_size, n, lo, hi)
