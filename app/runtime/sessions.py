@@ -9,6 +9,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from models import onnx_ops
 
 log = logging.getLogger("omni.sessions")
@@ -41,7 +43,7 @@ class GraphRunner:
         self.device = device      # where inputs and outputs are bound ("cpu" only in tests: no capture)
         self.capture_after = max(1, capture_after)
         self.outputs = [o.name for o in session.get_outputs()]
-        self.graphs: dict[tuple, tuple] = {}
+        self.graphs: dict[tuple, Captured] = {}
         self.sightings: dict[tuple, int] = {}     # shapes seen but not captured (bucketed: few)
         self.capture_s = 0.0                        # time the capturing runs took, in all
 
@@ -72,26 +74,80 @@ class GraphRunner:
             if seen < self.capture_after:
                 return self.run_uncaptured(output_names, feeds)
             t0 = time.perf_counter()
-            entry = self.graphs[key] = self._binding(feeds, len(self.graphs) + 1)
+            # An uncaptured run first: its outputs' shapes size the block the graph writes to.
+            shapes = [(a.dtype, a.shape) for a in self.run_uncaptured(output_names, feeds)]
+            entry = self.graphs[key] = Captured(self, feeds, shapes, len(self.graphs) + 1)
             del self.sightings[key]
-            io, _, options = entry
-            self.session.run_with_iobinding(io, options)     # ONNX Runtime runs, captures, replays
+            entry.feed(feeds)
+            entry.run()                     # ONNX Runtime runs, captures, replays
             took = time.perf_counter() - t0
             self.capture_s += took
             log.info("captured CUDA graph %d/%d in %.0f ms: %s", len(self.graphs), self.max_graphs,
                      took * 1000.0, _shapes(key))
         else:
-            for name, array in feeds.items():
-                entry[1][name].update_inplace(array)
-            io, _, options = entry
-            self.session.run_with_iobinding(io, options)
-        return [value.numpy() for value in io.get_outputs()]
+            entry.feed(feeds)
+            entry.run()
+        return entry.results()
 
     def run_uncaptured(self, output_names, feeds: dict):
         """One run at the feeds' own shapes, neither captured nor replayed (graph id -1)."""
         io, _, options = self._binding(feeds, -1)
         self.session.run_with_iobinding(io, options)
         return [value.numpy() for value in io.get_outputs()]
+
+
+class Captured:
+    """One captured shape's binding. All its inputs live in one device block and all its outputs
+    in another, so a replay costs one host-to-device and one device-to-host copy, not one per
+    tensor (Laya feeds five: each synchronous copy costs ~15 µs, on a ~1.4 ms pass). Offsets are
+    aligned to 256 bytes, as CUDA's allocations are."""
+
+    def __init__(self, runner: GraphRunner, feeds: dict, outputs: list, graph_id: int):
+        ort, device, index = runner.ort, runner.device, runner.device_id
+        self.session, self.copy_out = runner.session, device == "cpu"   # a CPU block's numpy() is a view
+        self.io = io = runner.session.io_binding()
+        in_slots, in_size = _layout([(a.dtype, a.shape) for a in feeds.values()])
+        out_slots, out_size = _layout(outputs)
+        self.inputs = ort.OrtValue.ortvalue_from_shape_and_type([max(1, in_size)], np.uint8, device, index)
+        self.outputs = ort.OrtValue.ortvalue_from_shape_and_type([max(1, out_size)], np.uint8, device, index)
+        self.staging = np.zeros(max(1, in_size), np.uint8)
+        self.views = {}           # each feed's place in the host staging buffer
+        base = self.inputs.data_ptr()
+        for name, (dtype, shape, offset, size) in zip(feeds, in_slots):
+            io.bind_input(name, device, index, dtype, list(shape), base + offset)
+            self.views[name] = self.staging[offset:offset + size].view(dtype).reshape(shape)
+        base = self.outputs.data_ptr()
+        for name, (dtype, shape, offset, size) in zip(runner.outputs, out_slots):
+            io.bind_output(name, device, index, dtype, list(shape), base + offset)
+        self.out_slots = out_slots
+        self.options = ort.RunOptions()
+        self.options.add_run_config_entry("gpu_graph_id", str(graph_id))
+
+    def feed(self, feeds: dict) -> None:
+        for name, array in feeds.items():
+            np.copyto(self.views[name], array)
+        self.inputs.update_inplace(self.staging)
+
+    def run(self) -> None:
+        self.session.run_with_iobinding(self.io, self.options)
+
+    def results(self) -> list:
+        host = self.outputs.numpy()
+        if self.copy_out:
+            host = host.copy()
+        return [host[offset:offset + size].view(dtype).reshape(shape) for dtype, shape, offset, size in self.out_slots]
+
+
+def _layout(tensors) -> tuple[list, int]:
+    """[(dtype, shape, offset, bytes)] for tensors packed one after another at 256-byte
+    boundaries, and the bytes in all."""
+    slots, offset = [], 0
+    for dtype, shape in tensors:
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        slots.append((dtype, tuple(shape), offset, size))
+        offset += -(-size // 256) * 256
+    return slots, offset
 
 
 def _shapes(key: tuple) -> str:

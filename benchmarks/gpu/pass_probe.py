@@ -32,6 +32,7 @@ def main(argv=None):
     ap.add_argument("--workload", help="a JSONL workload to draw each batch's requests from, in turn "
                     "(default: laya_requests, laya_1q's generator)")
     ap.add_argument("--no-kernels", action="store_true", help="skip the CUPTI pass")
+    ap.add_argument("--top", type=int, default=8, help="kernels listed per batch size, by GPU time")
     ap.add_argument("--device", default="cuda", help="cpu: the same steps on ONNX Runtime's CPU kernels "
                     "(a dry run of this script: the binding, no capture)")
     ap.add_argument("--out")
@@ -75,13 +76,11 @@ def main(argv=None):
                 outputs = runner.run(None, feeds)
                 marks += [time.perf_counter()] * 3
             else:
-                io, values, options = entry
-                for name, array in feeds.items():
-                    values[name].update_inplace(array)
+                entry.feed(feeds)
                 marks.append(time.perf_counter())
-                runner.session.run_with_iobinding(io, options)
+                entry.run()
                 marks.append(time.perf_counter())
-                outputs = [v.numpy() for v in io.get_outputs()]
+                outputs = entry.results()
                 marks.append(time.perf_counter())
         else:
             io, _, options = runner._binding(feeds, -1)
@@ -112,7 +111,7 @@ def main(argv=None):
             from benchmarks.gpu.cupti import gpu_kernel_times
 
             try:
-                k = gpu_kernel_times(lambda n=n: one(n, None), iters=10, top=8)
+                k = gpu_kernel_times(lambda n=n: one(n, None), iters=10, top=args.top)
                 row["gpu_busy_ms"], row["kernels_per_pass"], row["top_kernels"] = (
                     k["gpu_busy_ms"], k["kernels_per_call"], k["top"])
             except Exception as exc:             # no CUPTI: the host timings still stand

@@ -54,6 +54,53 @@ def test_first_sight_capture_and_the_cap(session):
     assert runner.sightings == {}
 
 
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """Three inputs of three dtypes and two outputs, as an export has: ids int64, a bool mask and
+    float scores in; the masked sum of the scores (float32) and the ids' row sums (int64) out."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["scores", "maskf"], ["kept"]),
+         helper.make_node("ReduceSum", ["kept", "axis"], ["total"], keepdims=0),
+         helper.make_node("ReduceSum", ["ids", "axis"], ["id_sum"], keepdims=0)],
+        "mixed",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["rows", "length"]),
+         helper.make_tensor_value_info("mask", TensorProto.BOOL, ["rows", "length"]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["rows", "length"])],
+        [helper.make_tensor_value_info("total", TensorProto.FLOAT, ["rows"]),
+         helper.make_tensor_value_info("id_sum", TensorProto.INT64, ["rows"])],
+        [helper.make_tensor("axis", TensorProto.INT64, [1], [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    path = tmp_path_factory.mktemp("graph") / "mixed.onnx"
+    onnx.save(model, str(path))
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def test_a_captured_shape_keeps_its_tensors_in_one_block_each_way(mixed):
+    """A captured shape's inputs share one buffer (one copy in), its outputs another (one copy
+    out), at 256-byte offsets; each replay's results are its own, not views a later replay
+    overwrites."""
+    runner = sessions.GraphRunner(mixed, 0, max_graphs=4, device="cpu")
+    rng = np.random.default_rng(0)
+    kept = []
+    for _ in range(4):
+        feeds = {"ids": rng.integers(0, 1000, (3, 40)), "mask": rng.random((3, 40)) < 0.5,
+                 "scores": rng.standard_normal((3, 40)).astype(np.float32)}
+        total, id_sum = runner.run(None, feeds)
+        assert total.dtype == np.float32 and id_sum.dtype == np.int64 and total.shape == id_sum.shape == (3,)
+        np.testing.assert_allclose(total, (feeds["scores"] * feeds["mask"]).sum(1), rtol=1e-6)
+        np.testing.assert_array_equal(id_sum, feeds["ids"].sum(1))
+        kept.append((total.copy(), id_sum.copy(), total, id_sum))
+    for copy_total, copy_ids, total, id_sum in kept:           # later replays left them alone
+        np.testing.assert_array_equal(total, copy_total)
+        np.testing.assert_array_equal(id_sum, copy_ids)
+    (entry,) = runner.graphs.values()
+    assert entry.inputs.shape() == [1024 + 256 + 512]     # ids 960, mask 120 and scores 480 bytes, each rounded up
+    assert [slot[2] for slot in entry.out_slots] == [0, 256]
+    assert sessions._layout([(np.float16, (0, 4)), (np.int32, (2,))]) == (
+        [(np.dtype(np.float16), (0, 4), 0, 0), (np.dtype(np.int32), (2,), 0, 8)], 256)
+
+
 @pytest.mark.parametrize("rows, tokens, graph_tokens, static", [
     (4, 4 * 224, 1024, True),       # small: bucketed, may replay
     (8, 8 * 224, 1024, False),      # more tokens than the bound: own shapes, uncaptured
