@@ -103,8 +103,9 @@ class Engine:
     async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
                      slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
                      disconnected: Callable[[], Awaitable[Any]] | None = None) -> tuple[ModelSlot, dict]:
-        """`disconnected`: returns when the client has gone; it is watched from submission on, and
-        then the answer is a 499 and queued work is dropped before dispatch.
+        """`disconnected`: returns when the client has gone; it is watched once the job has been
+        queued for WATCH_AFTER_S without being dispatched, and then the answer is a 499 and the
+        queued work is dropped before dispatch.
 
         `offload`: prepare on a worker thread. A large request can take seconds to validate and
         tokenize (tens of thousands of candidates, a 4 MiB state); on the event loop that would
@@ -135,17 +136,12 @@ class Engine:
             raise retry_later(503, "overloaded", "the server is at capacity: %s" % exc,
                               self.settings.retry_after_s) from None
         self.metrics.queue_depth.set(self.executor.depth())
-        loop = job.loop
-        # The wait costs no task of its own: a disconnect and the deadline each cancel the job's
-        # future from a callback (a cancelled job is dropped unrun if still queued), and this
-        # coroutine learns which from `job.outcome`.
-        watch = None
-        if disconnected is not None:
-            watch = loop.create_task(disconnected())
-            watch.add_done_callback(functools.partial(_abandon, job))
-        # Warm-up has no deadline: a slow first run (CUDA init, autotuning) must not fail readiness.
-        timer = None if warmup else loop.call_later(
-            max(0.001, self.settings.request_timeout_s - (time.perf_counter() - timing.start)), _expire, job)
+        # One timer per request: a disconnect watcher for a job still queued after WATCH_AFTER_S,
+        # then the deadline (warm-up has none: a slow first run, CUDA init or autotuning, must
+        # not fail readiness). Each cancels the job's future from a callback (a cancelled job is
+        # dropped unrun if still queued), and this coroutine learns which from `job.outcome`.
+        guard = _Guard(job, disconnected, None if warmup else
+                       self.settings.request_timeout_s - (time.perf_counter() - timing.start))
         try:
             output = await job.future
         except asyncio.CancelledError:
@@ -160,10 +156,7 @@ class Engine:
         except InferenceFailed as exc:
             raise self._failed(slot, span, exc, "the forward pass failed; the error is logged") from None
         finally:
-            if watch is not None:
-                watch.cancel()
-            if timer is not None:
-                timer.cancel()
+            guard.cancel()
             if job.dispatched:
                 timing.record("queue", job.enqueued_ns, job.dispatched_ns)
             if job.batch is not None:
@@ -179,6 +172,48 @@ class Engine:
             self.metrics.child(self.metrics.input_tokens, slot.name).inc(prepared.tokens)
             self.metrics.child(self.metrics.decisions, slot.name).inc(prepared.questions)
         return slot, response
+
+
+# A job dispatched within this long is never watched for a disconnect: at low load the pass
+# starts first, and the watcher (a task, a receive() into the server, its cancellation) would
+# cost the loop more than the whole queue wait. A job still queued past it is watched, so a
+# client that leaves before dispatch still frees its slot.
+WATCH_AFTER_S = 0.001
+
+
+class _Guard:
+    """The request's one timer: first the disconnect watch, then the deadline."""
+
+    __slots__ = ("job", "disconnected", "deadline", "handle", "watch")
+
+    def __init__(self, job: Job, disconnected: Callable[[], Awaitable[Any]] | None, budget_s: float | None):
+        loop = job.loop
+        self.job, self.disconnected, self.watch = job, disconnected, None
+        self.deadline = None if budget_s is None else loop.time() + max(0.001, budget_s)
+        first = loop.time() + WATCH_AFTER_S if disconnected is not None else self.deadline
+        if first is not None and self.deadline is not None:
+            first = min(first, self.deadline)
+        self.handle = None if first is None else loop.call_at(first, self._fire)
+
+    def _fire(self) -> None:
+        job, loop = self.job, self.job.loop
+        self.handle = None
+        if job.future.done():
+            return
+        if self.deadline is not None and loop.time() >= self.deadline:
+            _expire(job)
+            return
+        if self.disconnected is not None and self.watch is None and not job.dispatched:
+            self.watch = loop.create_task(self.disconnected())
+            self.watch.add_done_callback(functools.partial(_abandon, job))
+        if self.deadline is not None:
+            self.handle = loop.call_at(self.deadline, self._fire)
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+        if self.watch is not None:
+            self.watch.cancel()
 
 
 def _abandon(job: Job, watch: asyncio.Task) -> None:

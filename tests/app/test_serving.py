@@ -6,7 +6,8 @@ import asyncio
 
 from app.middleware import request_id
 from app.runtime.executor import Job
-from app.serving import _abandon, _expire
+from app import serving
+from app.serving import _abandon, _expire, _Guard
 
 
 def _job(loop) -> Job:
@@ -97,3 +98,50 @@ def test_the_engine_sets_the_gil_switch_interval_it_is_given():
         assert asyncio.run(main(0.5)) == pytest.approx(0.0005)
     finally:
         sys.setswitchinterval(before)
+
+
+def _guarded(dispatch_after: float | None, gone_after: float, budget_s: float | None, wait: float = 0.05):
+    """A job under a _Guard: the executor dispatches it after `dispatch_after` s (None: never)
+    and the client leaves after `gone_after` s; returns the job, whether a watcher was started,
+    and whether the client's receive() was ever called."""
+    calls = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        job = _job(loop)
+
+        async def disconnected():
+            calls.append(loop.time())
+            await asyncio.sleep(gone_after)
+
+        if dispatch_after is not None:
+            loop.call_later(dispatch_after, setattr, job, "dispatched", 1.0)
+        guard = _Guard(job, disconnected, budget_s)
+        try:
+            await asyncio.wait_for(asyncio.shield(job.future), wait)
+        except (asyncio.CancelledError, asyncio.TimeoutError):
+            pass
+        watched = guard.watch is not None
+        guard.cancel()
+        return job, watched
+
+    job, watched = asyncio.run(main())
+    return job, watched, bool(calls)
+
+
+def test_a_job_dispatched_at_once_is_never_watched():
+    job, watched, received = _guarded(dispatch_after=0.0, gone_after=0.0, budget_s=None)
+    assert not watched and not received and job.outcome == "" and not job.cancelled
+
+
+def test_a_job_still_queued_is_watched_and_a_disconnect_drops_it():
+    job, watched, received = _guarded(dispatch_after=None, gone_after=0.005, budget_s=None)
+    assert watched and received
+    assert job.cancelled and job.outcome == "gone"
+
+
+def test_the_deadline_follows_the_watch_and_ends_a_job_still_waiting():
+    job, watched, _ = _guarded(dispatch_after=None, gone_after=3600, budget_s=serving.WATCH_AFTER_S * 5)
+    assert watched and job.cancelled and job.outcome == "expired"
+    job, watched, received = _guarded(dispatch_after=None, gone_after=3600, budget_s=serving.WATCH_AFTER_S / 2)
+    assert not watched and not received and job.outcome == "expired"      # the deadline came first
