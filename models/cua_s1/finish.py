@@ -56,12 +56,16 @@ def round_bf16(x) -> np.ndarray:
 def letter_logits(hidden, letter_rows) -> np.ndarray:
     """`hidden [n,H] · letter_rows[26,H]ᵀ` with float64 accumulation, rounded once to float32.
 
+    `letter_rows` are float32 values; the server passes them already widened to float64 (the
+    4B's 26 × 2560 rows widened per request cost more than the product).
+
     The products of float32 values are exact in float64; the sum uses BLAS order where the
     native worker sums left to right, which can only differ within ~1e-16 (relative) of a
     float32 rounding boundary.
     """
     h = np.asarray(hidden, dtype=np.float32).astype(np.float64)
-    w = np.asarray(letter_rows, dtype=np.float32).astype(np.float64)
+    w = letter_rows if getattr(letter_rows, "dtype", None) == np.float64 else \
+        np.asarray(letter_rows, dtype=np.float32).astype(np.float64)
     if h.ndim != 2 or w.ndim != 2 or h.shape[1] != w.shape[1]:
         raise InferenceFailed("hidden %s and letter rows %s do not match" % (h.shape, w.shape))
     with np.errstate(over="ignore", invalid="ignore"):

@@ -31,6 +31,7 @@ class CuaS1Model(QwenServed):
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: CuaLimits | None = None):
         super().__init__(directory, manifest, "Cua-S1")
         self.letter_rows = np.load(os.path.join(directory, LETTER_ROWS)).astype(np.float32)
+        self.letter_rows64 = self.letter_rows.astype(np.float64)      # exact: float32 values, widened once
         self.limits_ = limits or CuaLimits()
         self.adapter = LastTokenAdapter(self.pad_id, key=self.family)
         # The registry has routed the request here; its served name and upstream's name both pass.
@@ -44,7 +45,7 @@ class CuaS1Model(QwenServed):
         (hidden,) = output
         if hidden.shape[0] != prepared.questions:
             raise InferenceFailed("expected %d hidden rows, got %d" % (prepared.questions, hidden.shape[0]))
-        return finishing.finish_hidden(prepared.context, hidden, self.letter_rows, profile, model_name)
+        return finishing.finish_hidden(prepared.context, hidden, self.letter_rows64, profile, model_name)
 
     def limits(self) -> dict:
         lim = self.limits_

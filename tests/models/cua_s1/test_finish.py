@@ -125,6 +125,8 @@ def test_hidden_state_path_equals_the_logits_path(tok):
     logits = finish.letter_logits(hidden, letters)
     expected = np.array([[math.fsum(float(a) * float(b) for a, b in zip(h, w)) for w in letters] for h in hidden])
     assert np.array_equal(logits, expected.astype(np.float32))
+    # The server's letter rows, widened to float64 once at load, give the same logits.
+    assert np.array_equal(finish.letter_logits(hidden, letters.astype(np.float64)), logits)
     for bf16 in (True, False):
         assert finish.finish_hidden(prepared.context, hidden, letters, bf16=bf16) == \
             finish.finish(prepared.context, logits, bf16=bf16)
