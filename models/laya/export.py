@@ -14,6 +14,7 @@ import os
 import time
 
 from models import hub, manifest as manifests, onnx_ops, precision
+from models.fold import fold_weights
 from models.laya import checkpoint as ck
 
 ONNX_NAME = "model.onnx"
@@ -127,6 +128,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                                         custom_translation_table=fused.translations())
         program.save(os.path.join(tmp, ONNX_NAME), external_data=True)
         onnx_ops.unname_unused(os.path.join(tmp, ONNX_NAME))
+        fold_weights(os.path.join(tmp, ONNX_NAME))
         _log(progress, "[5/5] checking ONNX Runtime against torch (fp32) on untraced shapes")
         max_diff, parity = _check(reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32",
                                   device=gate_device, mode=parity_gate)

@@ -12,6 +12,7 @@ import os
 import time
 
 from models import onnx_ops, precision
+from models.fold import fold_weights
 from models.qwen35 import fused, gdn
 from models.qwen35.dims import TextDims
 
@@ -99,6 +100,7 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
     program.save(path, external_data=True)
     _drop_unused_outputs(path)
     onnx_ops.unname_unused(path)
+    fold_weights(path, progress)
     progress("wrote %s (%.1f MB of weights)" % (path, _size(path + ".data") / 1e6))
     return path
 

@@ -1,0 +1,88 @@
+"""models.fold: constant weight transforms folded into the weights at export, the graph's answers
+bit for bit the same, over real ONNX Runtime sessions and real external data files."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from models.fold import ALIGN, fold_weights
+
+
+def _graph(path: str) -> None:
+    """x [n, 32] fp16 through the layouts an export leaves: W's first 8 rows sliced and
+    transposed (F.linear over a slice), W's rows gathered in a new order and transposed (read by
+    two products), a Cast of a constant (arithmetic: left for ONNX Runtime), and a Gemm that
+    reads W as it is (so W stays)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 32)).astype(np.float16)
+    order = np.array([3, 1, 2, 0, 7, 5, 6, 4], np.int64)
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(order, "order"),
+             numpy_helper.from_array(np.array([0], np.int64), "s"), numpy_helper.from_array(np.array([8], np.int64), "e"),
+             numpy_helper.from_array(np.array([0.5] * 8, np.float32), "scale32")]
+    nodes = [
+        helper.make_node("Slice", ["W", "s", "e"], ["w_slice"]),
+        helper.make_node("Transpose", ["w_slice"], ["w_t"], perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "w_t"], ["a"]),
+        helper.make_node("Gather", ["W", "order"], ["w_perm"], axis=0),
+        helper.make_node("Transpose", ["w_perm"], ["w_perm_t"], perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "w_perm_t"], ["b"]),
+        helper.make_node("MatMul", ["x", "w_perm_t"], ["b2"]),
+        helper.make_node("Cast", ["scale32"], ["scale16"], to=TensorProto.FLOAT16),
+        helper.make_node("Mul", ["b2", "scale16"], ["b3"]),
+        helper.make_node("Add", ["a", "b"], ["ab"]),
+        helper.make_node("Add", ["ab", "b3"], ["y"]),
+        helper.make_node("Gemm", ["x", "W"], ["z"], transB=1),             # W itself stays, for this
+    ]
+    graph = helper.make_graph(nodes, "layouts", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["n", 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["n", 8]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT16, ["n", 64])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    onnx.save(model, path, save_as_external_data=True, location="model.onnx.data")
+
+
+def _run(path: str, x: np.ndarray) -> list:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL   # no folding of its own
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+
+
+def test_folding_keeps_the_answers_and_leaves_no_constant_layout_work(tmp_path):
+    path = str(tmp_path / "model.onnx")
+    _graph(path)
+    x = np.random.default_rng(1).standard_normal((3, 32)).astype(np.float16)
+    before = _run(path, x)
+
+    assert fold_weights(path) == 4                  # Slice, Transpose; Gather, Transpose
+
+    model = onnx.load(path, load_external_data=False)
+    ops = [n.op_type for n in model.graph.node]
+    assert "Slice" not in ops and "Transpose" not in ops
+    assert "Gather" not in ops and ops.count("Cast") == 1 and ops.count("Gemm") == 1     # arithmetic stays
+    after = _run(path, x)
+    for a, b in zip(before, after):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    names = {t.name for t in model.graph.initializer}
+    assert {"w_t", "w_perm_t", "W"} <= names and not {"w_slice", "w_perm", "order", "s", "e"} & names
+    # One data file, every external tensor at an aligned offset, nothing left from the rewrite.
+    assert sorted(os.listdir(tmp_path)) == ["model.onnx", "model.onnx.data"]
+    for tensor in model.graph.initializer:
+        if tensor.data_location == tensor.EXTERNAL:
+            entries = {e.key: e.value for e in tensor.external_data}
+            assert entries["location"] == "model.onnx.data" and int(entries["offset"]) % ALIGN == 0
+    assert numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "w_t"),
+                                 str(tmp_path)).shape == (32, 8)
+
+
+def test_a_graph_with_nothing_to_fold_is_left_alone(tmp_path):
+    path = str(tmp_path / "model.onnx")
+    graph = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])], "plain",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10), path)
+    stamp = os.path.getmtime(path)
+    assert fold_weights(path) == 0
+    assert os.path.getmtime(path) == stamp and os.listdir(tmp_path) == ["model.onnx"]
