@@ -11,10 +11,18 @@ Only ops that move or select values are folded (no arithmetic, no Cast: what the
 computes stays bit for bit what ONNX Runtime would have folded), and only where every input is a
 constant. The external data is rewritten tensor by tensor, so memory holds one weight at a time,
 not the model.
+
+Every exporter folds its graph; an export written before that is folded in place with
+
+    python -m models.fold EXPORT_DIR [EXPORT_DIR ...]
+
+which also records it in the export's manifest (the server warns about exports without it).
 """
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 import time
 
 import numpy as np
@@ -166,3 +174,31 @@ def _still_needed(name: str, consumers: dict, folded: list) -> bool:
     true unless every reader of `name` has been folded already."""
     readers_folded = sum(1 for n in folded for i in n.input if i == name)
     return consumers.get(name, 0) > readers_folded
+
+
+def fold_export(directory: str, progress=print) -> int:
+    """Fold an export directory's graph in place and record it in its manifest."""
+    from models import manifest as manifests
+
+    meta = manifests.read(directory)
+    name = meta.get("onnx", "model.onnx")
+    n = fold_weights(os.path.join(directory, name), progress)
+    meta["weights_folded"] = True
+    if name in meta.get("files", {}):
+        meta["files"][name] = manifests.sha256_file(os.path.join(directory, name))
+    manifests.write(directory, meta)
+    return n
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m models.fold", description=__doc__.split("\n\n")[0])
+    ap.add_argument("exports", nargs="+", help="export directories (each with manifest.json)")
+    args = ap.parse_args(argv)
+    for directory in args.exports:
+        n = fold_export(directory, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+        print("%s: %s" % (directory, "%d weight transforms folded" % n if n else "nothing left to fold"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

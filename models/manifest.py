@@ -115,5 +115,6 @@ def finalize(out: str, meta: dict[str, Any], hash_data: bool = True) -> dict[str
     write the manifest last: its presence marks a complete export."""
     names = sorted(n for n in os.listdir(out) if n != MANIFEST and (hash_data or not n.endswith(".data")))
     meta["files"] = hash_files(out, names)
+    meta.setdefault("weights_folded", True)      # every exporter folds its graph (models.fold)
     write(out, meta)
     return meta

@@ -86,3 +86,24 @@ def test_a_graph_with_nothing_to_fold_is_left_alone(tmp_path):
     stamp = os.path.getmtime(path)
     assert fold_weights(path) == 0
     assert os.path.getmtime(path) == stamp and os.listdir(tmp_path) == ["model.onnx"]
+
+
+def test_the_command_folds_an_export_in_place_and_records_it(tmp_path, capsys):
+    import json
+
+    from models import fold, manifest
+
+    _graph(str(tmp_path / "model.onnx"))
+    before = manifest.sha256_file(str(tmp_path / "model.onnx"))
+    manifest.write(str(tmp_path), {"name": "old", "onnx": "model.onnx", "files": {"model.onnx": before}})
+    x = np.random.default_rng(2).standard_normal((2, 32)).astype(np.float16)
+    answers = _run(str(tmp_path / "model.onnx"), x)
+
+    assert fold.main([str(tmp_path)]) == 0
+    meta = json.loads((tmp_path / "manifest.json").read_text())
+    assert meta["weights_folded"] is True
+    assert meta["files"]["model.onnx"] == manifest.sha256_file(str(tmp_path / "model.onnx")) != before
+    assert all(np.array_equal(a, b) for a, b in zip(answers, _run(str(tmp_path / "model.onnx"), x)))
+    assert fold.main([str(tmp_path)]) == 0            # again: nothing left, and it says so
+    assert capsys.readouterr().out.splitlines() == ["%s: 4 weight transforms folded" % tmp_path,
+                                                    "%s: nothing left to fold" % tmp_path]
