@@ -56,8 +56,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
-        progress("up to date: %s (nothing to do)" % out)
-        return manifests.read(out)
+        return manifests.reuse(out, progress)
 
     dims = TextDims.from_dir(src.path)
     progress("[3/5] loading the backbone (%d layers, hidden %d) and the joint head"

@@ -55,8 +55,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         sources.update({"adapter/" + k: v for k, v in manifests.hash_files(
             lora.directory, ["adapter_config.json", os.path.basename(lora.weights)]).items()})
     if not force and manifests.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
-        progress("up to date: %s (nothing to do)" % out)
-        return manifests.read(out)
+        return manifests.reuse(out, progress)
 
     dims = TextDims.from_dir(base.path)
     if not dims.tie_word_embeddings:

@@ -105,8 +105,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     _log(progress, "[2/5] hashing sources")
     sources = manifests.hash_files(src.path, source_files)
     if not force and manifests.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
-        _log(progress, "up to date: %s (nothing to do)" % out)
-        return manifests.read(out)
+        return manifests.reuse(out, lambda msg: _log(progress, msg))
 
     _log(progress, "[3/5] building the torch graph (%s, %d layers, hidden %d)"
          % (variant, encoder_config.get("num_hidden_layers", 0), encoder_config.get("hidden_size", 0)))

@@ -55,8 +55,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
         "model.json", "temperature.json", "head.pt", "adapter/adapter_config.json",
         "adapter/adapter_model.safetensors", "adapter/adapter_model.bin"]).items()})
     if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
-        progress("up to date: %s (nothing to do)" % out)
-        return manifests.read(out)
+        return manifests.reuse(out, progress)
 
     meta_export = ck.export_metadata(package, max_length, hidden_size=dims.hidden_size,
                                      checkpoint_revision=src.revision)

@@ -26,6 +26,7 @@ def test_manifest_describes_the_export(english):
     assert "model.safetensors" in meta["source"]["sha256"]
     assert meta["check"]["max_abs_logit_diff"] < 1e-3
     assert meta["dims"]["hidden_size"] == 64
+    assert meta["weights_folded"] is True
 
 
 def test_rerun_is_a_noop_and_force_redoes(english, tmp_path, capfd):
@@ -37,6 +38,26 @@ def test_rerun_is_a_noop_and_force_redoes(english, tmp_path, capfd):
     assert code.returncode == 0, code.stderr
     assert "up to date" in code.stderr
     assert os.path.getmtime(os.path.join(out, "model.onnx")) == before
+
+
+def test_an_up_to_date_export_from_before_folding_is_folded_not_exported_again(english, tmp_path):
+    """An export whose manifest predates folded weights is up to date all the same: the run folds
+    it in place and records it (this one has nothing left to fold: its graph is unchanged)."""
+    from models.laya import export
+
+    out = str(tmp_path / "copy")
+    shutil.copytree(english[1], out)
+    meta = read(out)
+    del meta["weights_folded"]
+    with open(os.path.join(out, "manifest.json"), "w", encoding="utf-8") as f:
+        json.dump(meta, f)
+    before = os.path.getmtime(os.path.join(out, "model.onnx"))
+    said = []
+    again = export.export(english[0], out, progress=said.append)
+    assert again["weights_folded"] is True and read(out)["weights_folded"] is True
+    assert said[-1] == "up to date: %s (its weight layouts folded now)" % out
+    assert os.path.getmtime(os.path.join(out, "model.onnx")) == before      # nothing was left to fold
+    assert {k: v for k, v in again.items() if k != "weights_folded"} == meta
 
 
 def test_changed_source_is_exported_again(english, tmp_path):
