@@ -3,20 +3,23 @@
 A dynamo export leaves the weight layout work in the graph: `F.linear` is a Transpose of the
 weight, and a projection read part by part (models/projections.py) a Slice or a Gather of it
 before that. ONNX Runtime folds such constant chains when it builds a session, on the CPU, at
-~150 MB/s on the development machine: for the 9B Clef-Flash export's 18 GB, ~60 s of every start
-on the H200 (docs/benchmarks.md). Folding them once here, with the same data movement, leaves
+~150 MB/s on the development machine: on the H200, 26 of Cua-S1 4B's 27.5 s load, and most of
+the 9B Clef-Flash export's 59 s (docs/benchmarks.md). Folding them once here, with the same data movement, leaves
 ONNX Runtime nothing to do.
 
 Only ops that move or select values are folded (no arithmetic, no Cast: what the session
 computes stays bit for bit what ONNX Runtime would have folded), and only where every input is a
-constant. The external data is rewritten tensor by tensor, so memory holds one weight at a time,
-not the model.
+constant. The external data is rewritten tensor by tensor, so memory holds about one weight,
+not the model; during an export the old file's blocks are given back as the new one grows, so
+the disk holds about one copy of the weights, not two.
 
 Every exporter folds its graph; an export written before that is folded in place with
 
     python -m models.fold EXPORT_DIR [EXPORT_DIR ...]
 
-which also records it in the export's manifest (the server warns about exports without it).
+which also records it in the export's manifest (the server warns about exports without it). That
+one keeps the old data file whole until the new one is complete (a failure changes nothing), so
+it needs free disk for a second copy of the weights while it runs.
 """
 from __future__ import annotations
 
@@ -33,56 +36,81 @@ INLINE_BYTES = 1024          # smaller results stay inside the graph, as the exp
 ALIGN = 4096                 # offsets of external tensors, so they can be mapped page by page
 
 
-def fold_weights(path: str, progress=None) -> int:
-    """Fold the graph at `path` (and its external data) in place; returns how many nodes went."""
+def fold_weights(path: str, progress=None, release: bool = False) -> int:
+    """Fold the graph at `path` (and its external data) in place; returns how many nodes went.
+
+    Each result is written to the new data file as soon as it is computed, and a weight is read
+    only while a folded node still needs it, so memory holds about one weight. `release`: punch
+    each old weight's bytes out of the old data file once it has been copied or folded (Linux),
+    so the disk holds about one copy of the weights, not two; for a graph being exported, whose
+    old file is worthless if the fold fails halfway."""
     import onnx
-    from onnx import numpy_helper
 
     t0 = time.perf_counter()
     model = onnx.load(path, load_external_data=False)
     graph = model.graph
-    base = os.path.dirname(os.path.abspath(path))
-    constant = {t.name for t in graph.initializer}
     inits = {t.name: t for t in graph.initializer}
-    folded_nodes, produced = [], {}
-    consumers = _consumers(graph)
+    # An initializer that is also a graph input is only a default: the caller may feed another.
+    # Packed 4-bit weights are left alone (their bytes do not map one to one onto elements).
+    constant = {name for name, t in inits.items() if t.data_type not in _PACKED} - {i.name for i in graph.input}
+    folded = []
     for node in graph.node:
-        if node.op_type not in FOLDABLE or any(_has_graph(a) for a in node.attribute):
-            continue
-        if not all(name == "" or name in constant for name in node.input):
-            continue
-        args = [None if name == "" else (produced[name] if name in produced else
-                                          numpy_helper.to_array(inits[name], base)) for name in node.input]
-        outputs = _run(node, args)
-        for name, value in zip(node.output, outputs):
-            if name:
-                produced[name] = value
-                constant.add(name)
-        folded_nodes.append(node)
-        # Intermediates no later node reads can go now: memory holds the live ones only.
-        for name in node.input:
-            if name in produced and not _still_needed(name, consumers, folded_nodes):
-                produced.pop(name)
-    if not folded_nodes:
+        if (node.op_type in FOLDABLE and not any(_has_graph(a) for a in node.attribute)
+                and all(name == "" or name in constant for name in node.input)):
+            folded.append(node)
+            constant.update(name for name in node.output if name)
+    if not folded:
         return 0
-    gone = {id(n) for n in folded_nodes}
+    gone = {id(n) for n in folded}
     kept_nodes = [n for n in graph.node if id(n) not in gone]
-    read = _names_read(kept_nodes) | {o.name for o in graph.output}
-    new_tensors = [numpy_helper.from_array(np.ascontiguousarray(v), name)
-                   for name, v in produced.items() if name in read]
-    kept_inits = [t for t in graph.initializer if t.name in read]
-    _rewrite(model, path, base, kept_inits, new_tensors)
+    needed = _names_read(kept_nodes) | {o.name for o in graph.output}
+    pending: dict[str, int] = {}          # reads by folded nodes not yet run
+    for node in folded:
+        for name in node.input:
+            if name:
+                pending[name] = pending.get(name, 0) + 1
+
+    with _DataFile(path, graph.initializer, release) as data:
+        values: dict[str, tuple] = {}    # name -> (array, ONNX type), while a folded node will read it
+        new = []
+        for node in folded:
+            args = [None if not name else values[name] if name in values else data.load(inits[name])
+                    for name in node.input]
+            kind = args[0][1]             # every foldable op's outputs have its first input's type
+            outputs = _run(node, [a[0] if a is not None else None for a in args])
+            for name, arg in zip(node.input, args):
+                if not name:
+                    continue
+                pending[name] -= 1
+                if pending[name]:
+                    values.setdefault(name, arg)    # read again by a later fold: keep it at hand
+                    continue
+                values.pop(name, None)
+                if name in inits:
+                    data.done(inits[name], keep=name in needed)
+            for name, value in zip(node.output, outputs):
+                if not name:
+                    continue
+                if name in needed:
+                    new.append(data.write_new(name, value, kind))
+                if pending.get(name):
+                    values[name] = (value, kind)
+        kept = [t for t in graph.initializer if t.name in needed]
+        for tensor in kept:
+            data.done(tensor, keep=True)          # those no fold read: copied as they are
+    del graph.initializer[:]
+    graph.initializer.extend(kept + new)
     del graph.node[:]
     graph.node.extend(kept_nodes)
     names = {t.name for t in graph.initializer}
-    kept_info = [v for v in graph.value_info if v.name not in names and v.name not in produced]
+    kept_info = [v for v in graph.value_info if v.name not in names and v.name in needed]
     del graph.value_info[:]
     graph.value_info.extend(kept_info)
     onnx.save(model, path)
     if progress:
         progress("folded %d constant weight transforms into the weights in %.1f s"
-                 % (len(folded_nodes), time.perf_counter() - t0))
-    return len(folded_nodes)
+                 % (len(folded), time.perf_counter() - t0))
+    return len(folded)
 
 
 def _run(node, args: list) -> list:
@@ -95,46 +123,110 @@ def _run(node, args: list) -> list:
     one = helper.make_node(node.op_type, names, outs, domain=node.domain)
     one.attribute.extend(node.attribute)
     feeds = {n: a for n, a in zip(names, args) if n}
-    return [np.asarray(v) for v in ReferenceEvaluator(one).run(None, feeds)]
+    return [np.ascontiguousarray(v) for v in ReferenceEvaluator(one).run(None, feeds)]
 
 
-def _rewrite(model, path: str, base: str, kept: list, new: list) -> None:
-    """Write the kept initializers (read back from the old data file) and the folded ones into a
-    new data file beside the graph, then point the graph at it."""
-    locations = [_external(t) for t in kept]
-    location = next((loc["location"] for loc in locations if loc), os.path.basename(path) + ".data")
-    tmp = os.path.join(base, location + ".folding")
-    offset = 0
-    with open(tmp, "wb") as out:
-        def put(tensor, data: bytes) -> None:
-            nonlocal offset
-            pad = -offset % ALIGN
-            out.write(b"\0" * pad)
-            offset += pad
-            out.write(data)
-            tensor.ClearField("raw_data")
-            del tensor.external_data[:]
-            for key, value in (("location", location), ("offset", str(offset)), ("length", str(len(data)))):
-                entry = tensor.external_data.add()
-                entry.key, entry.value = key, value
-            tensor.data_location = tensor.EXTERNAL
-            offset += len(data)
+class _DataFile:
+    """The graph's external data, rewritten into a new file beside it: kept weights copied,
+    folded ones appended, each at an ALIGN boundary; swapped in on success, dropped on failure."""
 
-        for tensor, loc in zip(kept, locations):
-            if loc:
-                with open(os.path.join(base, loc["location"]), "rb") as f:
-                    f.seek(int(loc.get("offset", 0)))
-                    put(tensor, f.read(int(loc["length"])) if "length" in loc else f.read())
-        for tensor in new:
-            if len(tensor.raw_data) >= INLINE_BYTES:
-                put(tensor, tensor.raw_data)
-    old = {loc["location"] for loc in locations if loc}
-    os.replace(tmp, os.path.join(base, location))
-    for name in old - {location}:
-        os.remove(os.path.join(base, name))
-    graph = model.graph
-    del graph.initializer[:]
-    graph.initializer.extend(kept + new)
+    def __init__(self, path: str, initializers, release: bool):
+        self.base = os.path.dirname(os.path.abspath(path))
+        sources = {e["location"] for e in map(_external, initializers) if e}
+        self.location = min(sources) if sources else os.path.basename(path) + ".data"
+        self.sources, self.release, self.handled = sources, release, set()
+        self.tmp = os.path.join(self.base, self.location + ".folding")
+
+    def __enter__(self) -> "_DataFile":
+        self.out, self.offset = open(self.tmp, "wb"), 0
+        self.files = {loc: open(os.path.join(self.base, loc), "r+b" if self.release else "rb")
+                      for loc in self.sources}
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self.out.close()
+        for f in self.files.values():
+            f.close()
+        if exc_type is not None or (not self.offset and not self.sources):
+            os.remove(self.tmp)             # failed, or nothing external to write
+            return False
+        os.replace(self.tmp, os.path.join(self.base, self.location))
+        for loc in self.sources - {self.location}:
+            os.remove(os.path.join(self.base, loc))
+        return False
+
+    def _bytes(self, tensor) -> bytes:
+        entry = _external(tensor)
+        f = self.files[entry["location"]]
+        f.seek(int(entry.get("offset", 0)))
+        return f.read(int(entry["length"])) if "length" in entry else f.read()
+
+    def load(self, tensor) -> tuple:
+        """(array, ONNX type): external bytes viewed at the type's width (bfloat16 and the float8s
+        as raw integers: folding only moves values), inline ones through numpy_helper."""
+        from onnx import helper, numpy_helper
+
+        if not _external(tensor):
+            return numpy_helper.to_array(tensor), tensor.data_type
+        width = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        storage = np.dtype(_STORAGE.get(width, "u1")) if tensor.data_type in _RAW_TYPES else \
+            helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        return np.frombuffer(self._bytes(tensor), storage).reshape(tuple(tensor.dims)), tensor.data_type
+
+    def _put(self, tensor, data: bytes) -> None:
+        pad = -self.offset % ALIGN
+        self.out.write(b"\0" * pad)
+        self.offset += pad
+        self.out.write(data)
+        tensor.ClearField("raw_data")
+        del tensor.external_data[:]
+        for key, value in (("location", self.location), ("offset", str(self.offset)), ("length", str(len(data)))):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+        tensor.data_location = tensor.EXTERNAL
+        self.offset += len(data)
+
+    def write_new(self, name: str, value: np.ndarray, kind: int):
+        from onnx import TensorProto
+
+        tensor = TensorProto(name=name, data_type=kind, dims=list(value.shape))
+        data = value.tobytes()
+        if len(data) >= INLINE_BYTES:
+            self._put(tensor, data)
+        else:
+            tensor.raw_data = data
+        return tensor
+
+    def done(self, tensor, keep: bool) -> None:
+        """No fold reads `tensor` any more: copy it if the graph keeps it, then let its bytes go."""
+        if tensor.name in self.handled:
+            return
+        self.handled.add(tensor.name)
+        entry = _external(tensor)
+        if not entry:
+            return
+        if keep:
+            self._put(tensor, self._bytes(tensor))
+        if self.release and "length" in entry:
+            _punch(self.files[entry["location"]], int(entry.get("offset", 0)), int(entry["length"]))
+
+
+_STORAGE = {1: "u1", 2: "u2", 4: "u4", 8: "u8"}
+_RAW_TYPES = frozenset({16, 17, 18, 19, 20})     # bfloat16 and the float8s: moved as raw integers
+_PACKED = frozenset({21, 22, 23})                # uint4, int4, float4e2m1: two values a byte
+
+
+def _punch(f, offset: int, length: int) -> None:
+    """Give a region of a file's disk blocks back (Linux fallocate PUNCH_HOLE | KEEP_SIZE); where
+    that is not possible the bytes stay, costing only disk until the file is replaced."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.fallocate(f.fileno(), 3, ctypes.c_int64(offset), ctypes.c_int64(length))
+    except (OSError, AttributeError):
+        pass
 
 
 def _external(tensor) -> dict | None:
@@ -158,24 +250,6 @@ def _names_read(nodes) -> set[str]:
     return read
 
 
-def _consumers(graph) -> dict[str, int]:
-    """How many times each name is read: by a node (its subgraphs included) or as a graph output."""
-    count: dict[str, int] = {}
-    for node in graph.node:
-        for name in list(node.input) + sorted(_names_read([node]) - set(node.input)):
-            count[name] = count.get(name, 0) + 1
-    for output in graph.output:
-        count[output.name] = count.get(output.name, 0) + 1
-    return count
-
-
-def _still_needed(name: str, consumers: dict, folded: list) -> bool:
-    """Whether a node not yet folded (or the graph's own outputs, or a kept node) may read it:
-    true unless every reader of `name` has been folded already."""
-    readers_folded = sum(1 for n in folded for i in n.input if i == name)
-    return consumers.get(name, 0) > readers_folded
-
-
 def fold_export(directory: str, progress=print) -> int:
     """Fold an export directory's graph in place and record it in its manifest."""
     from models import manifest as manifests
@@ -184,8 +258,13 @@ def fold_export(directory: str, progress=print) -> int:
     name = meta.get("onnx", "model.onnx")
     n = fold_weights(os.path.join(directory, name), progress)
     meta["weights_folded"] = True
-    if name in meta.get("files", {}):
-        meta["files"][name] = manifests.sha256_file(os.path.join(directory, name))
+    files = meta.get("files", {})
+    for recorded in [f for f in files if f == name or f.endswith(".data")]:     # what the fold rewrote
+        where = os.path.join(directory, recorded)
+        if os.path.exists(where):
+            files[recorded] = manifests.sha256_file(where)
+        else:
+            del files[recorded]
     manifests.write(directory, meta)
     return n
 

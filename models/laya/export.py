@@ -127,7 +127,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                                         custom_translation_table=fused.translations())
         program.save(os.path.join(tmp, ONNX_NAME), external_data=True)
         onnx_ops.unname_unused(os.path.join(tmp, ONNX_NAME))
-        fold_weights(os.path.join(tmp, ONNX_NAME))
+        fold_weights(os.path.join(tmp, ONNX_NAME), release=True)
         _log(progress, "[5/5] checking ONNX Runtime against torch (fp32) on untraced shapes")
         max_diff, parity = _check(reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32",
                                   device=gate_device, mode=parity_gate)

@@ -100,7 +100,7 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
     program.save(path, external_data=True)
     _drop_unused_outputs(path)
     onnx_ops.unname_unused(path)
-    fold_weights(path, progress)
+    fold_weights(path, progress, release=True)
     progress("wrote %s (%.1f MB of weights)" % (path, _size(path + ".data") / 1e6))
     return path
 

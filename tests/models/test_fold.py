@@ -7,6 +7,7 @@ import os
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from models.fold import ALIGN, fold_weights
@@ -50,13 +51,14 @@ def _run(path: str, x: np.ndarray) -> list:
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]).run(None, {"x": x})
 
 
-def test_folding_keeps_the_answers_and_leaves_no_constant_layout_work(tmp_path):
+@pytest.mark.parametrize("release", [False, True])
+def test_folding_keeps_the_answers_and_leaves_no_constant_layout_work(tmp_path, release):
     path = str(tmp_path / "model.onnx")
     _graph(path)
     x = np.random.default_rng(1).standard_normal((3, 32)).astype(np.float16)
     before = _run(path, x)
 
-    assert fold_weights(path) == 4                  # Slice, Transpose; Gather, Transpose
+    assert fold_weights(path, release=release) == 4        # Slice, Transpose; Gather, Transpose
 
     model = onnx.load(path, load_external_data=False)
     ops = [n.op_type for n in model.graph.node]
@@ -95,7 +97,9 @@ def test_the_command_folds_an_export_in_place_and_records_it(tmp_path, capsys):
 
     _graph(str(tmp_path / "model.onnx"))
     before = manifest.sha256_file(str(tmp_path / "model.onnx"))
-    manifest.write(str(tmp_path), {"name": "old", "onnx": "model.onnx", "files": {"model.onnx": before}})
+    data_before = manifest.sha256_file(str(tmp_path / "model.onnx.data"))
+    manifest.write(str(tmp_path), {"name": "old", "onnx": "model.onnx",
+                                   "files": {"model.onnx": before, "model.onnx.data": data_before}})
     x = np.random.default_rng(2).standard_normal((2, 32)).astype(np.float16)
     answers = _run(str(tmp_path / "model.onnx"), x)
 
@@ -103,7 +107,52 @@ def test_the_command_folds_an_export_in_place_and_records_it(tmp_path, capsys):
     meta = json.loads((tmp_path / "manifest.json").read_text())
     assert meta["weights_folded"] is True
     assert meta["files"]["model.onnx"] == manifest.sha256_file(str(tmp_path / "model.onnx")) != before
+    # The folded weights here are small enough to sit in the graph: the data file holds W alone, as before.
+    assert meta["files"]["model.onnx.data"] == manifest.sha256_file(str(tmp_path / "model.onnx.data")) == data_before
     assert all(np.array_equal(a, b) for a, b in zip(answers, _run(str(tmp_path / "model.onnx"), x)))
     assert fold.main([str(tmp_path)]) == 0            # again: nothing left, and it says so
     assert capsys.readouterr().out.splitlines() == ["%s: 4 weight transforms folded" % tmp_path,
                                                     "%s: nothing left to fold" % tmp_path]
+
+
+def test_a_fold_that_fails_halfway_leaves_the_export_as_it_was(tmp_path, monkeypatch):
+    """Without `release` (an export already in use) a failure changes nothing on disk."""
+    from models import fold, manifest
+
+    path = str(tmp_path / "model.onnx")
+    _graph(path)
+    hashes = {n: manifest.sha256_file(str(tmp_path / n)) for n in os.listdir(tmp_path)}
+    real, calls = fold._run, []
+
+    def failing(node, args):
+        calls.append(node.op_type)
+        if len(calls) == 3:
+            raise RuntimeError("disk full")
+        return real(node, args)
+
+    monkeypatch.setattr(fold, "_run", failing)
+    with pytest.raises(RuntimeError, match="disk full"):
+        fold_weights(path)
+    assert {n: manifest.sha256_file(str(tmp_path / n)) for n in os.listdir(tmp_path)} == hashes
+
+
+def test_bfloat16_weights_are_moved_bit_for_bit(tmp_path):
+    """bfloat16 (no numpy type of its own) is folded as raw 16-bit values: the folded weight is
+    exactly the transposed bits, and stays bfloat16."""
+    bits = np.random.default_rng(3).integers(0, 1 << 16, (64, 32), dtype=np.uint16)
+    w = helper.make_tensor("W", TensorProto.BFLOAT16, [64, 32], bits.tobytes(), raw=True)
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["W"], ["w_t"], perm=[1, 0]), helper.make_node("MatMul", ["x", "w_t"], ["y"])],
+        "bf16", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, ["n", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, ["n", 32])], [w])
+    path = str(tmp_path / "model.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10), path,
+              save_as_external_data=True, location="model.onnx.data")
+    assert fold_weights(path, release=True) == 1
+    model = onnx.load(path, load_external_data=False)
+    (tensor,) = model.graph.initializer
+    assert tensor.name == "w_t" and tensor.data_type == TensorProto.BFLOAT16 and list(tensor.dims) == [32, 64]
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    load_external_data_for_tensor(tensor, str(tmp_path))
+    assert np.array_equal(np.frombuffer(tensor.raw_data, np.uint16).reshape(32, 64), bits.T)
