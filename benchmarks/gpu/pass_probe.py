@@ -7,8 +7,9 @@ For each batch of N one-question requests, the steps the executor thread takes, 
 copies of the feeds into the graph's buffers, the replay, and reading the outputs back; for
 uncaptured ones the binding, the run and the outputs; then `unpack` (which calibrates). The GPU's
 own kernel time per pass comes from CUPTI (benchmarks/gpu/cupti.py), so the host's share of a
-pass is the rest. Uses the server's settings (OMNI_CUDA_GRAPH_ROWS, OMNI_CUDA_SDPA_KERNEL) and
-the same GraphRunner the executor runs.
+pass is the rest. Each captured shape's replay is also compared with a plain run at that
+shape (`replay_max_abs_diff`). Uses the server's settings (OMNI_CUDA_GRAPH_ROWS,
+OMNI_CUDA_SDPA_KERNEL) and the same GraphRunner the executor runs.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import json
 import statistics
 import time
 import warnings
+
+import numpy as np
 
 
 def _p50(xs: list[float]) -> float:
@@ -107,6 +110,13 @@ def main(argv=None):
         packed = one(n, None)
         row = {"captured": static, "shape": list(packed.feeds["input_ids"].shape),
                "p50_ms": {k: _p50(v) for k, v in timings[n].items()}}
+        if static:
+            # The replay against a plain run at the same shape, on new data: the captured graph
+            # reads and writes through its bound blocks (sessions.Captured), not its own buffers.
+            feeds = model.adapter.pack(cases[n][0], static=True).feeds
+            row["replay_max_abs_diff"] = max(
+                float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+                for a, b in zip(runner.run(None, feeds), runner.run_uncaptured(None, feeds)))
         if not args.no_kernels and args.device != "cpu":
             from benchmarks.gpu.cupti import gpu_kernel_times
 
@@ -118,9 +128,10 @@ def main(argv=None):
                 row["gpu_error"] = repr(exc)[:300]
         report["cases"][str(n)] = row
         p = row["p50_ms"]
-        print("%3d rows %-10s %s  pass %.3f ms = pack %.3f + in %.3f + run %.3f + out %.3f + unpack %.3f; GPU %s ms"
+        print("%3d rows %-10s %s  pass %.3f ms = pack %.3f + in %.3f + run %.3f + out %.3f + unpack %.3f; GPU %s ms%s"
               % (n, "captured" if static else "uncaptured", row["shape"], p["pass"], p["pack"], p["feeds_in"],
-                 p["run"], p["outputs_out"], p["unpack"], row.get("gpu_busy_ms")), flush=True)
+                 p["run"], p["outputs_out"], p["unpack"], row.get("gpu_busy_ms"),
+                 "; replay vs plain run max |diff| %.2e" % row["replay_max_abs_diff"] if static else ""), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)

@@ -17,6 +17,8 @@ def test_stages_add_up_to_the_pass(english, tmp_path, monkeypatch):
     cases = report["cases"]
     assert [cases[n]["captured"] for n in ("1", "2", "3")] == [True, True, False]
     assert cases["3"]["shape"][0] == 3 and cases["2"]["shape"][0] == 2     # uncaptured: its own rows
+    assert cases["1"]["replay_max_abs_diff"] == cases["2"]["replay_max_abs_diff"] == 0.0
+    assert "replay_max_abs_diff" not in cases["3"]
     for case in cases.values():
         p50 = case["p50_ms"]
         parts = sum(p50[k] for k in ("pack", "feeds_in", "run", "outputs_out", "unpack"))
