@@ -184,30 +184,32 @@ WATCH_AFTER_S = 0.001
 class _Guard:
     """The request's one timer: first the disconnect watch, then the deadline."""
 
-    __slots__ = ("job", "disconnected", "deadline", "handle", "watch")
+    __slots__ = ("job", "disconnected", "deadline", "handle", "watch", "watch_next")
 
     def __init__(self, job: Job, disconnected: Callable[[], Awaitable[Any]] | None, budget_s: float | None):
         loop = job.loop
+        now = loop.time()
         self.job, self.disconnected, self.watch = job, disconnected, None
-        self.deadline = None if budget_s is None else loop.time() + max(0.001, budget_s)
-        first = loop.time() + WATCH_AFTER_S if disconnected is not None else self.deadline
-        if first is not None and self.deadline is not None:
-            first = min(first, self.deadline)
+        self.deadline = None if budget_s is None else now + max(0.001, budget_s)
+        # The first firing is the watch's unless the deadline comes first (or there is no watch).
+        self.watch_next = disconnected is not None and (self.deadline is None or self.deadline > now + WATCH_AFTER_S)
+        first = now + WATCH_AFTER_S if self.watch_next else self.deadline
         self.handle = None if first is None else loop.call_at(first, self._fire)
 
     def _fire(self) -> None:
-        job, loop = self.job, self.job.loop
+        job = self.job
         self.handle = None
         if job.future.done():
             return
-        if self.deadline is not None and loop.time() >= self.deadline:
+        if not self.watch_next:
             _expire(job)
             return
-        if self.disconnected is not None and self.watch is None and not job.dispatched:
-            self.watch = loop.create_task(self.disconnected())
+        self.watch_next = False
+        if not job.dispatched:
+            self.watch = job.loop.create_task(self.disconnected())
             self.watch.add_done_callback(functools.partial(_abandon, job))
         if self.deadline is not None:
-            self.handle = loop.call_at(self.deadline, self._fire)
+            self.handle = job.loop.call_at(self.deadline, self._fire)
 
     def cancel(self) -> None:
         if self.handle is not None:
