@@ -63,7 +63,7 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
         return 0
     gone = {id(n) for n in folded}
     kept_nodes = [n for n in graph.node if id(n) not in gone]
-    needed = _names_read(kept_nodes) | {o.name for o in graph.output}
+    needed = _names_read(kept_nodes) | {o.name for o in graph.output} | {i.name for i in graph.input}
     pending: dict[str, int] = {}          # reads by folded nodes not yet run
     for node in folded:
         for name in node.input:
@@ -98,15 +98,18 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
         kept = [t for t in graph.initializer if t.name in needed]
         for tensor in kept:
             data.done(tensor, keep=True)          # those no fold read: copied as they are
-    del graph.initializer[:]
-    graph.initializer.extend(kept + new)
-    del graph.node[:]
-    graph.node.extend(kept_nodes)
-    names = {t.name for t in graph.initializer}
-    kept_info = [v for v in graph.value_info if v.name not in names and v.name in needed]
-    del graph.value_info[:]
-    graph.value_info.extend(kept_info)
-    onnx.save(model, path)
+        del graph.initializer[:]
+        graph.initializer.extend(kept + new)
+        del graph.node[:]
+        graph.node.extend(kept_nodes)
+        names = {t.name for t in graph.initializer}
+        kept_info = [v for v in graph.value_info if v.name not in names and v.name in needed]
+        del graph.value_info[:]
+        graph.value_info.extend(kept_info)
+        # The new graph is written before the new data file takes the old one's place, and takes
+        # the old graph's right after: a failure before that leaves the old pair as it was.
+        onnx.save(model, data.graph_tmp)
+    os.replace(data.graph_tmp, path)
     if progress:
         progress("folded %d constant weight transforms into the weights in %.1f s"
                  % (len(folded), time.perf_counter() - t0))
@@ -136,6 +139,7 @@ class _DataFile:
         self.location = min(sources) if sources else os.path.basename(path) + ".data"
         self.sources, self.release, self.handled = sources, release, set()
         self.tmp = os.path.join(self.base, self.location + ".folding")
+        self.graph_tmp = os.path.abspath(path) + ".folding"
 
     def __enter__(self) -> "_DataFile":
         self.out, self.offset = open(self.tmp, "wb"), 0
@@ -147,8 +151,13 @@ class _DataFile:
         self.out.close()
         for f in self.files.values():
             f.close()
-        if exc_type is not None or (not self.offset and not self.sources):
-            os.remove(self.tmp)             # failed, or nothing external to write
+        if exc_type is not None:
+            for tmp in (self.tmp, self.graph_tmp):
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+            return False
+        if not self.offset and not self.sources:
+            os.remove(self.tmp)             # nothing external to write
             return False
         os.replace(self.tmp, os.path.join(self.base, self.location))
         for loc in self.sources - {self.location}:
