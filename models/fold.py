@@ -24,6 +24,7 @@ it needs free disk for a second copy of the weights while it runs.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -177,9 +178,9 @@ class _DataFile:
 
         if not _external(tensor):
             return numpy_helper.to_array(tensor), tensor.data_type
-        width = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-        storage = np.dtype(_STORAGE.get(width, "u1")) if tensor.data_type in _RAW_TYPES else \
-            helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        storage = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        if tensor.data_type in _RAW_TYPES:
+            storage = np.dtype("u%d" % storage.itemsize)
         return np.frombuffer(self._bytes(tensor), storage).reshape(tuple(tensor.dims)), tensor.data_type
 
     def _put(self, tensor, data: bytes) -> None:
@@ -220,7 +221,6 @@ class _DataFile:
             _punch(self.files[entry["location"]], int(entry.get("offset", 0)), int(entry["length"]))
 
 
-_STORAGE = {1: "u1", 2: "u2", 4: "u4", 8: "u8"}
 _RAW_TYPES = frozenset({16, 17, 18, 19, 20})     # bfloat16 and the float8s: moved as raw integers
 _PACKED = frozenset({21, 22, 23})                # uint4, int4, float4e2m1: two values a byte
 
@@ -229,13 +229,22 @@ def _punch(f, offset: int, length: int) -> None:
     """Give a region of a file's disk blocks back (Linux fallocate PUNCH_HOLE | KEEP_SIZE); where
     that is not possible the bytes stay, costing only disk until the file is replaced."""
     import ctypes
+
+    fallocate = _fallocate()
+    if fallocate is not None:
+        fallocate(f.fileno(), 3, ctypes.c_int64(offset), ctypes.c_int64(length))
+
+
+@functools.lru_cache(maxsize=1)
+def _fallocate():
+    """libc's fallocate, looked up once (find_library runs a subprocess), or None."""
+    import ctypes
     import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.fallocate(f.fileno(), 3, ctypes.c_int64(offset), ctypes.c_int64(length))
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).fallocate
     except (OSError, AttributeError):
-        pass
+        return None
 
 
 def _external(tensor) -> dict | None:

@@ -55,9 +55,13 @@ class GraphRunner:
             io.bind_ortvalue_input(name, values[name])
         for name in self.outputs:
             io.bind_output(name, self.device, self.device_id)
+        return io, values, self.options(graph_id)
+
+    def options(self, graph_id: int):
+        """RunOptions naming the CUDA graph a run captures or replays (-1: neither)."""
         options = self.ort.RunOptions()
         options.add_run_config_entry("gpu_graph_id", str(graph_id))
-        return io, values, options
+        return options
 
     @staticmethod
     def shape_key(feeds: dict) -> tuple:
@@ -120,8 +124,7 @@ class Captured:
         for name, (dtype, shape, offset, size) in zip(runner.outputs, out_slots):
             io.bind_output(name, device, index, dtype, list(shape), base + offset)
         self.out_slots = out_slots
-        self.options = ort.RunOptions()
-        self.options.add_run_config_entry("gpu_graph_id", str(graph_id))
+        self.options = runner.options(graph_id)
 
     def feed(self, feeds: dict) -> None:
         for name, array in feeds.items():
