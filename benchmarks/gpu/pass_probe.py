@@ -53,8 +53,13 @@ def main(argv=None):
         info = sessions.create(model.onnx_path, "cpu")
         runner = sessions.GraphRunner(info.session, 0, settings.cuda_graphs, device="cpu")
     else:
-        info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs,
-                               sdpa_kernel=settings.cuda_sdpa_kernel)
+        # As the executor builds it (app/runtime/executor.py): the model's graph policy, the served
+        # GatedDeltaNet engine.
+        policy = model.cuda_graphs
+        info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
+                               sdpa_kernel=settings.cuda_sdpa_kernel,
+                               capture_after=policy.capture_after if policy else 1,
+                               gdn_plan=settings.cuda_gdn_plan)
         runner = info.session
     pool = None
     if args.workload:
@@ -63,8 +68,11 @@ def main(argv=None):
     cases = {}
     for n in (int(x) for x in args.rows.split(",")):
         bodies = laya_requests(n, 1, 20 + n) if pool is None else [pool[i % len(pool)] for i in range(n)]
-        works = [model.prepare(b).work for b in bodies]
-        static, _ = sessions.batch_runner(runner, True, n, settings.cuda_graph_rows)
+        prepared = [model.prepare(b) for b in bodies]
+        works = [p.work for p in prepared]
+        policy = model.cuda_graphs
+        static, _ = sessions.batch_runner(runner, policy is not None, n, settings.cuda_graph_rows,
+                                          n * max(p.longest for p in prepared), policy.max_tokens if policy else 0)
         cases[n] = (works, static)
 
     def one(n: int, t: dict | None):
@@ -86,12 +94,20 @@ def main(argv=None):
                 outputs = entry.results()
                 marks.append(time.perf_counter())
         else:
-            io, _, options = runner._binding(feeds, -1)
-            marks.append(time.perf_counter())
-            runner.session.run_with_iobinding(io, options)
-            marks.append(time.perf_counter())
-            outputs = [v.numpy() for v in io.get_outputs()]
-            marks.append(time.perf_counter())
+            # Micro-batches (Packed.parts) run one after another, as on the executor.
+            bind = run_ = out = 0.0
+            per_part = []
+            for part in packed.parts or [feeds]:
+                t0 = time.perf_counter()
+                io, _, options = runner._binding(part, -1)
+                t1 = time.perf_counter()
+                runner.session.run_with_iobinding(io, options)
+                t2 = time.perf_counter()
+                per_part.append([v.numpy() for v in io.get_outputs()])
+                t3 = time.perf_counter()
+                bind, run_, out = bind + t1 - t0, run_ + t2 - t1, out + t3 - t2
+            outputs = per_part if packed.parts is not None else per_part[0]
+            marks += [marks[-1] + bind, marks[-1] + bind + run_, marks[-1] + bind + run_ + out]
         model.adapter.unpack(outputs, works, packed)
         marks.append(time.perf_counter())
         if t is not None:

@@ -100,3 +100,20 @@ def test_served_over_http(cua_export, tmp_path):
         assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
         models = httpx.get(server.url + "/v1/models", timeout=10).json()
         assert "cua-s1-4b-0.2" in str(models)
+
+
+def test_pass_probe_follows_the_models_graph_policy(cua_export, tmp_path):
+    """benchmarks.gpu.pass_probe builds and batches as the executor does: the Qwen3.5 policy captures
+    a batch only up to 1,024 tokens, so one 218-token question replays a graph and four do not."""
+    import json
+
+    from benchmarks.gpu import pass_probe
+    from benchmarks.make_workloads import HERE
+
+    out = tmp_path / "probe.json"
+    pass_probe.main(["--export", cua_export, "--device", "cpu", "--rows", "1,4", "--iters", "2", "--warmup", "1",
+                     "--workload", HERE + "/cua_218.jsonl", "--out", str(out)])
+    cases = json.loads(out.read_text())["cases"]
+    assert cases["1"]["captured"] and cases["1"]["replay_max_abs_diff"] == 0.0
+    assert not cases["4"]["captured"] and cases["4"]["shape"][0] == 4
+    assert cases["1"]["shape"][1] * 4 > 1024          # four rows exceed the policy's token bound
