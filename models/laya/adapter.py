@@ -67,9 +67,11 @@ class LayaAdapter:
                       meta={"seq_len": length, "marker_columns": k_cols})
 
     def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[list[Row]], packed: Packed) -> list:
-        logits, act_logits = outputs[0], outputs[1].astype(np.float32)
-        act = np.exp(act_logits - act_logits.max(-1, keepdims=True))
-        act /= act.sum(-1, keepdims=True)
+        logits, act_logits = outputs[0], outputs[1]
+        if act_logits.dtype != np.float32:
+            act_logits = act_logits.astype(np.float32)
+        act = np.exp(act_logits - np.maximum.reduce(act_logits, axis=-1, keepdims=True))
+        act /= np.add.reduce(act, axis=-1, keepdims=True)
         rows = [(len(r.markers), r.qtype, r.order) for work in works for r in work]
         calibrated = finishing.calibrate(logits, act, rows, self.calibration)
         out, start = [], 0

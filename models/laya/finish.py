@@ -86,24 +86,42 @@ def calibrate(logits: np.ndarray, act_p: np.ndarray, rows: Sequence[tuple[int, i
         return _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_options)
 
 
+_max, _sum = np.maximum.reduce, np.add.reduce      # what .max() / .sum() call, without their wrappers
+_ARANGE: dict[int, np.ndarray] = {}
+
+
 def _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_options) -> list[Calibrated]:
+    # Numpy's per-call cost, not arithmetic, is most of a small batch here (one row: ~20 calls), so
+    # the ops are the ufuncs themselves (max/sum/clip's wrappers cost as much again), p ≤ 1 makes
+    # clip(p, 1e-12, 1) a maximum, and the temperature is looked up once per question type.
     out: list[Calibrated | None] = [None] * len(rows)
     for k, idx in groups.items():
-        index = np.asarray(idx)
-        raw = np.asarray(logits[index, :k], dtype=np.float32)
-        t = np.asarray([by_options.get(temp_bucket(rows[i][1], k), temperature[rows[i][1]]) for i in idx],
-                       dtype=np.float32)[:, None]
+        raw = logits[:, :k] if len(idx) == len(rows) else logits[np.asarray(idx), :k]
+        if raw.dtype != np.float32:
+            raw = raw.astype(np.float32)
+        by_type = {}
+        for i in idx:
+            q = rows[i][1]
+            if q not in by_type:
+                by_type[q] = by_options.get(temp_bucket(q, k), temperature[q])
+        if len(by_type) == 1:
+            t = np.float32(next(iter(by_type.values())))
+        else:
+            t = np.asarray([by_type[rows[i][1]] for i in idx], dtype=np.float32)[:, None]
         z = raw / t
-        p = np.exp(z - z.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
+        p = np.exp(z - _max(z, axis=1, keepdims=True))
+        p /= _sum(p, axis=1, keepdims=True)
         for j, i in enumerate(idx):
             order = rows[i][2]
             if order is not None:
                 canonical = np.empty_like(p[j])
                 canonical[np.asarray(order, dtype=int)] = p[j]
                 p[j] = canonical
-        plogp = (p * np.log(np.clip(p, 1e-12, 1.0))).sum(axis=1).tolist()      # -entropy, float32
-        expected = (np.arange(k) * p).sum(axis=1).tolist()
+        plogp = _sum(p * np.log(np.maximum(p, 1e-12)), axis=1).tolist()      # -entropy, float32
+        ar = _ARANGE.get(k)
+        if ar is None:
+            ar = _ARANGE[k] = np.arange(k)
+        expected = _sum(ar * p, axis=1).tolist()
         top = p.argmax(axis=1).tolist()
         finite = np.isfinite(raw).all(axis=1).tolist()
         probs = p.tolist()
