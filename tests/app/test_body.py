@@ -100,3 +100,43 @@ def test_read_raw_joins_chunks_and_enforces_the_limits():
     with pytest.raises(Problem) as info:       # the rest never comes
         _read([{"type": "http.request", "body": b"{", "more_body": True}], stall=True, body_timeout_s=0.05)
     assert info.value.status == 408 and info.value.code == "request_timeout"
+
+
+def test_the_body_timer_cancels_only_its_own_wait():
+    """The 408 leaves the request's task uncancelled (a later timeout in it still works), a
+    cancellation from elsewhere (shutdown, a lost client) stays a cancellation, and a body that
+    arrives leaves no timer behind."""
+    async def stall():
+        await asyncio.sleep(3600)
+
+    async def timed_out_then_more():
+        with pytest.raises(Problem) as info:
+            await read_raw(lambda: stall(), Settings(body_timeout_s=0.02))
+        assert info.value.status == 408
+        assert asyncio.current_task().cancelling() == 0
+        with pytest.raises(TimeoutError):                # asyncio.timeout still reads its own expiry
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(1)
+
+    asyncio.run(timed_out_then_more())
+
+    async def cancelled_from_outside():
+        task = asyncio.ensure_future(read_raw(lambda: stall(), Settings(body_timeout_s=30)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_from_outside())
+
+    async def arrives():
+        loop = asyncio.get_running_loop()
+        before = len(loop._scheduled)
+
+        async def receive():
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        assert await read_raw(receive, Settings(body_timeout_s=30)) == b"{}"
+        assert not [h for h in loop._scheduled[before:] if not h.cancelled()]
+
+    asyncio.run(arrives())
