@@ -162,25 +162,6 @@ def validate(body: Mapping[str, Any], limits: ClefLimits) -> tuple[Any, dict]:
     return body["state"], questions
 
 
-class _Fragments:
-    """Encodes each fragment on its own (joining them would change the ids) and caches repeats."""
-
-    def __init__(self, tok: TokenizerHandle):
-        self.tok = tok
-        self.cache: dict[str, list[int]] = {}
-
-    def prefetch(self, texts) -> None:
-        todo = list(dict.fromkeys(t for t in texts if t not in self.cache))
-        for text, ids in zip(todo, self.tok.encode_batch(todo) if todo else []):
-            self.cache[text] = ids
-
-    def __call__(self, text: str) -> list[int]:
-        ids = self.cache.get(text)
-        if ids is None:
-            ids = self.cache[text] = self.tok.encode(text)
-        return ids
-
-
 def _schema_fragments(questions: dict) -> tuple[list[tuple[str, str | None]], list[Field]]:
     """(text, role) in prompt order, role "question" / "option" marking the spans; and the fields."""
     frags: list[tuple[str, str | None]] = [(SCHEMA_HEADER, None)]
@@ -227,19 +208,21 @@ def encode_record(tok: TokenizerHandle, state: Any, questions: dict, limits: Cle
         raise InputTooLong("the questions alone take at least %d tokens; this model takes at most %d in all"
                            % (floor, limits.max_length))
     frags, fields = _schema_fragments(questions)
-    enc = _Fragments(tok)
-    enc.prefetch([text for text, _ in frags])
+    # Each fragment is encoded on its own (joining them would change the ids). The prompt's fixed
+    # text and recurring questions and options come from the tokenizer's shared cache; the rest
+    # are encoded in one call.
+    enc = tok.encode_shared_many([PREFIX, SUFFIX] + [text for text, _ in frags])
     schema: list[int] = []
     q_spans, o_spans, o_question = [], [], []
     for text, role in frags:
         start = len(schema)
-        schema += enc(text)
+        schema += enc[text]
         if role == "question":
             q_spans.append((start, len(schema)))
         elif role == "option":
             o_spans.append((start, len(schema)))
             o_question.append(len(q_spans) - 1)
-    prefix, suffix = enc(PREFIX), enc(SUFFIX)
+    prefix, suffix = list(enc[PREFIX]), list(enc[SUFFIX])
     fixed = len(prefix) + len(schema) + len(suffix)
     if fixed > limits.max_length:
         raise InputTooLong("the questions alone take %d tokens; this model takes at most %d in all"
