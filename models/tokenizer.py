@@ -66,34 +66,27 @@ class TokenizerHandle:
         when full; safe across threads: single dict operations under the GIL)."""
         ids = self._shared.get(text)
         if ids is None:
-            ids = tuple(self.encode(text))
-            if len(text) <= SHARED_TEXT_CHARS:
-                if len(self._shared) >= SHARED_TEXTS:
-                    self._shared.clear()
-                self._shared[text] = ids
+            ids = self._keep(text, self.encode(text))
         return ids
 
     def encode_shared_many(self, texts: list[str]) -> dict[str, tuple[int, ...]]:
         """`encode_shared` for many texts, the ones not cached encoded in one batch call (each
         call into the tokenizer has a fixed cost): text -> ids."""
-        out: dict[str, tuple[int, ...]] = {}
-        todo = []
-        for text in texts:
-            if text not in out:
-                ids = self._shared.get(text)
-                if ids is None:
-                    todo.append(text)
-                    out[text] = ()
-                else:
-                    out[text] = ids
+        out = {text: self._shared.get(text) for text in texts}
+        todo = [text for text, ids in out.items() if ids is None]
         if todo:
             for text, ids in zip(todo, self.encode_batch(todo)):
-                out[text] = ids = tuple(ids)
-                if len(text) <= SHARED_TEXT_CHARS:
-                    if len(self._shared) >= SHARED_TEXTS:
-                        self._shared.clear()
-                    self._shared[text] = ids
+                out[text] = self._keep(text, ids)
         return out
+
+    def _keep(self, text: str, ids: list[int]) -> tuple[int, ...]:
+        """`ids` as kept in the shared cache (cleared when full; long texts are not kept)."""
+        ids = tuple(ids)
+        if len(text) <= SHARED_TEXT_CHARS:
+            if len(self._shared) >= SHARED_TEXTS:
+                self._shared.clear()
+            self._shared[text] = ids
+        return ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]

@@ -49,13 +49,13 @@ def main(argv=None):
 
     settings = Settings.from_env()
     model = load(args.export)
+    policy = model.cuda_graphs          # which batches the executor captures (models.base.GraphPolicy)
     if args.device == "cpu":
         info = sessions.create(model.onnx_path, "cpu")
         runner = sessions.GraphRunner(info.session, 0, settings.cuda_graphs, device="cpu")
     else:
         # As the executor builds it (app/runtime/executor.py): the model's graph policy, the served
         # GatedDeltaNet engine.
-        policy = model.cuda_graphs
         info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
                                sdpa_kernel=settings.cuda_sdpa_kernel,
                                capture_after=policy.capture_after if policy else 1,
@@ -70,7 +70,6 @@ def main(argv=None):
         bodies = laya_requests(n, 1, 20 + n) if pool is None else [pool[i % len(pool)] for i in range(n)]
         prepared = [model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
-        policy = model.cuda_graphs
         static, _ = sessions.batch_runner(runner, policy is not None, n, settings.cuda_graph_rows,
                                           n * max(p.longest for p in prepared), policy.max_tokens if policy else 0)
         cases[n] = (works, static)
