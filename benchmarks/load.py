@@ -8,7 +8,10 @@ requests: a workload of many distinct lengths needs a whole pass, or the first m
 where most shapes are seen first), then two measured passes. Each of `c` clients keeps
 one HTTP/1.1 keep-alive connection and sends the workload's requests in turn, the next as soon
 as the last answered. A minimal asyncio HTTP client keeps the load generator cheap; clients are
-spread over several processes (`--procs`) so the generator is not what is measured.
+spread over several processes (`--procs`) so the generator is not what is measured. What the
+client itself adds to each latency depends on its event loop (`--client-loop`: asyncio's own, the
+default every earlier report used; uvloop; or `blocking`, one plain socket per client thread,
+the least a Python client can add at c=1).
 Reports p50/p95/p99 (nearest rank), requests/s, decisions/s (questions answered per second),
 errors by status, and the median of each Server-Timing stage; `--per-request` also keeps each
 request's workload line, latency and status. Where the server's `/metrics` answers, each pass
@@ -72,8 +75,55 @@ async def _client(host, port, bodies, count, start_index, results):
         writer.close()
 
 
+def _read_response(f):
+    """(status, content length, Server-Timing) from a buffered socket file, body consumed."""
+    status = int(f.readline().split()[1])
+    length, timing = 0, ""
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b""):
+            break
+        name, _, value = line.decode("latin-1").partition(":")
+        name = name.strip().lower()
+        if name == "content-length":
+            length = int(value)
+        elif name == "server-timing":
+            timing = value.strip()
+    f.read(length)
+    return status, timing
+
+
+def _blocking_client(host, port, bodies, count, start_index, results):
+    """The same requests as `_client` over one blocking socket: no event loop in the client."""
+    import socket
+
+    with socket.create_connection((host, port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        f = sock.makefile("rb")
+        for i in range(count):
+            index = (start_index + i) % len(bodies)
+            body, decisions = bodies[index]
+            head = ("POST /v1/systemone HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %d\r\n\r\n" % (host, len(body))).encode()
+            t0 = time.perf_counter()
+            sock.sendall(head + body)
+            status, timing = _read_response(f)
+            results.append((time.perf_counter() - t0, status, decisions, timing, index))
+
+
 def _proc(args):
-    host, port, bodies, per_client, clients, offset = args
+    host, port, bodies, per_client, clients, offset, client_loop = args
+    if client_loop == "blocking":
+        import threading
+
+        results: list = []
+        threads = [threading.Thread(target=_blocking_client, args=(host, port, bodies, per_client, offset + k * 7, results))
+                   for k in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results
 
     async def main():
         results = []
@@ -81,6 +131,10 @@ def _proc(args):
                                for k in range(clients)))
         return results
 
+    if client_loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(main())
     return asyncio.run(main())
 
 
@@ -103,14 +157,16 @@ def batching(before: dict | None, after: dict | None) -> dict:
             "padding_tokens_per_batch": d["padding_tokens"] / n if n else float("nan")}
 
 
-def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool = False):
+def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool = False,
+             client_loop: str = "asyncio"):
     u = urlparse(url)
     counters = batch_counters(url)
     per_client = max(1, requests // concurrency)
     procs = max(1, min(procs, concurrency))
     split = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
     t0 = time.perf_counter()
-    parts = pool.map(_proc, [(u.hostname, u.port, bodies, per_client, n, i * 131) for i, n in enumerate(split) if n])
+    parts = pool.map(_proc, [(u.hostname, u.port, bodies, per_client, n, i * 131, client_loop)
+                             for i, n in enumerate(split) if n])
     wall = time.perf_counter() - t0
     results = [r for part in parts for r in part]
     lat = [r[0] * 1000.0 for r in results if r[1] == 200]
@@ -157,16 +213,20 @@ def main(argv=None):
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=0, help="warm-up requests (default max(c, requests/4))")
     ap.add_argument("--per-request", action="store_true", help="keep each request's line, ms and status")
+    ap.add_argument("--client-loop", choices=("asyncio", "uvloop", "blocking"), default="asyncio",
+                    help="the clients' event loop, or blocking sockets (one thread per client)")
     args = ap.parse_args(argv)
     bodies = load_workload(args.workload)
     report = {"url": args.url, "workload": os.path.basename(args.workload), "label": args.label,
-              "command": " ".join(sys.argv), "levels": []}
+              "command": " ".join(sys.argv), "client_loop": args.client_loop, "levels": []}
     ctx = mp.get_context("fork")
     with ctx.Pool(args.procs) as pool:
         for c in [int(x) for x in args.concurrency.split(",")]:
             n = args.requests or max(400, 50 * c)
-            run_pass(args.url, bodies, c, args.warmup or max(c, n // 4), args.procs, pool)   # excluded
-            passes = [run_pass(args.url, bodies, c, n, args.procs, pool, args.per_request) for _ in range(2)]
+            run_pass(args.url, bodies, c, args.warmup or max(c, n // 4), args.procs, pool,
+                     client_loop=args.client_loop)                                       # excluded
+            passes = [run_pass(args.url, bodies, c, n, args.procs, pool, args.per_request, args.client_loop)
+                      for _ in range(2)]
             report["levels"].append({"concurrency": c, "passes": passes})
             for p in passes:
                 print("c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s%s"

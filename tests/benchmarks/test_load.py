@@ -45,3 +45,24 @@ def test_scraped_counters_count_what_was_served(server):
             "state": "refund please", "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}).status_code == 200
     assert loop_profile._served(server.url) - before == 3
     assert scrape.totals(server.url, ["omni_requests_total"], {"route": "/nowhere"}) == {"omni_requests_total": 0.0}
+
+
+def test_client_loops_send_the_same_requests(server, tmp_path):
+    """Each client kind (asyncio, uvloop, blocking sockets in threads) sends every request of a
+    pass, reads every answer through, and reports the server's stages: the client kind changes
+    only what the client adds to the latency."""
+    bodies = [{"state": "refund my order %d" % i, "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
+              for i in range(2)]
+    workload = tmp_path / "w.jsonl"
+    workload.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+    for kind in ("uvloop", "blocking"):
+        out = tmp_path / ("%s.json" % kind)
+        load.main(["--url", server.url, "--workload", str(workload), "--concurrency", "1,2", "--requests", "4",
+                   "--warmup", "2", "--per-request", "--procs", "1", "--client-loop", kind, "--out", str(out)])
+        report = json.loads(out.read_text())
+        assert report["client_loop"] == kind
+        for level in report["levels"]:
+            for p in level["passes"]:
+                assert p["ok"] == p["requests"] == 4 and p["errors"] == {}
+                assert sorted(r[0] for r in p["per_request"]) == [0, 0, 1, 1]
+                assert "infer" in p["server_timing_p50_ms"] and p["p50_ms"] > 0
