@@ -62,7 +62,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     progress("[3/5] loading the backbone (%d layers, hidden %d) and the joint head"
              % (len(dims.layer_types), dims.hidden_size))
     backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype,
-                                    attention=attention, projections=projections)
+                                    attention=attention, projections=projections, consume=True)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
     seq, tokens, questions, opts = (torch.export.Dim("seq_len"), torch.export.Dim("tokens"),

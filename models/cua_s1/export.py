@@ -67,7 +67,8 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         "self_attn." + t for t in ck.ATTENTION_TARGETS] + ["mlp." + t for t in ck.MLP_TARGETS]) if lora else []
     rows_from = state["embed_tokens.weight"] if dims.tie_word_embeddings else state["lm_head.weight"]
     letter_rows = rows_from[list(ck.LETTER_IDS)].float().numpy()
-    model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections)
+    model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections,
+                                 consume=True)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,

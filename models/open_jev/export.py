@@ -63,7 +63,8 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
              % (len(dims.layer_types), dims.hidden_size))
     state = weights.load_text_state(base_src.path, _load_dtype(dtype))
     merged = weights.merge_lora(state, package.adapter_path)
-    model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections)
+    model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections,
+                                 consume=True)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, kernel=gdn_kernel, device=gate_device, mode=parity_gate, progress=progress,

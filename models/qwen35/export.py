@@ -30,18 +30,20 @@ def load_dtype(dtype: str):
 
 
 def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float32",
-                 letter_ids: list[int] | None = None, attention: str = "auto", projections: str = "separate"):
+                 letter_ids: list[int] | None = None, attention: str = "auto", projections: str = "separate",
+                 consume: bool = False):
     """`attention`: "sdpa" (traced), "gqa" (GroupQueryAttention) or "auto" (fused.attention_for);
-    `projections`: "merged" or "separate" (graph.Backbone.load_text_state)."""
+    `projections`: "merged" or "separate" (graph.Backbone.load_text_state). `consume` empties
+    `state` as its tensors are loaded (an exporter that needs the weights only once)."""
     import torch
 
     from models.qwen35.graph import Backbone
 
     with torch.device("meta"):
         model = Backbone(dims, readout, letter_ids, fused.attention_for(dtype, attention), projections)
-    torch_dtype = getattr(torch, dtype)
-    model = model.to_empty(device="cpu").to(torch_dtype)
-    model.load_text_state({k: v.to(torch_dtype) if v.is_floating_point() else v for k, v in state.items()})
+    # Cast while still on meta, then allocate once in the target dtype.
+    model = model.to(getattr(torch, dtype)).to_empty(device="cpu")
+    model.load_text_state(state, consume=consume)
     # to_empty leaves non-persistent buffers uninitialised: recompute the RoPE frequencies.
     rot = dims.rotary_dim
     model.inv_freq = 1.0 / (dims.rope_theta ** (torch.arange(0, rot, 2).float() / rot))

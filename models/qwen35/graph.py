@@ -238,7 +238,7 @@ class Backbone(nn.Module):
             return hidden, hidden @ rows.T
         return hidden
 
-    def load_text_state(self, state: dict) -> None:
+    def load_text_state(self, state: dict, consume: bool = False) -> None:
         """Load a weights.load_text_state dict (an untied lm_head is not part of the backbone),
         then merge the projections that read the same input into one weight each (MLP gate+up,
         GDN qkv+z+b+a, attention q+k+v). "separate" (the default) runs one product per part over
@@ -247,13 +247,27 @@ class Backbone(nn.Module):
         split kernels took 7.2 of 80 ms at 16 rows on the H200. Over HTTP on the H200 (Cua-S1,
         fp16, CUDA graphs for small batches as served) separate was as fast at c=1 and 1-4 ms
         faster at c=4 (docs/benchmarks.md).
-        Merged layer by layer, so peak memory grows by one layer's projections. The module runs
-        only once loaded."""
-        state = {k: v for k, v in state.items() if k != "lm_head.weight"}
-        missing, unexpected = self.load_state_dict(state, strict=False)
+        Each tensor is copied into its parameter in the parameter's dtype (`copy_` converts as
+        `.to` does), and `consume` drops it from `state` once copied: the load then holds about one
+        copy of the weights, not the checkpoint's plus the module's (an exporter's case: the 27B's
+        load peaked at 160 GB of host memory). Merged layer by layer, so peak memory grows by one
+        layer's projections. The module runs only once loaded."""
+        import torch
+
+        own = self.state_dict(keep_vars=True)
+        keys = [k for k in state if k != "lm_head.weight"]
+        missing, unexpected = sorted(set(own) - set(keys)), sorted(set(keys) - set(own))
         if missing or unexpected:
             raise ValueError("checkpoint does not match the Qwen3.5 text stack: missing %s, unexpected %s"
                              % (missing[:6], unexpected[:6]))
+        with torch.no_grad():
+            for k in keys:
+                if own[k].shape != state[k].shape:
+                    raise ValueError("checkpoint does not match the Qwen3.5 text stack: %s is %s, expected %s"
+                                     % (k, tuple(state[k].shape), tuple(own[k].shape)))
+                own[k].copy_(state[k])
+                if consume:
+                    del state[k]
         for layer in self.layers:
             for module in (layer.mlp, layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn):
                 module.merge_projections(separate=self.projections == "separate")

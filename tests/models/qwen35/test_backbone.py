@@ -117,3 +117,38 @@ def test_full_size_key_list_matches_transformers(qwen_tied):
     with safe_open(qwen_tied + "/model.safetensors", "pt") as f:
         saved = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys() if k.startswith("model.language_model.")}
     assert dict(text_keys(text, "model.language_model.")) == saved
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "bfloat16"])
+def test_consuming_load_builds_the_same_weights_and_empties_the_state(qwen_untied, dtype):
+    """build_module(consume=True), the exporters' load, gives every weight bit for bit what
+    converting the whole checkpoint first and loading that gives (the load before it), and hands
+    the checkpoint's tensors back as it goes: only the untied lm_head, which the backbone does not
+    hold, is left."""
+    from models.qwen35.graph import Backbone
+
+    dims = TextDims.from_dir(qwen_untied)
+    state = weights.load_text_state(qwen_untied)               # as stored: bf16
+    target = getattr(torch, dtype)
+    with torch.device("meta"):
+        ref = Backbone(dims, "last")
+    ref = ref.to_empty(device="cpu").to(target)
+    ref.load_state_dict({k: v.to(target) for k, v in state.items() if k != "lm_head.weight"})
+    for layer in ref.layers:
+        for module in (layer.mlp, layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn):
+            module.merge_projections(separate=True)
+    module = export.build_module(dims, state, "last", dtype, attention="sdpa", consume=True)
+    assert list(state) == ["lm_head.weight"]
+    got, want = module.state_dict(), ref.state_dict()
+    assert set(got) == set(want) and len(got) > 50
+    for k in want:
+        assert got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]), k
+
+
+def test_a_checkpoint_of_another_shape_is_refused(qwen_untied):
+    dims = TextDims.from_dir(qwen_untied)
+    state = weights.load_text_state(qwen_untied)
+    key = next(k for k in state if k.endswith("mlp.down_proj.weight"))
+    state[key] = state[key][:, :-1]
+    with pytest.raises(ValueError, match="does not match the Qwen3.5 text stack: .*down_proj"):
+        export.build_module(dims, state, "last", "float32", consume=True)
