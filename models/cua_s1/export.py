@@ -67,6 +67,8 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         "self_attn." + t for t in ck.ATTENTION_TARGETS] + ["mlp." + t for t in ck.MLP_TARGETS]) if lora else []
     rows_from = state["embed_tokens.weight"] if dims.tie_word_embeddings else state["lm_head.weight"]
     letter_rows = rows_from[list(ck.LETTER_IDS)].float().numpy()
+    # The checkpoint's tensors map its files: one left referenced keeps its shard's pages resident.
+    del rows_from
     model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections,
                                  consume=True)
     del state
