@@ -250,7 +250,7 @@ class Backbone(nn.Module):
         Each tensor is copied into its parameter in the parameter's dtype (`copy_` converts as
         `.to` does), and `consume` drops it from `state` once copied: the load then holds about one
         copy of the weights, not the checkpoint's plus the module's (an exporter's case: the 27B's
-        load peaked at 160 GB of host memory). Merged layer by layer, so peak memory grows by one
+        load peaked at ~167 GB of host memory). Merged layer by layer, so peak memory grows by one
         layer's projections. The module runs only once loaded."""
         import torch
 
@@ -260,11 +260,12 @@ class Backbone(nn.Module):
         if missing or unexpected:
             raise ValueError("checkpoint does not match the Qwen3.5 text stack: missing %s, unexpected %s"
                              % (missing[:6], unexpected[:6]))
+        for k in keys:         # every shape before the first copy: a refused state is left whole
+            if own[k].shape != state[k].shape:
+                raise ValueError("checkpoint does not match the Qwen3.5 text stack: %s is %s, expected %s"
+                                 % (k, tuple(state[k].shape), tuple(own[k].shape)))
         with torch.no_grad():
             for k in keys:
-                if own[k].shape != state[k].shape:
-                    raise ValueError("checkpoint does not match the Qwen3.5 text stack: %s is %s, expected %s"
-                                     % (k, tuple(state[k].shape), tuple(own[k].shape)))
                 own[k].copy_(state[k])
                 if consume:
                     del state[k]

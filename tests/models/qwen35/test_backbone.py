@@ -150,5 +150,7 @@ def test_a_checkpoint_of_another_shape_is_refused(qwen_untied):
     state = weights.load_text_state(qwen_untied)
     key = next(k for k in state if k.endswith("mlp.down_proj.weight"))
     state[key] = state[key][:, :-1]
+    keys = set(state)
     with pytest.raises(ValueError, match="does not match the Qwen3.5 text stack: .*down_proj"):
         export.build_module(dims, state, "last", "float32", consume=True)
+    assert set(state) == keys            # refused before anything was consumed
