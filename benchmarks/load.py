@@ -45,16 +45,33 @@ def nearest_rank(values: list[float], q: float) -> float:
     return s[max(0, math.ceil(q / 100.0 * len(s)) - 1)]
 
 
+def _request(host: str, bodies, n: int) -> tuple[int, bytes, int]:
+    """(workload line, HTTP request bytes, decisions) of a client's n-th request."""
+    index = n % len(bodies)
+    body, decisions = bodies[index]
+    head = ("POST /v1/systemone HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n" % (host, len(body))).encode()
+    return index, head + body, decisions
+
+
+def _header(line: bytes, length: int, timing: str) -> tuple[int, str]:
+    """(content length, Server-Timing) updated by one response header line."""
+    name, _, value = line.decode("latin-1").partition(":")
+    name = name.strip().lower()
+    if name == "content-length":
+        return int(value), timing
+    if name == "server-timing":
+        return length, value.strip()
+    return length, timing
+
+
 async def _client(host, port, bodies, count, start_index, results):
     reader, writer = await asyncio.open_connection(host, port)
     try:
         for i in range(count):
-            index = (start_index + i) % len(bodies)
-            body, decisions = bodies[index]
-            head = ("POST /v1/systemone HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                    "Content-Length: %d\r\n\r\n" % (host, len(body))).encode()
+            index, data, decisions = _request(host, bodies, start_index + i)
             t0 = time.perf_counter()
-            writer.write(head + body)
+            writer.write(data)
             await writer.drain()
             status_line = await reader.readline()
             status = int(status_line.split()[1])
@@ -63,12 +80,7 @@ async def _client(host, port, bodies, count, start_index, results):
                 line = await reader.readline()
                 if line in (b"\r\n", b""):
                     break
-                name, _, value = line.decode("latin-1").partition(":")
-                name = name.strip().lower()
-                if name == "content-length":
-                    length = int(value)
-                elif name == "server-timing":
-                    timing = value.strip()
+                length, timing = _header(line, length, timing)
             await reader.readexactly(length)
             results.append((time.perf_counter() - t0, status, decisions, timing, index))
     finally:
@@ -83,12 +95,7 @@ def _read_response(f):
         line = f.readline()
         if line in (b"\r\n", b""):
             break
-        name, _, value = line.decode("latin-1").partition(":")
-        name = name.strip().lower()
-        if name == "content-length":
-            length = int(value)
-        elif name == "server-timing":
-            timing = value.strip()
+        length, timing = _header(line, length, timing)
     f.read(length)
     return status, timing
 
@@ -101,12 +108,9 @@ def _blocking_client(host, port, bodies, count, start_index, results):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         f = sock.makefile("rb")
         for i in range(count):
-            index = (start_index + i) % len(bodies)
-            body, decisions = bodies[index]
-            head = ("POST /v1/systemone HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                    "Content-Length: %d\r\n\r\n" % (host, len(body))).encode()
+            index, data, decisions = _request(host, bodies, start_index + i)
             t0 = time.perf_counter()
-            sock.sendall(head + body)
+            sock.sendall(data)
             status, timing = _read_response(f)
             results.append((time.perf_counter() - t0, status, decisions, timing, index))
 
