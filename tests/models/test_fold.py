@@ -156,3 +156,35 @@ def test_bfloat16_weights_are_moved_bit_for_bit(tmp_path):
 
     load_external_data_for_tensor(tensor, str(tmp_path))
     assert np.array_equal(np.frombuffer(tensor.raw_data, np.uint16).reshape(32, 64), bits.T)
+
+
+def same_graph(a: str, b: str) -> int:
+    """Assert the ONNX graphs at `a` and `b` have the same nodes, in order, and the same
+    initializers, byte for byte; returns how many initializers they hold."""
+    ga, gb = onnx.load(a).graph, onnx.load(b).graph
+    nodes = lambda g: [(n.op_type, n.domain, list(n.input), list(n.output), [str(x) for x in n.attribute])
+                       for n in g.node]
+    assert nodes(ga) == nodes(gb)
+    ia, ib = ({t.name: (t.data_type, list(t.dims), numpy_helper.to_array(t).tobytes()) for t in g.initializer}
+              for g in (ga, gb))
+    assert ia == ib
+    return len(ia)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_folding_as_the_save_writes_gives_the_file_folds_graph(english, tmp_path, monkeypatch, dtype):
+    """fold_lazily (the exporters' fold, before the save) folds what fold_weights folds, into the
+    same initializers under the same names, so fold_weights finds nothing left after it; and the
+    graph is the one the file fold alone writes (a Laya export: slices, gathers and transposes)."""
+    import models.fold as fold_module
+    from models.laya import export
+
+    folded_by_file = []
+    real = fold_module.fold_weights
+    monkeypatch.setattr(export, "fold_weights", lambda *a, **k: folded_by_file.append(real(*a, **k)))
+    export.export(english[0], str(tmp_path / "lazy"), dtype=dtype, progress=None, force=True)
+    assert folded_by_file == [0]
+    monkeypatch.setattr(export, "fold_lazily", lambda model: 0)
+    export.export(english[0], str(tmp_path / "file"), dtype=dtype, progress=None, force=True)
+    assert folded_by_file[1] > 0
+    assert same_graph(str(tmp_path / "lazy" / "model.onnx"), str(tmp_path / "file" / "model.onnx")) > 10

@@ -154,3 +154,26 @@ def test_a_checkpoint_of_another_shape_is_refused(qwen_untied):
     with pytest.raises(ValueError, match="does not match the Qwen3.5 text stack: .*down_proj"):
         export.build_module(dims, state, "last", "float32", consume=True)
     assert set(state) == keys            # refused before anything was consumed
+
+
+def test_the_export_folds_as_it_writes_into_the_file_folds_graph(qwen_untied, tmp_path, monkeypatch):
+    """A Qwen3.5 export's weight transforms (transposes, row slices) are folded before the save
+    (models.fold.fold_lazily): the same graph and weights, byte for byte, as saving unfolded and
+    folding the file, and nothing left for the file fold."""
+    from models import fold
+    from tests.models.test_fold import same_graph
+
+    dims = TextDims.from_dir(qwen_untied)
+    module = export.build_module(dims, weights.load_text_state(qwen_untied), "last", "float16")
+    lines = []
+    (tmp_path / "lazy").mkdir()
+    (tmp_path / "file").mkdir()
+    lazy = export.export_graph(module, str(tmp_path / "lazy"), "gated_delta_net_fused", progress=lines.append)
+    assert any("weight transforms folded as they are written" in line and "(0 " not in line for line in lines)
+    assert not any(line.startswith("folded ") for line in lines)          # the file fold found nothing
+    assert fold.fold_weights(lazy) == 0
+    monkeypatch.setattr(export, "fold_lazily", lambda model: 0)
+    lines.clear()
+    plain = export.export_graph(module, str(tmp_path / "file"), "gated_delta_net_fused", progress=lines.append)
+    assert any(line.startswith("folded ") for line in lines)
+    assert same_graph(lazy, plain) > 20
