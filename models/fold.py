@@ -187,9 +187,15 @@ def _lazy_output(proto, tensors, index: int, dtype, shape: tuple):
 
 
 def _run(node, args: list) -> list:
-    """One node over numpy values, by ONNX's reference implementation of the op."""
+    """One node over numpy values, by ONNX's reference implementation of the op (a matrix
+    transpose, most of an export's folds, by `_transpose2d`)."""
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
+
+    if node.op_type == "Transpose" and len(args) == 1 and args[0].ndim == 2:
+        perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), [1, 0])
+        if perm == [1, 0]:
+            return [_transpose2d(args[0])]
 
     names = ["in%d" % i if a is not None else "" for i, a in enumerate(args)]
     outs = ["out%d" % i for i in range(len(node.output))]
@@ -197,6 +203,36 @@ def _run(node, args: list) -> list:
     one.attribute.extend(node.attribute)
     feeds = {n: a for n, a in zip(names, args) if n}
     return [np.ascontiguousarray(v) for v in ReferenceEvaluator(one).run(None, feeds)]
+
+
+_STRIPE = 128
+
+
+def _transpose2d(a: np.ndarray) -> np.ndarray:
+    """a.T, contiguous. numpy's own copy of a transposed view walks the source column by column
+    (0.40 GB/s for a 47 MB fp16 weight on the development machine); copied 128 source rows at a
+    time the stripe stays in cache (0.77 GB/s), and stripes on threads (numpy lets go of the GIL
+    while it copies) reach 1.20 GB/s there, more with more cores."""
+    rows, cols = a.shape
+    out = np.empty((cols, rows), a.dtype)
+
+    def stripe(i: int) -> None:
+        out[:, i:i + _STRIPE] = a[i:i + _STRIPE].T
+
+    starts = range(0, rows, _STRIPE)
+    if a.nbytes < (4 << 20):
+        for i in starts:
+            stripe(i)
+    else:
+        list(_pool().map(stripe, starts))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _pool():
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(min(16, os.cpu_count() or 1), thread_name_prefix="fold")
 
 
 class _DataFile:

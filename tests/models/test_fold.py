@@ -188,3 +188,17 @@ def test_folding_as_the_save_writes_gives_the_file_folds_graph(english, tmp_path
     export.export(english[0], str(tmp_path / "file"), dtype=dtype, progress=None, force=True)
     assert folded_by_file[1] > 0
     assert same_graph(str(tmp_path / "lazy" / "model.onnx"), str(tmp_path / "file" / "model.onnx")) > 10
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (300, 257), (129, 128), (2048, 1536)])
+@pytest.mark.parametrize("dtype", [np.float16, np.uint16, np.float32, np.int64])
+def test_the_matrix_transpose_is_numpys(shape, dtype):
+    """The striped, threaded transpose the fold uses for 2-D weights gives numpy's transpose,
+    element for element, at any shape (stripes that do not divide the rows, one row) and width
+    (bfloat16 weights are folded as uint16); large ones go through the thread pool."""
+    from models.fold import _transpose2d
+
+    a = np.random.default_rng(1).integers(0, 1 << 15, size=shape).astype(dtype)
+    got = _transpose2d(a)
+    assert got.flags.c_contiguous and got.dtype == a.dtype
+    np.testing.assert_array_equal(got, a.T)
