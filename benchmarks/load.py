@@ -88,7 +88,7 @@ async def _client(host, port, bodies, count, start_index, results):
 
 
 def _read_response(f):
-    """(status, content length, Server-Timing) from a buffered socket file, body consumed."""
+    """(status, Server-Timing) of the next response on a buffered socket file, its body consumed."""
     status = int(f.readline().split()[1])
     length, timing = 0, ""
     while True:

@@ -15,7 +15,8 @@ the disk holds about one copy of the weights, not two.
 
 Every exporter folds its graph: `fold_lazily` before the save, so each folded weight is computed
 while the save writes it and the weights reach the disk once (development machine, a 3 GB
-checkpoint: save and fold 32 -> 15 s), then `fold_weights` over the file for anything left. An
+checkpoint: save and fold 32 -> 15 s), then `fold_weights` over the file for anything left
+(`save_folded` does both). An
 export written before exports folded is folded in place with
 
     python -m models.fold EXPORT_DIR [EXPORT_DIR ...]
@@ -118,6 +119,18 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
         progress("folded %d constant weight transforms into the weights in %.1f s"
                  % (len(folded), time.perf_counter() - t0))
     return len(folded)
+
+
+def save_folded(program, path: str, progress=None) -> int:
+    """Save a `torch.onnx.export(..., dynamo=True)` program at `path` with its external data and
+    its weight transforms folded: as the save writes them (`fold_lazily`), then whatever that
+    left, from the file (`fold_weights`). Returns how many nodes went."""
+    lazy = fold_lazily(program.model)
+    if progress:
+        progress("writing %s and its external data (%d weight transforms folded as they are written) ..."
+                 % (path, lazy))
+    program.save(path, external_data=True)
+    return lazy + fold_weights(path, progress, release=True)
 
 
 def fold_lazily(model) -> int:

@@ -14,7 +14,7 @@ import os
 import time
 
 from models import hub, manifest as manifests, onnx_ops, precision
-from models.fold import fold_lazily, fold_weights
+from models.fold import save_folded
 from models.laya import checkpoint as ck
 
 ONNX_NAME = "model.onnx"
@@ -125,10 +125,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                                         output_names=["logits", "act_logits"], dynamic_shapes=dynamic,
                                         dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
                                         custom_translation_table=fused.translations())
-        fold_lazily(program.model)                 # the weights are written once, folded
-        program.save(os.path.join(tmp, ONNX_NAME), external_data=True)
+        save_folded(program, os.path.join(tmp, ONNX_NAME))
         onnx_ops.unname_unused(os.path.join(tmp, ONNX_NAME))
-        fold_weights(os.path.join(tmp, ONNX_NAME), release=True)   # whatever the lazy fold left
         _log(progress, "[5/5] checking ONNX Runtime against torch (fp32) on untraced shapes")
         max_diff, parity = _check(reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32",
                                   device=gate_device, mode=parity_gate)

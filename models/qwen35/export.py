@@ -12,7 +12,7 @@ import os
 import time
 
 from models import onnx_ops, precision
-from models.fold import fold_lazily, fold_weights
+from models.fold import save_folded
 from models.qwen35 import fused, gdn
 from models.qwen35.dims import TextDims
 
@@ -97,13 +97,10 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
                                       torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation(),
                                       **fused.translations()})
     path = os.path.join(out_dir, ONNX_NAME)
-    lazy = fold_lazily(program.model)
-    progress("traced and translated in %.1f s; writing %s and its external data (%d weight transforms "
-             "folded as they are written) ..." % (time.perf_counter() - t0, path, lazy))
-    program.save(path, external_data=True)
+    progress("traced and translated in %.1f s" % (time.perf_counter() - t0))
+    save_folded(program, path, progress)
     _drop_unused_outputs(path)
     onnx_ops.unname_unused(path)
-    fold_weights(path, progress, release=True)
     progress("wrote %s (%.1f MB of weights)" % (path, _size(path + ".data") / 1e6))
     return path
 
