@@ -8,10 +8,26 @@
 #   - name=demo for the random-weight Laya demo checkpoint.
 # OMNI_REVISION pins Hub downloads of name=... entries; OMNI_EXPORT_DTYPE (float32, float16,
 # bfloat16) and OMNI_GDN_KERNEL (linear_attention, gated_delta_net, gated_delta_net_fused) apply to Qwen3.5 families,
-# OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. A Laya float16 export that fails its parity
-# gate (or fails at all) is redone in float32, with a warning: the server still gets a model.
+# OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. The defaults here are the portable ones
+# (float32, linear_attention); compose.yaml asks for float16 and the fused kernel on the GPU.
+# A half-precision export that fails (its parity gate, or anything else) is redone in float32,
+# with a warning, so the server still gets a model; a checkpoint that cannot be had, or options
+# the exporter refuses (exit status 2), fail at once.
 set -eu
 root=${OMNI_MODEL_ROOT:-/models}
+
+# gated FAMILY DTYPE ARGS...: export in DTYPE, or in float32 when that fails with any status but 2.
+gated() {
+  family_=$1 dtype_=$2
+  shift 2
+  status=0
+  python -m models.export "$family_" "$@" --dtype "$dtype_" || status=$?
+  [ "$status" -ne 0 ] || return 0
+  if [ "$dtype_" = float32 ] || [ "$status" -eq 2 ]; then exit "$status"; fi
+  echo "omni-export: the $dtype_ export of $name failed (see above); exporting float32 instead" >&2
+  python -m models.export "$family_" "$@" --dtype float32
+}
+
 for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
   name=${entry%%=*}
   source=${entry#*=}
@@ -44,12 +60,10 @@ for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
   set -- --checkpoint "$source" --out "$root/$name" --name "$name"
   if [ -n "$revision" ]; then set -- "$@" --revision "$revision"; fi
   if [ "$family" != laya ]; then
-    set -- "$@" --dtype "${OMNI_EXPORT_DTYPE:-float32}" --gdn-kernel "${OMNI_GDN_KERNEL:-linear_attention}"
     # shellcheck disable=SC2086  # $extra is a flag and its value
-    python -m models.export "$family" "$@" $extra
-  elif ! python -m models.export laya "$@" --dtype "${OMNI_LAYA_EXPORT_DTYPE:-float32}"; then
-    [ "${OMNI_LAYA_EXPORT_DTYPE:-float32}" != float32 ] || exit 1
-    echo "omni-export: the ${OMNI_LAYA_EXPORT_DTYPE} export of $name failed (see above); exporting float32 instead" >&2
-    python -m models.export laya "$@" --dtype float32
+    set -- "$@" --gdn-kernel "${OMNI_GDN_KERNEL:-linear_attention}" $extra
+    gated "$family" "${OMNI_EXPORT_DTYPE:-float32}" "$@"
+  else
+    gated laya "${OMNI_LAYA_EXPORT_DTYPE:-float32}" "$@"
   fi
 done

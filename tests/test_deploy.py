@@ -39,9 +39,19 @@ def test_compose_stack():
     assert int(server["stop_grace_period"].rstrip("s")) > 30
     assert server["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert server["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http://otel-collector:")
-    assert c["services"]["export"]["environment"]["OMNI_MODELS"] == server["environment"]["OMNI_MODELS"]
+    export = c["services"]["export"]
+    assert export["environment"]["OMNI_MODELS"] == server["environment"]["OMNI_MODELS"]
+    # The GPU stack exports what it serves fastest, gated on the GPU it is served on.
+    assert export["deploy"] == server["deploy"]
+    assert export["environment"]["OMNI_EXPORT_DTYPE"] == "${OMNI_EXPORT_DTYPE:-float16}"
+    assert export["environment"]["OMNI_LAYA_EXPORT_DTYPE"] == "${OMNI_LAYA_EXPORT_DTYPE:-float16}"
+    assert export["environment"]["OMNI_GDN_KERNEL"] == "${OMNI_GDN_KERNEL:-gated_delta_net_fused}"
     cpu = _compose("compose.cpu.yaml")["services"]
     assert cpu["server"]["deploy"] == {"tag": "reset"} and cpu["server"]["build"]["args"]["ORT_EXTRA"] == "cpu"
+    # ...and the CPU stack the portable graphs, with no GPU asked for.
+    assert cpu["export"]["deploy"] == {"tag": "reset"}
+    assert cpu["export"]["environment"]["OMNI_EXPORT_DTYPE"] == "${OMNI_EXPORT_DTYPE:-float32}"
+    assert cpu["export"]["environment"]["OMNI_GDN_KERNEL"] == "${OMNI_GDN_KERNEL:-linear_attention}"
     for path in ("deploy/otel/collector.yaml", "deploy/tempo.yaml", "deploy/grafana/dashboards/system1-omni.json",
                  "deploy/grafana/provisioning/dashboards/omni.yaml", "deploy/export.sh"):
         assert os.path.exists(os.path.join(ROOT, path)), path
@@ -80,7 +90,8 @@ def test_export_script_maps_each_family_to_its_exporter(tmp_path):
     lines = calls.read_text().splitlines()
     assert lines[0].startswith("-m models.export cua-s1 --checkpoint Qwen/Qwen3.5-4B ")
     assert "--revision 851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a" in lines[0]
-    assert lines[0].endswith("--adapter cua-ai/cua-s1-4b-0.2/text") and "--dtype float16" in lines[0]
+    assert "--adapter cua-ai/cua-s1-4b-0.2/text" in lines[0] and lines[0].endswith("--dtype float16")
+    assert "--gdn-kernel linear_attention" in lines[0]      # the script's own default: portable
     assert lines[1].startswith("-m models.export open-jev --checkpoint ZefanCai/Open-Jev-9B/package/checkpoint ")
     assert lines[2].startswith("-m models.export clef-flash --checkpoint Cloudflare/clef-flash ")
     assert lines[3].startswith("-m models.export open-jev --checkpoint /ck/pkg --out %s/mine" % tmp_path)
@@ -88,19 +99,47 @@ def test_export_script_maps_each_family_to_its_exporter(tmp_path):
     assert lines[4].endswith("--dtype float32")          # OMNI_EXPORT_DTYPE is the Qwen families'
 
 
-def test_export_script_falls_back_to_float32_when_laya_fp16_fails(tmp_path):
-    """OMNI_LAYA_EXPORT_DTYPE=float16 asks for the gated fp16 graph; when that export fails (a
-    stand-in `python` fails every float16 call), the model is exported in float32 instead."""
+def _run_failing_half(tmp_path, status: int, **env_extra):
+    """export.sh with a stand-in `python` that records each call and exits `status` from every
+    float16 call: (the script's process, its exporter calls)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
-    (bin_dir / "python").write_text('#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"--dtype float16"*) exit 1 ;; esac\n'
-                                    % calls)
+    (bin_dir / "python").write_text('#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"--dtype float16"*) exit %d ;; esac\n'
+                                    % (calls, status))
     (bin_dir / "python").chmod(0o755)
     env = {**os.environ, "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]), "OMNI_MODEL_ROOT": str(tmp_path),
-           "OMNI_MODELS": "english", "OMNI_LAYA_EXPORT_DTYPE": "float16"}
+           **env_extra}
     proc = subprocess.run(["sh", os.path.join(ROOT, "deploy", "export.sh")], env=env, capture_output=True, text=True)
+    return proc, calls.read_text().splitlines()
+
+
+def test_export_script_falls_back_to_float32_when_laya_fp16_fails(tmp_path):
+    """OMNI_LAYA_EXPORT_DTYPE=float16 asks for the gated fp16 graph; when that export fails (a
+    stand-in `python` fails every float16 call), the model is exported in float32 instead."""
+    proc, (first, second) = _run_failing_half(tmp_path, 1, OMNI_MODELS="english", OMNI_LAYA_EXPORT_DTYPE="float16")
     assert proc.returncode == 0, proc.stderr
-    first, second = calls.read_text().splitlines()
     assert first.endswith("--dtype float16") and second.endswith("--dtype float32")
     assert "exporting float32 instead" in proc.stderr
+
+
+def test_export_script_falls_back_to_float32_when_a_qwen_fp16_export_fails(tmp_path):
+    """The GPU stack's Qwen3.5 exports (float16, the fused CUDA kernel) fall back the same way:
+    float32 with every other option kept, the fused kernel included (a float32 graph has no gate
+    to run, so it exports without CUDA and is served on it)."""
+    proc, calls = _run_failing_half(tmp_path, 1, OMNI_MODELS="cua-s1-4b-0.2", OMNI_EXPORT_DTYPE="float16",
+                                    OMNI_GDN_KERNEL="gated_delta_net_fused")
+    assert proc.returncode == 0, proc.stderr
+    first, second = calls
+    assert first.endswith("--dtype float16") and second.endswith("--dtype float32")
+    assert first[:-len("float16")] == second[:-len("float32")]
+    assert "--gdn-kernel gated_delta_net_fused" in second and "--adapter cua-ai/cua-s1-4b-0.2/text" in second
+    assert "the float16 export of cua-s1-4b-0.2 failed" in proc.stderr
+
+
+def test_export_script_does_not_retry_what_float32_cannot_mend(tmp_path):
+    """Exit status 2 (the checkpoint cannot be had, or the exporter refused its options) fails the
+    script at once: a float32 export would fail the same way, after another download attempt."""
+    proc, calls = _run_failing_half(tmp_path, 2, OMNI_MODELS="open-jev-9b,english", OMNI_EXPORT_DTYPE="float16")
+    assert proc.returncode == 2
+    assert len(calls) == 1 and "exporting float32 instead" not in proc.stderr
