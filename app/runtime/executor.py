@@ -134,10 +134,16 @@ class Executor:
             # The model's policy says which shapes are worth a CUDA graph (models.base.GraphPolicy).
             policy = slot.model.cuda_graphs
             graphs = self.settings.cuda_graphs if policy is not None else 0
+            dtype = slot.model.manifest.get("weights_dtype", "float32")
+            plan = sessions.gdn_plan_for(self.settings.cuda_gdn_plan, dtype)
+            kernel = slot.model.manifest.get("graph", {}).get("gdn_kernel", "")
+            if plan != self.settings.cuda_gdn_plan and kernel.startswith("gated_delta_net"):
+                log.info("model %s is %s: its GatedDeltaNet layers run ONNX Runtime's own engine, not %s "
+                         "(half precision only)", slot.name, dtype, self.settings.cuda_gdn_plan)
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs, self.settings.cuda_sdpa_kernel,
                                    capture_after=policy.capture_after if policy is not None else 1,
-                                   gdn_plan=self.settings.cuda_gdn_plan)
+                                   gdn_plan=plan)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc

@@ -59,7 +59,8 @@ def main(argv=None):
         info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
                                sdpa_kernel=settings.cuda_sdpa_kernel,
                                capture_after=policy.capture_after if policy else 1,
-                               gdn_plan=settings.cuda_gdn_plan)
+                               gdn_plan=sessions.gdn_plan_for(settings.cuda_gdn_plan,
+                                                              model.manifest.get("weights_dtype", "float32")))
         runner = info.session
     pool = None
     if args.workload:

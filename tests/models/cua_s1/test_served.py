@@ -117,3 +117,32 @@ def test_pass_probe_follows_the_models_graph_policy(cua_export, tmp_path):
     assert cases["1"]["captured"] and cases["1"]["replay_max_abs_diff"] == 0.0
     assert not cases["4"]["captured"] and cases["4"]["shape"][0] == 4
     assert cases["1"]["shape"][1] * 4 > 1024          # four rows exceed the policy's token bound
+
+
+def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_export, monkeypatch):
+    """ONNX Runtime's chunked GatedDeltaNet engines (chunked_split is the configured default) take
+    half precision only: forced onto a float32 graph, every pass fails on CUDA. A float32 export,
+    which is what a half-precision export that fails its gate falls back to, is built with ONNX
+    Runtime's own choice; half-precision exports keep the configured engine."""
+    from app.runtime import sessions
+    from tests.app.test_executor import Harness
+
+    plans = []
+    create = sessions.create
+
+    def spy(*args, **kwargs):
+        plans.append(kwargs["gdn_plan"])
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(sessions, "create", spy)
+    harness = Harness([cua_export])
+    try:
+        assert harness.settings.cuda_gdn_plan == "chunked_split"
+        assert plans == ["auto"]
+        assert harness.slot("cua-s1-4b-0.2").state.value in ("warming", "ready")
+    finally:
+        harness.close()
+    for plan in ("chunked", "chunked_split"):
+        assert sessions.gdn_plan_for(plan, "float32") == "auto"
+        assert sessions.gdn_plan_for(plan, "float16") == sessions.gdn_plan_for(plan, "bfloat16") == plan
+    assert sessions.gdn_plan_for("recurrent", "float32") == "recurrent"
