@@ -10,21 +10,23 @@
 # bfloat16) and OMNI_GDN_KERNEL (linear_attention, gated_delta_net, gated_delta_net_fused) apply to Qwen3.5 families,
 # OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. The defaults here are the portable ones
 # (float32, linear_attention); compose.yaml asks for float16 and the fused kernel on the GPU.
-# A half-precision export that fails (its parity gate, or anything else) is redone in float32,
-# with a warning, so the server still gets a model; a checkpoint that cannot be had, or options
-# the exporter refuses (exit status 2), fail at once.
+# A half-precision export whose graph fails its parity gate, or whose gate cannot run here (the
+# exporter's exit status 3), is redone in float32, which needs no gate, with a warning: the
+# server still gets a model. Any other failure (a checkpoint that cannot be had, refused options,
+# a GPU out of memory, a full disk) fails the service as it is, rather than serving twice the
+# memory at a fraction of the speed.
 set -eu
 root=${OMNI_MODEL_ROOT:-/models}
 
-# gated FAMILY DTYPE ARGS...: export in DTYPE, or in float32 when that fails with any status but 2.
+# gated FAMILY DTYPE ARGS...: export in DTYPE, or in float32 when DTYPE's parity gate says no.
 gated() {
   family_=$1 dtype_=$2
   shift 2
   status=0
   python -m models.export "$family_" "$@" --dtype "$dtype_" || status=$?
   [ "$status" -ne 0 ] || return 0
-  if [ "$dtype_" = float32 ] || [ "$status" -eq 2 ]; then exit "$status"; fi
-  echo "omni-export: the $dtype_ export of $name failed (see above); exporting float32 instead" >&2
+  if [ "$dtype_" = float32 ] || [ "$status" -ne 3 ]; then exit "$status"; fi
+  echo "omni-export: the $dtype_ export of $name failed its parity gate (see above); exporting float32 instead" >&2
   python -m models.export "$family_" "$@" --dtype float32
 }
 

@@ -9,6 +9,10 @@
 `--checkpoint` is a local directory in the published layout or a Hugging Face repo id
 (optionally with a subfolder), downloaded with huggingface_hub (`--revision` pins a commit;
 HF_TOKEN for gated repos). Re-running with unchanged sources is a no-op.
+
+Exit status: 0 exported (or up to date); 2 the checkpoint cannot be had, or the options are
+refused; 3 a half-precision graph failed its parity gate, or the gate cannot run here (a float32
+export needs none: deploy/export.sh exports float32 then); 1 anything else.
 """
 from __future__ import annotations
 
@@ -17,6 +21,9 @@ import importlib
 import sys
 
 from models.hub import CheckpointUnavailable
+from models.precision import GateFailed
+
+GATE_FAILED = 3
 
 EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
@@ -91,6 +98,9 @@ def main(argv=None) -> int:
     except CheckpointUnavailable as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2
+    except GateFailed as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return GATE_FAILED
     return 0
 
 

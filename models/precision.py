@@ -41,7 +41,12 @@ def gate_rows(probs: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> d
 
 
 class GateFailed(RuntimeError):
-    """A half-precision graph that fails the gate, under `enforce`."""
+    """A half-precision graph that fails the gate, or whose gate cannot run, under `enforce`
+    (`python -m models.export` exits 3: a float32 export, which needs no gate, is the remedy)."""
+
+
+class GateUnavailable(GateFailed):
+    """The gate a half-precision export needs cannot run on this machine: found before the export."""
 
 
 def check_gate_options(device: str, mode: str, half: bool) -> None:
@@ -51,7 +56,7 @@ def check_gate_options(device: str, mode: str, half: bool) -> None:
     if mode not in GATE_MODES:
         raise ValueError("parity_gate must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
     if half and device == "cuda" and not cuda_listed():
-        raise RuntimeError("--gate-device cuda: " + NO_CUDA)
+        raise GateUnavailable("--gate-device cuda: " + NO_CUDA)
 
 
 def judge(result: dict, mode: str, what: str = "half-precision graph") -> dict:

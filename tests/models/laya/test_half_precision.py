@@ -84,7 +84,7 @@ def test_a_cuda_gate_without_cuda_is_a_clear_error(english, tmp_path):
 
     if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
         pytest.skip("this machine's onnxruntime has a CUDA provider")
-    with pytest.raises(RuntimeError, match="--gate-device cuda: this onnxruntime has no CUDA provider"):
+    with pytest.raises(precision.GateUnavailable, match="--gate-device cuda: this onnxruntime has no CUDA provider"):
         export.export(english[0], str(tmp_path / "x"), dtype="float16", gate_device="cuda", progress=None)
     assert not (tmp_path / "x").exists()          # staged: a refused export leaves nothing behind
     with pytest.raises(ValueError, match="gate_device"):
@@ -113,6 +113,23 @@ def test_record_exports_what_enforce_refuses(english, tmp_path, monkeypatch):
     assert read(kept)["exported_at"] == made
     with pytest.raises(precision.GateFailed):
         export.export(english[0], kept, dtype="float16", gate_device="cpu", progress=None)
+
+
+def test_the_export_command_exits_3_when_the_gate_says_no(english, tmp_path, monkeypatch, capsys):
+    """`python -m models.export` tells a half-precision graph its gate refuses, or whose gate
+    cannot run here, (3) from any other failure (1, 2): deploy/export.sh exports float32 on 3 only."""
+    import onnxruntime
+
+    from models import export as command
+
+    monkeypatch.setattr(precision, "MAX_DRIFT", 1e-6)
+    args = ["laya", "--checkpoint", english[0], "--out", str(tmp_path / "x"), "--dtype", "float16"]
+    assert command.main(args + ["--gate-device", "cpu"]) == command.GATE_FAILED == 3
+    assert "fails the parity gate" in capsys.readouterr().err
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        assert command.main(args + ["--gate-device", "cuda"]) == 3
+        assert "error: --gate-device cuda: this onnxruntime has no CUDA provider" in capsys.readouterr().err
+    assert command.main(["laya", "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path / "y")]) == 2
 
 
 def test_models_list_names_the_dtype_and_the_gate(english, english_fp16):

@@ -96,12 +96,12 @@ def test_noul_distributions_are_open_jev_calibration():
 def test_options_the_gate_cannot_honour_fail_before_the_export(monkeypatch):
     gate.check_options("float32", "gated_delta_net_fused", "cpu", "enforce")     # fp32: no gate
     gate.check_options("float16", "linear_attention", "cpu", "record")
-    with pytest.raises(RuntimeError, match="cannot run here: --gdn-kernel gated_delta_net_fused runs on CUDA only.*--gate-device cpu"):
+    with pytest.raises(precision.GateUnavailable, match="cannot run here: --gdn-kernel gated_delta_net_fused runs on CUDA only.*--gate-device cpu"):
         gate.check_options("float16", "gated_delta_net_fused", "cpu", "enforce")
     monkeypatch.setattr(precision, "cuda_listed", lambda: False)
     with pytest.raises(RuntimeError, match="runs on CUDA only.*no CUDA provider"):
         gate.check_options("bfloat16", "gated_delta_net", "auto", "enforce")
-    with pytest.raises(RuntimeError, match="--gate-device cuda: this onnxruntime has no CUDA provider"):
+    with pytest.raises(precision.GateUnavailable, match="--gate-device cuda: this onnxruntime has no CUDA provider"):
         gate.check_options("float16", "linear_attention", "cuda", "enforce")
     with pytest.raises(ValueError, match="parity_gate"):
         gate.check_options("float16", "linear_attention", "cpu", "warn")
