@@ -171,9 +171,9 @@ def check_options(dtype: str, kernel: str, device: str, mode: str) -> None:
     precision.check_gate_options(device, mode, dtype != "float32")
     reason = unavailable(dtype, kernel, device)
     if reason and mode == "enforce":
-        raise precision.GateUnavailable("a %s export's parity gate cannot run here: %s. Export where ONNX Runtime has CUDA, or "
-                           "pass --parity-gate record to export without the gate (the manifest says it did not run)"
-                           % (dtype, reason))
+        raise precision.GateUnavailable(
+            "a %s export's parity gate cannot run here: %s. Export where ONNX Runtime has CUDA, or pass "
+            "--parity-gate record to export without the gate (the manifest says it did not run)" % (dtype, reason))
 
 
 def not_run(reason: str, mode: str) -> dict:
