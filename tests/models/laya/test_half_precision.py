@@ -91,17 +91,21 @@ def test_a_cuda_gate_without_cuda_is_a_clear_error(english, tmp_path):
         export.export(english[0], str(tmp_path / "y"), dtype="float16", gate_device="gpu", progress=None)
 
 
-def test_record_exports_what_enforce_refuses(english, tmp_path, monkeypatch):
-    """Against a drift limit below the export's own drift: enforce leaves nothing behind, record
-    writes the export with the failure in its manifest."""
+def test_record_exports_what_enforce_refuses(english, tmp_path, monkeypatch, capsys):
+    """Against a drift limit below the export's own drift: enforce leaves nothing behind (and the
+    export command exits 3, deploy/export.sh's cue for float32), record writes the export with
+    the failure in its manifest."""
     import os
 
+    from models import export as command
     from models.laya import export
 
     monkeypatch.setattr(precision, "MAX_DRIFT", 1e-6)
     refused = str(tmp_path / "refused")
-    with pytest.raises(precision.GateFailed, match="--parity-gate record"):
-        export.export(english[0], refused, dtype="float16", gate_device="cpu", progress=None)
+    assert command.main(["laya", "--checkpoint", english[0], "--out", refused, "--dtype", "float16",
+                         "--gate-device", "cpu"]) == command.GATE_FAILED == 3
+    err = capsys.readouterr().err
+    assert "error: half-precision graph fails the parity gate" in err and "--parity-gate record" in err
     assert not os.path.exists(os.path.join(refused, "manifest.json"))
     kept = str(tmp_path / "kept")
     export.export(english[0], kept, dtype="float16", gate_device="cpu", parity_gate="record", progress=None)
@@ -115,19 +119,17 @@ def test_record_exports_what_enforce_refuses(english, tmp_path, monkeypatch):
         export.export(english[0], kept, dtype="float16", gate_device="cpu", progress=None)
 
 
-def test_the_export_command_exits_3_when_the_gate_says_no(english, tmp_path, monkeypatch, capsys):
-    """`python -m models.export` tells a half-precision graph its gate refuses, or whose gate
-    cannot run here, (3) from any other failure (1, 2): deploy/export.sh exports float32 on 3 only."""
+def test_the_export_command_exits_3_when_the_gate_cannot_run(english, tmp_path, capsys):
+    """`python -m models.export` tells a half-precision graph whose gate cannot run here (3, as
+    for one its gate refuses: test_record_exports_what_enforce_refuses) from other failures (2
+    here): deploy/export.sh exports float32 on 3 only."""
     import onnxruntime
 
     from models import export as command
 
-    monkeypatch.setattr(precision, "MAX_DRIFT", 1e-6)
-    args = ["laya", "--checkpoint", english[0], "--out", str(tmp_path / "x"), "--dtype", "float16"]
-    assert command.main(args + ["--gate-device", "cpu"]) == command.GATE_FAILED == 3
-    assert "fails the parity gate" in capsys.readouterr().err
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
-        assert command.main(args + ["--gate-device", "cuda"]) == 3
+        assert command.main(["laya", "--checkpoint", english[0], "--out", str(tmp_path / "x"), "--dtype", "float16",
+                             "--gate-device", "cuda"]) == 3
         assert "error: --gate-device cuda: this onnxruntime has no CUDA provider" in capsys.readouterr().err
     assert command.main(["laya", "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path / "y")]) == 2
 
