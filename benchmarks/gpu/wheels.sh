@@ -12,6 +12,7 @@ for p in litestar==2.25.0 litestar-htmx msgspec==0.22.0 multipart polyfactory fa
          granian==2.8.7 laya==0.4.15 zstandard onnxconverter-common \
          opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-semantic-conventions==0.66b2 \
          opentelemetry-exporter-otlp-proto-http==1.45.2 opentelemetry-exporter-otlp-proto-common==1.45.2 \
+         opentelemetry-exporter-otlp-common==0.66b2 opentelemetry-exporter-http-transport==0.66b2 \
          opentelemetry-proto==1.45.2 googleapis-common-protos importlib-metadata py-spy==0.4.1 uvloop==0.23.0 rloop==0.5.0; do
   python3 -m pip download -q --no-deps "${PLAT[@]}" -d .whl "$p"
 done
