@@ -49,6 +49,8 @@ def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
         if not line:
             continue
         stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue          # a frame name with a newline in it comes out over several lines
         frames, n = stack.split(";"), int(count)
         threads[frames[0]] += n
         if thread not in frames[0]:

@@ -193,12 +193,12 @@ class Executor:
         started, started_ns = time.perf_counter(), time.time_ns()
         for job in jobs:
             job.dispatched, job.dispatched_ns = started, started_ns
-        contexts = [j.span.get_span_context() for j in jobs if j.span is not None]
-        # Untraced work (warm-up, tracing off) gets no batch span.
-        span = trace.INVALID_SPAN if not contexts else self.tracer.start_span(
-            "execute", start_time=started_ns,
-            context=trace.set_span_in_context(jobs[0].span) if jobs[0].span is not None else None,
-            links=[trace.Link(c) for c in contexts if c.is_valid],
+        traced = [j.span for j in jobs if j.span is not None]
+        # Untraced work (warm-up, tracing off, requests not sampled) gets no batch span; a batch
+        # span is the child of the oldest traced request, linked to every traced one.
+        span = trace.INVALID_SPAN if not traced else self.tracer.start_span(
+            "execute", start_time=started_ns, context=trace.set_span_in_context(traced[0]),
+            links=[trace.Link(s.get_span_context()) for s in traced if s.get_span_context().is_valid],
             attributes={"omni.model": slot.name, "omni.device": slot.device or "", "omni.batch.requests": len(jobs),
                         "omni.session.provider": slot.provider or ""})
         try:

@@ -160,6 +160,34 @@ class _SlowFirst:
         return self.session.run(*args, **kwargs)
 
 
+def test_a_request_not_sampled_makes_no_spans_and_still_gets_server_timing(traced):
+    """A caller's unsampled traceparent (flags 00) is honoured: nothing of the request is recorded,
+    no stage spans and no batch span, while its Server-Timing is whole. A sampled request served
+    in the same batch still gets its batch span, linked to it alone."""
+    app, exporter = traced
+    exporter.clear()
+    unsampled = "00-%s-00f067aa0ba902b7-00" % ("1" * 32)
+
+    async def go(client):
+        slot = app.state.omni.registry.slots[0]
+        slot.session = _SlowFirst(slot.session)       # the two below queue up into one batch
+        first = asyncio.create_task(client.post("/v1/systemone", json=BODY))
+        await asyncio.sleep(0.05)
+        return await asyncio.gather(first,
+                                    client.post("/v1/systemone", json=BODY, headers={"traceparent": unsampled}),
+                                    client.post("/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT}))
+
+    responses = asyncio.run(_with_client(app, go))
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    assert not _spans_of(exporter, int("1" * 32, 16))
+    assert set(timing(responses[1])) >= {"decode", "prepare", "queue", "infer", "finish", "total"}
+    root = next(s for s in _spans_of(exporter, int(TRACE_ID, 16)) if s.kind == SpanKind.SERVER)
+    executes = [s for s in exporter.get_finished_spans() if s.name == "execute"
+                and any(link.context.span_id == root.context.span_id for link in s.links)]
+    assert len(executes) == 1 and executes[0].parent.span_id == root.context.span_id
+    assert executes[0].attributes["omni.batch.requests"] == 2 and len(executes[0].links) == 1
+
+
 def test_batch_span_links_every_request(traced):
     app, exporter = traced
     exporter.clear()
