@@ -9,7 +9,9 @@
 
 Spans: a SERVER span per /v1/* request that continues an incoming `traceparent`; children
 `decode`, `prepare`, `queue`, `finish`; and one `execute` span per batch on the executor thread,
-child of the oldest request it served and linked to every request span in the batch.
+child of the oldest sampled request it served and linked to every sampled request's span. A
+request that is not sampled keeps no span at all (the middleware drops it): it starts no stage
+spans and gives its batch no link.
 """
 from __future__ import annotations
 
