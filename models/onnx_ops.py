@@ -133,6 +133,20 @@ def unname_unused(path: str, op_types=SKIP_NORMS) -> None:
         onnx.save(model, path)
 
 
+# ONNX Runtime's chunked GatedDeltaNet engines take float16 inputs only (their matrix operands
+# are fp16 fragments; its source leaves bfloat16 unwritten): forced onto another graph, every pass
+# fails ("chunked engine requires float16 input"; H200, a float32 Cua-S1 export with the fused
+# kernel, which a half-precision export that failed its gate falls back to). ONNX Runtime's own
+# choice serves the other dtypes with its recurrent engine.
+FLOAT16_ONLY_GDN_PLANS = ("chunked", "chunked_split")
+
+
+def gdn_plan_for(plan: str, weights_dtype: str) -> str:
+    """The GatedDeltaNet engine to build a graph's session with: `plan`, unless it takes float16
+    only and the graph's weights are another dtype; then ONNX Runtime's own ("auto")."""
+    return "auto" if plan in FLOAT16_ONLY_GDN_PLANS and weights_dtype != "float16" else plan
+
+
 @contextlib.contextmanager
 def gdn_plan(plan: str):
     """ORT_GDN_PLAN as `plan` ("auto": unset) while a session is built: ONNX Runtime's

@@ -139,7 +139,7 @@ class Executor:
             kernel = slot.model.manifest.get("graph", {}).get("gdn_kernel", "")
             if plan != self.settings.cuda_gdn_plan and kernel.startswith("gated_delta_net"):
                 log.info("model %s is %s: its GatedDeltaNet layers run ONNX Runtime's own engine, not %s "
-                         "(half precision only)", slot.name, dtype, self.settings.cuda_gdn_plan)
+                         "(float16 only)", slot.name, dtype, self.settings.cuda_gdn_plan)
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs, self.settings.cuda_sdpa_kernel,
                                    capture_after=policy.capture_after if policy is not None else 1,

@@ -171,20 +171,10 @@ def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int, token
 
 
 # The GatedDeltaNet engine (ORT_GDN_PLAN) while a session is built; sessions are built one at a
-# time, on the executor thread, so setting the process's variable is safe.
+# time, on the executor thread, so setting the process's variable is safe. `gdn_plan_for` keeps
+# the configured engine off graphs it cannot serve.
 gdn_engine = onnx_ops.gdn_plan
-
-# ONNX Runtime's chunked GatedDeltaNet engines take half-precision inputs only: forced onto a
-# float32 graph, every pass fails ("chunked engine requires float16 input"; H200, a float32
-# Cua-S1 export with the fused kernel, which is what a half-precision export that failed its
-# gate falls back to). ONNX Runtime's own choice serves float32 with its recurrent engine.
-HALF_ONLY_GDN_PLANS = ("chunked", "chunked_split")
-
-
-def gdn_plan_for(plan: str, weights_dtype: str) -> str:
-    """The GatedDeltaNet engine to build an export's session with: `plan` (app.config), unless
-    it takes half precision only and the export's weights are float32; then ONNX Runtime's own."""
-    return "auto" if plan in HALF_ONLY_GDN_PLANS and weights_dtype == "float32" else plan
+gdn_plan_for = onnx_ops.gdn_plan_for
 
 
 def _cuda_available(ort) -> bool:

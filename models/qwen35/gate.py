@@ -93,10 +93,11 @@ def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.n
     return out
 
 
-def session_for(onnx_path: str, device: str, kernel: str) -> tuple:
-    """(session, provider used, record): an ONNX Runtime session for the gate, its GatedDeltaNet
-    engine the served one (`OMNI_CUDA_GDN_PLAN`, default chunked_split), which the record names."""
-    plan = os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN)
+def session_for(onnx_path: str, device: str, kernel: str, dtype: str) -> tuple:
+    """(session, provider used, record): an ONNX Runtime session for the gate of a `dtype` graph,
+    its GatedDeltaNet engine the one the server will build it with (`OMNI_CUDA_GDN_PLAN`, default
+    chunked_split, where the graph's dtype allows it: onnx_ops.gdn_plan_for), which the record names."""
+    plan = onnx_ops.gdn_plan_for(os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN), dtype)
     with onnx_ops.gdn_plan(plan):
         session, used = precision.gate_session(onnx_path, device)
     return session, used, ({"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {})
@@ -123,7 +124,8 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     measures, where each side ran, and the hidden states' relative error; raises
     precision.GateFailed under `enforce` when it fails. `spend`: release the module's weights
     once the reference has run (the exporters do; the module is not used after its gate)."""
-    reason = unavailable(qexport.model_dtype(module), kernel, device)
+    dtype = qexport.model_dtype(module)
+    reason = unavailable(dtype, kernel, device)
     if reason:
         return not_run(reason, mode)
     rows = prompts(module.d.vocab_size, n, lo, hi)
@@ -134,7 +136,7 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     readout = module.readout
     if spend:
         release(module)
-    session, used, engine = session_for(onnx_path, device, kernel)
+    session, used, engine = session_for(onnx_path, device, kernel, dtype)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     got = graph_hidden(session, readout, rows)
     del session

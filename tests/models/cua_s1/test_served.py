@@ -121,9 +121,9 @@ def test_pass_probe_follows_the_models_graph_policy(cua_export, tmp_path):
 
 def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_export, monkeypatch):
     """ONNX Runtime's chunked GatedDeltaNet engines (chunked_split is the configured default) take
-    half precision only: forced onto a float32 graph, every pass fails on CUDA. A float32 export,
-    which is what a half-precision export that fails its gate falls back to, is built with ONNX
-    Runtime's own choice; half-precision exports keep the configured engine."""
+    float16 only: forced onto a float32 graph, every pass fails on CUDA. A float32 export, which
+    is what a half-precision export that fails its gate falls back to, is built with ONNX
+    Runtime's own choice, and so is a bfloat16 one; float16 exports keep the configured engine."""
     from app.runtime import sessions
     from tests.app.test_executor import Harness
 
@@ -143,6 +143,6 @@ def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_e
     finally:
         harness.close()
     for plan in ("chunked", "chunked_split"):
-        assert sessions.gdn_plan_for(plan, "float32") == "auto"
-        assert sessions.gdn_plan_for(plan, "float16") == sessions.gdn_plan_for(plan, "bfloat16") == plan
+        assert sessions.gdn_plan_for(plan, "float32") == sessions.gdn_plan_for(plan, "bfloat16") == "auto"
+        assert sessions.gdn_plan_for(plan, "float16") == plan
     assert sessions.gdn_plan_for("recurrent", "float32") == "recurrent"
