@@ -55,8 +55,9 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=600s --retries=3 \
 ENTRYPOINT ["granian", "--interface", "asgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \
             "--workers-kill-timeout", "30", "app.main:app"]
 
-FROM runtime AS export
-USER 0
+# torch and the exporter's packages, installed where the wheelhouse is (the runtime stage has
+# none, so an offline export build found no wheels there).
+FROM deps AS export-deps
 ARG PIP_OFFLINE=0
 ARG TORCH_INDEX_URL=
 # Pinned; hadolint reads the "$@" of the optional index flags as a package.
@@ -64,7 +65,20 @@ ARG TORCH_INDEX_URL=
 RUN if [ "$PIP_OFFLINE" = 1 ]; then set -- --no-index; fi; \
     if [ -n "$TORCH_INDEX_URL" ]; then set -- "$@" --extra-index-url "$TORCH_INDEX_URL"; fi; \
     pip install "$@" --find-links /wheelhouse "torch==2.13.0" "transformers==5.23.0" "onnx==1.23.2" "onnxscript==0.7.2"
+
+# From base, not runtime: one copy of the venv in the image, and no healthcheck (nothing listens;
+# compose waits for this container to exit).
+FROM base AS export
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="system1-omni-export" \
+      org.opencontainers.image.description="Exports System One checkpoints to the ONNX directories system1-omni serves" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=export-deps /opt/venv /opt/venv
+COPY app/ app/
+COPY models/ models/
 COPY deploy/export.sh /usr/local/bin/omni-export
 USER 10001:10001
-ENV HF_HOME=/cache/huggingface
+ENV OMNI_MODEL_ROOT=/models \
+    HF_HOME=/cache/huggingface
 ENTRYPOINT ["omni-export"]
