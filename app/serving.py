@@ -16,6 +16,7 @@ from app.config import Settings
 from app.metrics import Metrics
 from app.problems import Problem, retry_later
 from app.runtime.executor import Executor, Job, Overloaded
+from app.runtime.preparing import PrepareBatch
 from app.runtime.registry import ModelSlot, Registry, SlotState
 from app.timing import Timing
 from app.tracing import Tracing
@@ -37,6 +38,7 @@ class Engine:
         self._loaded: dict[ModelSlot, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
+        self._preparing: dict[ModelSlot, PrepareBatch] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -125,7 +127,13 @@ class Engine:
             span.set_attribute("omni.model", slot.name)
         try:
             with timing.stage("prepare"):
-                prepared = await asyncio.to_thread(model.prepare, body) if offload else model.prepare(body)
+                if offload:
+                    prepared = await asyncio.to_thread(model.prepare, body)
+                else:
+                    batch = self._preparing.get(slot)
+                    if batch is None or batch.model is not model:
+                        batch = self._preparing[slot] = PrepareBatch(model, asyncio.get_running_loop())
+                    prepared = await batch.prepare(body)
         except RequestError as exc:
             raise Problem.from_request_error(exc) from None
         if span is not None:

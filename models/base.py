@@ -78,6 +78,8 @@ class ServedModel(Protocol):
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared: ...
 
+    def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]: ...
+
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str) -> dict: ...
 
     def warmup_body(self) -> dict: ...
@@ -118,6 +120,18 @@ class ExportedModel:
 
     def warmup_body(self) -> dict:
         return {"model": self.name, **self.warmup_request}
+
+    def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]:
+        """`prepare` for requests that arrived together: each body's Prepared, or the exception
+        its preparation raised, so a bad request fails alone. Families whose preparation has a
+        cost per call that several requests can share (one tokenizer call) override it."""
+        out: list[Prepared | BaseException] = []
+        for body in bodies:
+            try:
+                out.append(self.prepare(body))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
     def limits(self) -> dict:
         return {}

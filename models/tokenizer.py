@@ -36,6 +36,10 @@ class TokenizerHandle:
         from tokenizers import Tokenizer
 
         tok = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+        # A tokenizer.json may carry padding or truncation; one text encoded alone or in a batch
+        # must give the same ids, so neither applies here.
+        tok.no_padding()
+        tok.no_truncation()
         special: dict[str, str] = {}
         for name in ("special_tokens_map.json", "tokenizer_config.json"):
             path = os.path.join(directory, name)

@@ -234,8 +234,17 @@ def validate_envelope(body: Mapping[str, Any], limits: LayaLimits) -> tuple[Any,
     return state, questions
 
 
-def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimits):
-    """Validate the whole request, then build its rows. Raises before any forward pass."""
+@dataclass
+class Parsed:
+    """A request validated and rendered, waiting for its state's token ids."""
+    questions: Mapping[str, Any]
+    internal: list[Question]
+    text: str                  # the state as the tokenizer reads it
+    truncate_left: bool
+
+
+def parse_request(body: Mapping[str, Any], limits: LayaLimits, mask: str) -> Parsed:
+    """Every check that needs no tokens, and the state's text; raises before any forward pass."""
     state, questions = validate_envelope(body, limits)
     check_questions(questions, lambda qid, qdef: check_question(qid, qdef, limits))
     total = sum(_option_count(q) for q in questions.values())
@@ -247,8 +256,12 @@ def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimit
         raise TooLarge("state is %d characters; this model takes at most %d"
                        % (len(text), limits.max_state_chars))
     internal = [to_internal(qid, qdef) for qid, qdef in questions.items()]
-    state_ids = builder.tok.encode(text.replace(builder.mask, " "))
-    truncate_left = isinstance(state, list)
+    return Parsed(questions, internal, text.replace(mask, " "), isinstance(state, list))
+
+
+def build_rows(parsed: Parsed, state_ids: list[int], builder: RowBuilder):
+    """The request's rows around its state's ids; raises if a question does not fit."""
+    internal, truncate_left = parsed.internal, parsed.truncate_left
     rows, stats, dropped, errors = [], [], [], []
     for q in internal:
         try:
@@ -261,7 +274,7 @@ def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimit
         dropped.append(d)
     if errors:
         raise InvalidQuestions("%d of %d questions do not fit the model's window"
-                               % (len(errors), len(questions)), errors=errors)
+                               % (len(errors), len(parsed.questions)), errors=errors)
     usage = {
         "input_tokens": sum(len(r.ids) for r in rows),
         "output_tokens": 0,
@@ -278,4 +291,10 @@ def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimit
     return internal, rows, usage
 
 
-__all__ = ["LayaLimits", "Row", "Question", "RowBuilder", "prepare_rows"]
+def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimits):
+    """Validate the whole request, then build its rows. Raises before any forward pass."""
+    parsed = parse_request(body, limits, builder.mask)
+    return build_rows(parsed, builder.tok.encode(parsed.text), builder)
+
+
+__all__ = ["LayaLimits", "Row", "Question", "RowBuilder", "Parsed", "parse_request", "build_rows", "prepare_rows"]

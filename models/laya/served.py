@@ -1,13 +1,13 @@
 """A Laya export, served: preparation, the batch adapter and finishing around one ONNX graph."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from models.base import API_EXAMPLE, ExportedModel, Prepared
 from models.errors import InferenceFailed
 from models.laya import finish as finishing
 from models.laya.adapter import LayaAdapter
-from models.laya.prepare import LayaLimits, RowBuilder, prepare_rows
+from models.laya.prepare import LayaLimits, RowBuilder, build_rows, parse_request, prepare_rows
 from models.tokenizer import TokenizerHandle
 
 # The api.md example: the warm-up request, and what tests send.
@@ -28,10 +28,29 @@ class LayaModel(ExportedModel):
         self.repo = manifest.get("source", {}).get("checkpoint")
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
-        questions, rows, usage = prepare_rows(body, self.builder, self.limits_)
-        return Prepared(rows=len(rows), tokens=usage["input_tokens"],
-                        longest=max(len(r.ids) for r in rows), work=rows,
-                        context=(questions, usage), questions=len(questions))
+        return _prepared(*prepare_rows(body, self.builder, self.limits_))
+
+    def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]:
+        """As `prepare` for each body, with every state tokenized in one tokenizer call."""
+        parsed: list = []
+        for body in bodies:
+            try:
+                parsed.append(parse_request(body, self.limits_, self.builder.mask))
+            except Exception as exc:
+                parsed.append(exc)
+        texts = [p.text for p in parsed if not isinstance(p, BaseException)]
+        state_ids = iter(self.tok.encode_batch(texts) if len(texts) > 1 else [self.tok.encode(t) for t in texts])
+        out: list[Prepared | BaseException] = []
+        for p in parsed:
+            if isinstance(p, BaseException):
+                out.append(p)
+                continue
+            ids = next(state_ids)
+            try:
+                out.append(_prepared(*build_rows(p, ids, self.builder)))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
                requested: str | None = None) -> dict:
@@ -55,3 +74,8 @@ class LayaModel(ExportedModel):
                 "max_state_chars": lim.max_state_chars, "max_len": cfg["max_len"],
                 "head_max_len": cfg["head_max_len"], "question_types": ["choice", "score", "noul"],
                 "truncates_state": True}
+
+
+def _prepared(questions, rows, usage) -> Prepared:
+    return Prepared(rows=len(rows), tokens=usage["input_tokens"], longest=max(len(r.ids) for r in rows),
+                    work=rows, context=(questions, usage), questions=len(questions))

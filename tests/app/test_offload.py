@@ -1,4 +1,5 @@
-"""Large requests are prepared on a worker thread, small ones inline on the event loop."""
+"""Large requests are prepared on a worker thread, small ones on the event loop (together with
+the others of their loop turn, app/runtime/preparing.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,13 +15,21 @@ def test_large_bodies_prepare_off_the_event_loop(english):
     app = create_app(Settings(models=(english[1],)))
     model = app.app.state.omni.registry.slots[0].model
     seen: list[tuple[int, bool]] = []
-    original = model.prepare
+    original, original_many = model.prepare, model.prepare_many
+
+    def note(body):
+        seen.append((len(str(body.get("state", ""))), threading.current_thread() is threading.main_thread()))
 
     def recording(body):
-        seen.append((len(str(body.get("state", ""))), threading.current_thread() is threading.main_thread()))
+        note(body)
         return original(body)
 
-    model.prepare = recording
+    def recording_many(bodies):
+        for body in bodies:
+            note(body)
+        return original_many(bodies)
+
+    model.prepare, model.prepare_many = recording, recording_many
     big = dict(BODY, state="I was charged twice for my order. " * 3000)     # ~100 KB body
 
     async def go(client):
