@@ -106,13 +106,25 @@ for serve in ${SERVES:-default}; do
     python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
     app.main:app) > "$OUT/server-$tag.log" 2>&1 &
   S=$!
-  python3 - "$t0" <<'PY' | tee "$OUT/startup-$tag.txt" || { tail -30 "$OUT/server-$tag.log"; kill $S; exit 1; }
+  python3 - "$t0" $S <<'PY' | tee "$OUT/startup-$tag.txt" || { tail -30 "$OUT/server-$tag.log"; kill $S; exit 1; }
 import sys, time, urllib.request, urllib.error
 t0 = float(sys.argv[1]); deadline = time.time() + 240
+
+
+def gone(pid: int) -> bool:
+    """The server exited (or is a zombie its shell has not reaped): no point waiting for it."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 while True:
     try:
         open("/tmp/omni-readyz.json", "wb").write(urllib.request.urlopen("http://127.0.0.1:18081/readyz").read()); break
     except (urllib.error.URLError, ConnectionError):
+        if gone(int(sys.argv[2])): sys.exit("the server exited before it was ready")
         if time.time() > deadline: sys.exit("server not ready in 240 s")
         time.sleep(0.2)
 print("start-to-ready %.1f s" % (time.time() - t0))
