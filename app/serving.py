@@ -49,6 +49,7 @@ class Engine:
             sys.setswitchinterval(self.settings.gil_switch_interval_ms / 1000.0)
             log.info("GIL switch interval: %g ms", self.settings.gil_switch_interval_ms)
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
+        self._preparing = {slot: PrepareBatch(slot.model, self._loop) for slot in self.registry.slots}
         for slot in self.registry.slots:      # every series exists from the start, at 0
             self.metrics.ready.labels(slot.name).set(0)
             self.metrics.executor_failures.labels(slot.name)
@@ -127,13 +128,8 @@ class Engine:
             span.set_attribute("omni.model", slot.name)
         try:
             with timing.stage("prepare"):
-                if offload:
-                    prepared = await asyncio.to_thread(model.prepare, body)
-                else:
-                    batch = self._preparing.get(slot)
-                    if batch is None or batch.model is not model:
-                        batch = self._preparing[slot] = PrepareBatch(model, asyncio.get_running_loop())
-                    prepared = await batch.prepare(body)
+                prepared = await (asyncio.to_thread(model.prepare, body) if offload
+                                  else self._preparing[slot].prepare(body))
         except RequestError as exc:
             raise Problem.from_request_error(exc) from None
         if span is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Hashable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -102,6 +102,17 @@ API_EXAMPLE = {
 }
 
 
+def each(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    """`fn(item)` for each item, or the exception it raised: one bad item fails alone."""
+    out: list[Any] = []
+    for item in items:
+        try:
+            out.append(fn(item))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
 class ExportedModel:
     """What every served export shares: its names and graph from the manifest, the warm-up
     request, and the common part of its /v1/models entry. Families add preparation, finishing,
@@ -125,13 +136,7 @@ class ExportedModel:
         """`prepare` for requests that arrived together: each body's Prepared, or the exception
         its preparation raised, so a bad request fails alone. Families whose preparation has a
         cost per call that several requests can share (one tokenizer call) override it."""
-        out: list[Prepared | BaseException] = []
-        for body in bodies:
-            try:
-                out.append(self.prepare(body))
-            except Exception as exc:
-                out.append(exc)
-        return out
+        return each(self.prepare, bodies)
 
     def limits(self) -> dict:
         return {}

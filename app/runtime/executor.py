@@ -22,6 +22,7 @@ from opentelemetry import trace
 from app.runtime import sessions
 from app.runtime.registry import ModelSlot, SlotState
 from models.base import Packed, Prepared
+from models import onnx_ops
 from models.errors import InferenceFailed
 
 log = logging.getLogger("omni.executor")
@@ -135,7 +136,7 @@ class Executor:
             policy = slot.model.cuda_graphs
             graphs = self.settings.cuda_graphs if policy is not None else 0
             dtype = slot.model.manifest.get("weights_dtype", "float32")
-            plan = sessions.gdn_plan_for(self.settings.cuda_gdn_plan, dtype)
+            plan = onnx_ops.gdn_plan_for(self.settings.cuda_gdn_plan, dtype)
             kernel = slot.model.manifest.get("graph", {}).get("gdn_kernel", "")
             if plan != self.settings.cuda_gdn_plan and kernel.startswith("gated_delta_net"):
                 log.info("model %s is %s: its GatedDeltaNet layers run ONNX Runtime's own engine, not %s "

@@ -171,10 +171,8 @@ def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int, token
 
 
 # The GatedDeltaNet engine (ORT_GDN_PLAN) while a session is built; sessions are built one at a
-# time, on the executor thread, so setting the process's variable is safe. `gdn_plan_for` keeps
-# the configured engine off graphs it cannot serve.
+# time, on the executor thread, so setting the process's variable is safe.
 gdn_engine = onnx_ops.gdn_plan
-gdn_plan_for = onnx_ops.gdn_plan_for
 
 
 def _cuda_available(ort) -> bool:

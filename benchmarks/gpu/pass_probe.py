@@ -45,6 +45,7 @@ def main(argv=None):
     from app.config import Settings
     from app.runtime import sessions
     from benchmarks.make_workloads import laya_requests
+    from models import onnx_ops
     from models.registry import load
 
     settings = Settings.from_env()
@@ -59,7 +60,7 @@ def main(argv=None):
         info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
                                sdpa_kernel=settings.cuda_sdpa_kernel,
                                capture_after=policy.capture_after if policy else 1,
-                               gdn_plan=sessions.gdn_plan_for(settings.cuda_gdn_plan,
+                               gdn_plan=onnx_ops.gdn_plan_for(settings.cuda_gdn_plan,
                                                               model.manifest.get("weights_dtype", "float32")))
         runner = info.session
     pool = None

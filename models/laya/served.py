@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from models.base import API_EXAMPLE, ExportedModel, Prepared
+from models.base import API_EXAMPLE, ExportedModel, Prepared, each
 from models.errors import InferenceFailed
 from models.laya import finish as finishing
 from models.laya.adapter import LayaAdapter
@@ -32,25 +32,11 @@ class LayaModel(ExportedModel):
 
     def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]:
         """As `prepare` for each body, with every state tokenized in one tokenizer call."""
-        parsed: list = []
-        for body in bodies:
-            try:
-                parsed.append(parse_request(body, self.limits_, self.builder.mask))
-            except Exception as exc:
-                parsed.append(exc)
-        texts = [p.text for p in parsed if not isinstance(p, BaseException)]
-        state_ids = iter(self.tok.encode_batch(texts) if len(texts) > 1 else [self.tok.encode(t) for t in texts])
-        out: list[Prepared | BaseException] = []
-        for p in parsed:
-            if isinstance(p, BaseException):
-                out.append(p)
-                continue
-            ids = next(state_ids)
-            try:
-                out.append(_prepared(*build_rows(p, ids, self.builder)))
-            except Exception as exc:
-                out.append(exc)
-        return out
+        parsed = each(lambda body: parse_request(body, self.limits_, self.builder.mask), bodies)
+        valid = [p for p in parsed if not isinstance(p, BaseException)]
+        ids = self.tok.encode_batch([p.text for p in valid]) if valid else []
+        built = iter(each(lambda pair: _prepared(*build_rows(*pair, self.builder)), zip(valid, ids)))
+        return [p if isinstance(p, BaseException) else next(built) for p in parsed]
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
                requested: str | None = None) -> dict:

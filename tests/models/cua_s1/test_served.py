@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from models import onnx_ops
 from models.cua_s1 import finish as finishing
 from tests.conftest import Pipeline, run_server
 
@@ -143,6 +144,6 @@ def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_e
     finally:
         harness.close()
     for plan in ("chunked", "chunked_split"):
-        assert sessions.gdn_plan_for(plan, "float32") == sessions.gdn_plan_for(plan, "bfloat16") == "auto"
-        assert sessions.gdn_plan_for(plan, "float16") == plan
-    assert sessions.gdn_plan_for("recurrent", "float32") == "recurrent"
+        assert onnx_ops.gdn_plan_for(plan, "float32") == onnx_ops.gdn_plan_for(plan, "bfloat16") == "auto"
+        assert onnx_ops.gdn_plan_for(plan, "float16") == plan
+    assert onnx_ops.gdn_plan_for("recurrent", "float32") == "recurrent"
