@@ -29,6 +29,9 @@ class Settings:
     max_decompressed_bytes: int = 32 * 1024 * 1024
     body_timeout_s: float = 10.0            # a body slower than this is 408
     request_timeout_s: float = 30.0         # queue + inference budget, else 504
+    # A request still queued this long is watched for its client leaving (then dropped unrun, 499).
+    # Watching costs the loop a task and a receive() per request, so work dispatched sooner is not.
+    disconnect_watch_ms: float = 1.0
     queue_size: int = 1024                  # requests waiting for the executor, else 503
     max_batch_rows: int = 256               # rows of one forward pass
     max_batch_tokens: int = 131072          # rows x padded length of one forward pass
@@ -38,7 +41,7 @@ class Settings:
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
     fatal_after_failures: int = 3           # consecutive failed batches that take a model out
     cuda_graphs: int = 64                   # CUDA graphs captured per session (bucketed shapes); 0: off
-    cuda_graph_rows: int = 16               # larger batches run uncaptured at their own shapes
+    cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
     # ONNX Runtime's CUDA attention backends (bitmask); 19 = flash | memory-efficient | unfused,
     # no cuDNN: cuDNN builds a plan per new shape (H200, Laya c=64: p99 552 -> 75 ms). 0: ORT's choice.
     cuda_sdpa_kernel: int = 19
@@ -58,6 +61,8 @@ class Settings:
             raise ValueError("profile must be one of %s, got %r" % (PROFILES, self.profile))
         if self.cuda_gdn_plan not in GDN_PLANS:
             raise ValueError("cuda_gdn_plan must be one of %s, got %r" % (GDN_PLANS, self.cuda_gdn_plan))
+        if self.disconnect_watch_ms < 0:
+            raise ValueError("disconnect_watch_ms must be 0 or positive")
         if self.gil_switch_interval_ms < 0:
             raise ValueError("gil_switch_interval_ms must be 0 (Python's default) or positive")
         for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests",

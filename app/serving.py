@@ -107,7 +107,7 @@ class Engine:
                      slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
                      disconnected: Callable[[], Awaitable[Any]] | None = None) -> tuple[ModelSlot, dict]:
         """`disconnected`: returns when the client has gone; it is watched once the job has been
-        queued for WATCH_AFTER_S without being dispatched, and then the answer is a 499 and the
+        queued for `disconnect_watch_ms` without being dispatched, and then the answer is a 499 and the
         queued work is dropped before dispatch.
 
         `offload`: prepare on a worker thread. A large request can take seconds to validate and
@@ -140,12 +140,13 @@ class Engine:
             raise retry_later(503, "overloaded", "the server is at capacity: %s" % exc,
                               self.settings.retry_after_s) from None
         self.metrics.queue_depth.set(self.executor.depth())
-        # One timer per request: a disconnect watcher for a job still queued after WATCH_AFTER_S,
+        # One timer per request: a disconnect watcher for a job still queued after a while,
         # then the deadline (warm-up has none: a slow first run, CUDA init or autotuning, must
         # not fail readiness). Each cancels the job's future from a callback (a cancelled job is
         # dropped unrun if still queued), and this coroutine learns which from `job.outcome`.
         guard = _Guard(job, disconnected, None if warmup else
-                       self.settings.request_timeout_s - (time.perf_counter() - timing.start))
+                       self.settings.request_timeout_s - (time.perf_counter() - timing.start),
+                       self.settings.disconnect_watch_ms / 1000.0)
         try:
             output = await job.future
         except asyncio.CancelledError:
@@ -178,11 +179,11 @@ class Engine:
         return slot, response
 
 
-# A job dispatched within this long is never watched for a disconnect: at low load the pass
-# starts first, and the watcher (a task, a receive() into the server, its cancellation) would
-# cost the loop more than the whole queue wait. A job still queued past it is watched, so a
-# client that leaves before dispatch still frees its slot.
-WATCH_AFTER_S = 0.001
+# A job dispatched within this long (Settings.disconnect_watch_ms) is never watched for a
+# disconnect: at low load the pass starts first, and the watcher (a task, a receive() into the
+# server, its cancellation) would cost the loop more than the whole queue wait. A job still
+# queued past it is watched, so a client that leaves before dispatch still frees its slot.
+WATCH_AFTER_S = Settings.disconnect_watch_ms / 1000.0
 
 
 class _Guard:
@@ -190,14 +191,15 @@ class _Guard:
 
     __slots__ = ("job", "disconnected", "deadline", "handle", "watch", "watch_next")
 
-    def __init__(self, job: Job, disconnected: Callable[[], Awaitable[Any]] | None, budget_s: float | None):
+    def __init__(self, job: Job, disconnected: Callable[[], Awaitable[Any]] | None, budget_s: float | None,
+                 watch_after_s: float = WATCH_AFTER_S):
         loop = job.loop
         now = loop.time()
         self.job, self.disconnected, self.watch = job, disconnected, None
         self.deadline = None if budget_s is None else now + max(0.001, budget_s)
         # The first firing is the watch's unless the deadline comes first (or there is no watch).
-        self.watch_next = disconnected is not None and (self.deadline is None or self.deadline > now + WATCH_AFTER_S)
-        first = now + WATCH_AFTER_S if self.watch_next else self.deadline
+        self.watch_next = disconnected is not None and (self.deadline is None or self.deadline > now + watch_after_s)
+        first = now + watch_after_s if self.watch_next else self.deadline
         self.handle = None if first is None else loop.call_at(first, self._fire)
 
     def _fire(self) -> None:

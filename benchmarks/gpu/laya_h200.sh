@@ -16,7 +16,8 @@
 # 3-question workload. WORKLOADS1Q names the one-question workloads every server gets, in order
 # (default laya_1q; laya_48 is the targets' 48-token row), each into http_<name less laya_>_SERVER.json.
 # After its load, each server's CPU time per request at c=64 is measured
-# (benchmarks.loop_profile --url --pid --no-spy) into cpu_SERVER.json. ITERS sets the in-process calls.
+# (benchmarks.loop_profile --url --pid --no-spy) into cpu_SERVER.json; after every load, each
+# server's GPU memory into gpu_mem_after_load.txt. ITERS sets the in-process calls.
 # PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export.
 # DRIFT=1 (prepare) measures each export's fp16 drift on CUDA against the fp32 torch model
 # (benchmarks.laya_drift, DRIFT_BATCHES batches of 12 rows, default 8: ~30 s).
@@ -125,6 +126,12 @@ for s in $SERVERS; do
   # The server's own counters after its load (batch sizes, captures, stage latencies).
   python3 -m benchmarks.scrape http://127.0.0.1:$port > "$OUT/metrics_$(name "$s").txt" || true
 done
+# Each server's GPU memory after its load (CUDA graphs of every shape it captured included).
+i=0
+for s in $SERVERS; do
+  echo "$s $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | grep "^${pids[$i]}," || echo "${pids[$i]}, ?")"
+  i=$((i + 1))
+done | tee "$OUT/gpu_mem_after_load.txt"
 [ ${#pids[@]} -eq 0 ] || { kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true; }
 if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy from .whl: pip's --target bin)
   IFS=: read -r label graphs sdpa <<< "$PROFILE"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from models.base import API_EXAMPLE, ExportedModel, Prepared, each
+from models.base import API_EXAMPLE, ExportedModel, GraphPolicy, Prepared, each
 from models.errors import InferenceFailed
 from models.laya import finish as finishing
 from models.laya.adapter import LayaAdapter
@@ -16,6 +16,9 @@ WARMUP_REQUEST = API_EXAMPLE
 
 class LayaModel(ExportedModel):
     family = "laya"
+    # Batches up to the row bound (OMNI_CUDA_GRAPH_ROWS) and 16 rows of 512 tokens are captured:
+    # past that a pass is compute-bound, capture saves nothing and the filler rows are paid for.
+    cuda_graphs = GraphPolicy(max_tokens=16 * 512)
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):
         super().__init__(directory, manifest, "Laya decision model")

@@ -360,10 +360,44 @@ def test_bucketed_length_multiple_shrinks_as_rows_grow():
     assert adapter.padded_length(500, static_multiple(1, 500, 16)) == 512      # capped at max_len
 
 
+def test_row_buckets_are_powers_of_two_then_steps_of_eight():
+    """Past 8 rows a bucket is the next multiple of 8: at most 7 filler rows (a 22-row pass is
+    captured at 24, not 32), and 11 row buckets up to 64."""
+    from models.laya.adapter import static_rows
+
+    assert [static_rows(n) for n in (1, 2, 3, 5, 8, 9, 16, 17, 22, 24, 25, 57, 64)] == \
+        [1, 2, 4, 8, 8, 16, 16, 24, 24, 24, 32, 64, 64]
+    assert len({static_rows(n) for n in range(1, 65)}) == 11
+    assert all(0 <= static_rows(n) - n < 8 for n in range(1, 200))
+
+
+def test_laya_captures_up_to_the_row_bound_within_its_token_bound():
+    """Laya's policy: every batch of at most 16 rows (of up to 512 tokens) is captured, as
+    before; larger ones are captured up to the row bound while launch-bound, and run at their
+    own shape once rows × longest passes 16 × 512."""
+    from app.config import Settings
+    from app.runtime.sessions import batch_runner
+    from models.laya.served import LayaModel
+
+    bound = LayaModel.cuda_graphs.max_tokens
+    rows = Settings().cuda_graph_rows
+    assert rows == 64 and bound == 16 * 512
+
+    class Runner:
+        def run(self): ...
+        def run_uncaptured(self): ...
+
+    r = Runner()
+    for n, longest, captured in ((1, 48, True), (16, 512, True), (22, 48, True), (64, 128, True),
+                                 (64, 129, False), (24, 400, False), (65, 16, False)):
+        static, run = batch_runner(r, True, n, rows, n * longest, bound)
+        assert static is captured and run == (r.run if captured else r.run_uncaptured), (n, longest)
+
+
 def test_bucketed_shapes_change_no_answer(pipeline_english):
     """The static (CUDA-graph) layout pads rows, length and marker columns to buckets; filler
     rows and columns never change a real row's numbers."""
-    from models.laya.adapter import _pow2, static_multiple
+    from models.laya.adapter import static_multiple, static_rows
 
     bodies = [{"state": s, "questions": q} for _, s, q in CASES[:7]]
     model, session = pipeline_english.model, pipeline_english.session
@@ -374,7 +408,7 @@ def test_bucketed_shapes_change_no_answer(pipeline_english):
     n = sum(len(w) for w in works)
     ids = static.feeds["input_ids"]
     longest = max(len(r.ids) for w in works for r in w)
-    assert ids.shape[0] == _pow2(n) > n and ids.shape[1] % static_multiple(ids.shape[0], longest, 16) == 0
+    assert ids.shape[0] == static_rows(n) > n and ids.shape[1] % static_multiple(ids.shape[0], longest, 16) == 0
     assert static.feeds["marker_mask"].shape[1] in (2, 4, 8, 16, 32)
     assert static.real_tokens == plain.real_tokens
     a = model.adapter.unpack(session.run(None, plain.feeds), works, plain)

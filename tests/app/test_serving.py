@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from app.config import Settings
 from app.middleware import request_id
 from app.runtime.executor import Job
 from app import serving
@@ -74,9 +77,6 @@ def test_generated_request_ids_are_unique_hex():
 def test_the_engine_sets_the_gil_switch_interval_it_is_given():
     import sys
 
-    import pytest
-
-    from app.config import Settings
     from app.metrics import Metrics
     from app.runtime.registry import Registry
     from app.serving import Engine
@@ -100,7 +100,8 @@ def test_the_engine_sets_the_gil_switch_interval_it_is_given():
         sys.setswitchinterval(before)
 
 
-def _guarded(dispatch_after: float | None, gone_after: float, budget_s: float | None, wait: float = 0.05):
+def _guarded(dispatch_after: float | None, gone_after: float, budget_s: float | None, wait: float = 0.05,
+             watch_after_s: float = serving.WATCH_AFTER_S):
     """A job under a _Guard: the executor dispatches it after `dispatch_after` s (None: never)
     and the client leaves after `gone_after` s; returns the job, whether a watcher was started,
     and whether the client's receive() was ever called."""
@@ -116,7 +117,7 @@ def _guarded(dispatch_after: float | None, gone_after: float, budget_s: float | 
 
         if dispatch_after is not None:
             loop.call_later(dispatch_after, setattr, job, "dispatched", 1.0)
-        guard = _Guard(job, disconnected, budget_s)
+        guard = _Guard(job, disconnected, budget_s, watch_after_s)
         try:
             await asyncio.wait_for(asyncio.shield(job.future), wait)
         except (asyncio.CancelledError, asyncio.TimeoutError):
@@ -138,6 +139,19 @@ def test_a_job_still_queued_is_watched_and_a_disconnect_drops_it():
     job, watched, received = _guarded(dispatch_after=None, gone_after=0.005, budget_s=None)
     assert watched and received
     assert job.cancelled and job.outcome == "gone"
+
+
+def test_the_watch_starts_only_after_its_setting():
+    """OMNI_DISCONNECT_WATCH_MS: a job queued for less than it is not watched, whatever the
+    client does; the engine passes the setting on."""
+    job, watched, received = _guarded(dispatch_after=None, gone_after=0.0, budget_s=None, watch_after_s=10.0)
+    assert not watched and not received and not job.cancelled
+    job, watched, received = _guarded(dispatch_after=None, gone_after=0.0, budget_s=None, watch_after_s=0.0)
+    assert watched and received and job.outcome == "gone"
+    assert serving.WATCH_AFTER_S == Settings().disconnect_watch_ms / 1000.0
+    assert Settings.from_env({"OMNI_DISCONNECT_WATCH_MS": "5"}).disconnect_watch_ms == 5.0
+    with pytest.raises(ValueError):
+        Settings(disconnect_watch_ms=-1)
 
 
 def test_the_deadline_follows_the_watch_and_ends_a_job_still_waiting():
