@@ -131,7 +131,8 @@ i=0
 for s in $SERVERS; do
   echo "$s $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | grep "^${pids[$i]}," || echo "${pids[$i]}, ?")"
   i=$((i + 1))
-done | tee "$OUT/gpu_mem_after_load.txt"
+done | tee "$OUT/gpu_mem_after_load.txt"     # per process where nvidia-smi sees it ("?" in a container)
+echo "all servers: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader)" | tee -a "$OUT/gpu_mem_after_load.txt"
 [ ${#pids[@]} -eq 0 ] || { kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true; }
 if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy from .whl: pip's --target bin)
   IFS=: read -r label graphs sdpa <<< "$PROFILE"

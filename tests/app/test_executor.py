@@ -360,15 +360,16 @@ def test_bucketed_length_multiple_shrinks_as_rows_grow():
     assert adapter.padded_length(500, static_multiple(1, 500, 16)) == 512      # capped at max_len
 
 
-def test_row_buckets_are_powers_of_two_then_steps_of_eight():
-    """Past 8 rows a bucket is the next multiple of 8: at most 7 filler rows (a 22-row pass is
-    captured at 24, not 32), and 11 row buckets up to 64."""
+def test_row_buckets_are_powers_of_two_then_small_steps():
+    """Past 8 rows a bucket is the next multiple of 4 (of 8 past 32): at most 3 filler rows
+    where c=16 and c=64 passes fall (a 10-row pass is captured at 12, a 22-row one at 24), and
+    14 row buckets up to 64."""
     from models.laya.adapter import static_rows
 
-    assert [static_rows(n) for n in (1, 2, 3, 5, 8, 9, 16, 17, 22, 24, 25, 57, 64)] == \
-        [1, 2, 4, 8, 8, 16, 16, 24, 24, 24, 32, 64, 64]
-    assert len({static_rows(n) for n in range(1, 65)}) == 11
-    assert all(0 <= static_rows(n) - n < 8 for n in range(1, 200))
+    assert [static_rows(n) for n in (1, 2, 3, 5, 8, 9, 10, 16, 17, 22, 25, 32, 33, 57, 64)] == \
+        [1, 2, 4, 8, 8, 12, 12, 16, 20, 24, 28, 32, 40, 64, 64]
+    assert sorted({static_rows(n) for n in range(1, 65)}) == [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64]
+    assert all(0 <= static_rows(n) - n < (4 if n <= 32 else 8) for n in range(9, 200))
 
 
 def test_laya_captures_up_to_the_row_bound_within_its_token_bound():

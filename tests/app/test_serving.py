@@ -101,7 +101,7 @@ def test_the_engine_sets_the_gil_switch_interval_it_is_given():
 
 
 def _guarded(dispatch_after: float | None, gone_after: float, budget_s: float | None, wait: float = 0.05,
-             watch_after_s: float = serving.WATCH_AFTER_S):
+             watch_after_s: float = 0.001):
     """A job under a _Guard: the executor dispatches it after `dispatch_after` s (None: never)
     and the client leaves after `gone_after` s; returns the job, whether a watcher was started,
     and whether the client's receive() was ever called."""
@@ -148,14 +148,14 @@ def test_the_watch_starts_only_after_its_setting():
     assert not watched and not received and not job.cancelled
     job, watched, received = _guarded(dispatch_after=None, gone_after=0.0, budget_s=None, watch_after_s=0.0)
     assert watched and received and job.outcome == "gone"
-    assert serving.WATCH_AFTER_S == Settings().disconnect_watch_ms / 1000.0
+    assert serving.WATCH_AFTER_S == Settings().disconnect_watch_ms / 1000.0 == 0.01
     assert Settings.from_env({"OMNI_DISCONNECT_WATCH_MS": "5"}).disconnect_watch_ms == 5.0
     with pytest.raises(ValueError):
         Settings(disconnect_watch_ms=-1)
 
 
 def test_the_deadline_follows_the_watch_and_ends_a_job_still_waiting():
-    job, watched, _ = _guarded(dispatch_after=None, gone_after=3600, budget_s=serving.WATCH_AFTER_S * 5)
+    job, watched, _ = _guarded(dispatch_after=None, gone_after=3600, budget_s=0.005)
     assert watched and job.cancelled and job.outcome == "expired"
-    job, watched, received = _guarded(dispatch_after=None, gone_after=3600, budget_s=serving.WATCH_AFTER_S / 2)
+    job, watched, received = _guarded(dispatch_after=None, gone_after=3600, budget_s=0.0005)
     assert not watched and not received and job.outcome == "expired"      # the deadline came first

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One-GPU machine, Laya english fp16 (mha16), laya_48. After the ort-gpu-carry calls:
 #   g.sh $OUT prep    ONNX Runtime, wheels, a full-size random checkpoint and its export
-#   g.sh $OUT probe   pass_probe at 1-64 rows, the branch with OMNI_CUDA_GRAPH_ROWS=16 then 64
+#   g.sh $OUT probe   pass_probe at 1-64 rows (ROWS), the branch with OMNI_CUDA_GRAPH_ROWS=16 then 64
+#                     (GRAPH_ROWS, "16 64 16 64")
 #   g.sh $OUT bench   laya_h200.sh bench: main (.base/prev = git archive d3147a4 app models), the
-#                     branch, and the branch with OMNI_DISCONNECT_WATCH_MS=10, in turn, SERVERS_ROUNDS times
+#                     branch, and the branch with OMNI_DISCONNECT_WATCH_MS=10, in turn, once per round (RS, "1 2");
+#                     ORDER="watch10 branch main" runs them in the reverse order
 # Only a few files come back from a call, so each phase returns one archive.
 R=$1; phase=$2; mkdir -p $R/$phase; t0=$(date +%s)
 trap 'tar -C $R -czf $R/$phase.tgz $phase && rm -rf $R/$phase' EXIT
@@ -15,16 +17,22 @@ prep)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   EXPORTS="mha16=mha:float16" SKIP_WHEELS=1 bash benchmarks/gpu/laya_h200.sh prepare 2>&1 | grep -v -i warn | tail -3 ;;
 probe)
-  for rows in 16 64 16 64; do
+  for rows in ${GRAPH_ROWS:-16 64 16 64}; do
     OMNI_CUDA_GRAPH_ROWS=$rows python3 -m benchmarks.gpu.pass_probe --export /tmp/omni/ex-mha16 \
-      --workload benchmarks/workloads/laya_48.jsonl --rows 1,16,17,22,24,32,40,48,64 --iters 100 --top 3 \
+      --workload benchmarks/workloads/laya_48.jsonl --rows ${ROWS:-1,16,17,22,24,32,40,48,64} --iters 100 --top 3 \
       --out $OUT/probe-rows$rows-$(date +%s).json 2>&1 | grep -v -i warn | head -40
   done
   nvidia-smi --query-gpu=memory.used --format=csv,noheader ;;
 bench)
   S=""
-  for r in $(seq ${ROUNDS:-2}); do
-    S="$S mha16:64::uvloop:.base/prev:R=$r mha16:64::uvloop::R=$r mha16:64::uvloop::R=$r,OMNI_DISCONNECT_WATCH_MS=10"
+  for r in ${RS:-1 2}; do
+    for c in ${ORDER:-main branch watch10}; do
+      case $c in
+        main) S="$S mha16:64::uvloop:.base/prev:R=$r" ;;
+        branch) S="$S mha16:64::uvloop::R=$r" ;;
+        watch10) S="$S mha16:64::uvloop::R=$r,OMNI_DISCONNECT_WATCH_MS=10" ;;
+      esac
+    done
   done
   SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
 esac
