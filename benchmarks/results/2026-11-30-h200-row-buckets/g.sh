@@ -6,6 +6,8 @@
 #   g.sh $OUT bench   laya_h200.sh bench: main (.base/prev = git archive d3147a4 app models), the
 #                     branch, and the branch with OMNI_DISCONNECT_WATCH_MS=10, in turn, once per round (RS, "1 2");
 #                     ORDER="watch10 branch main" runs them in the reverse order
+# "branch" is the working tree as it was: in calls g1/g2 commit 155d1a9 (row buckets in steps of 8,
+# the watch after 1 ms), in h1/h2 the final code (steps of 4, the watch after 10 ms by default).
 # Only a few files come back from a call, so each phase returns one archive.
 R=$1; phase=$2; mkdir -p $R/$phase; t0=$(date +%s)
 trap 'tar -C $R -czf $R/$phase.tgz $phase && rm -rf $R/$phase' EXIT
