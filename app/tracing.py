@@ -10,8 +10,9 @@
 Spans: a SERVER span per /v1/* request that continues an incoming `traceparent`; children
 `decode`, `prepare`, `queue`, `finish`; and one `execute` span per batch on the executor thread,
 child of the oldest sampled request it served and linked to every sampled request's span. A
-request that is not sampled keeps no span at all (the middleware drops it): it starts no stage
-spans and gives its batch no link.
+request that is not sampled keeps no span at all: it starts no stage spans and gives its batch no
+link, and under a trace-id ratio sampler with no incoming traceparent it is decided before the
+SDK is called (`Tracing.request_span`).
 """
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ import os
 from typing import Mapping
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.propagate import extract
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
 
 log = logging.getLogger("omni.tracing")
 INSTRUMENTATION = "system1-omni"
@@ -62,10 +66,40 @@ def provider_from_env(env: Mapping[str, str] | None = None,
     if not exporters:
         return None
     resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "system1-omni"})
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=resource, id_generator=StagedIds())
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
+
+
+class StagedIds(RandomIdGenerator):
+    """Random ids, except that the next trace id can be drawn ahead (`stage`): the request span
+    draws it, makes the ratio sampler's own decision on it, and only a sampled request goes on to
+    the SDK, whose sampler then decides the same on the same id."""
+
+    staged: int | None = None
+
+    def generate_trace_id(self) -> int:
+        if self.staged is not None:
+            trace_id, self.staged = self.staged, None
+            return trace_id
+        return super().generate_trace_id()
+
+
+def root_bound(sampler) -> int | None:
+    """The trace-id bound under which `sampler` samples a span with no parent (the low 64 bits
+    of its trace id below it), when that is all it looks at; else None."""
+    if isinstance(sampler, ParentBased):
+        sampler = getattr(sampler, "_root", None)     # the SDK keeps no public accessor for it
+    if isinstance(sampler, TraceIdRatioBased):
+        return sampler.bound
+    if sampler is ALWAYS_OFF:
+        return 0
+    return None
+
+
+_NO_PARENT = Context()
+_TRACE_ID_LOW = TraceIdRatioBased.TRACE_ID_LIMIT
 
 
 class Tracing:
@@ -75,11 +109,30 @@ class Tracing:
         self.provider = provider
         self.enabled = provider is not None
         self.tracer = provider.get_tracer(INSTRUMENTATION) if provider else trace.NoOpTracer()
+        ids = getattr(provider, "id_generator", None)
+        self._ids = ids if isinstance(ids, StagedIds) else None
+        self._bound = root_bound(provider.sampler) if self._ids is not None else None
 
     def request_span(self, name: str, headers: list[tuple[bytes, bytes]]):
+        """The request's SERVER span, continuing an incoming `traceparent`; None when it is not
+        sampled. A request with no parent under a ratio sampler (the usual setting) is decided
+        here, on a trace id drawn as the SDK would draw it, and an unsampled one never reaches
+        the SDK: creating and dropping its span cost the loop ~20 µs a request (development
+        machine), three times the rest of tracing's per-request work at 1% sampling."""
         carrier = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers
                    if k.lower() in (b"traceparent", b"tracestate")}
-        return self.tracer.start_span(name, context=extract(carrier), kind=trace.SpanKind.SERVER)
+        if not carrier and self._bound is not None:
+            trace_id = self._ids.generate_trace_id()
+            if trace_id & _TRACE_ID_LOW >= self._bound:
+                return None
+            self._ids.staged = trace_id
+            try:
+                span = self.tracer.start_span(name, context=_NO_PARENT, kind=trace.SpanKind.SERVER)
+            finally:
+                self._ids.staged = None    # never left for another span, whatever start_span did
+        else:
+            span = self.tracer.start_span(name, context=extract(carrier), kind=trace.SpanKind.SERVER)
+        return span if span.is_recording() else None
 
     def child(self, parent, name: str, start_time: int | None = None):
         return self.tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start_time)

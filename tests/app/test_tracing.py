@@ -273,3 +273,79 @@ def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
             assert {"POST /v1/systemone", "decode", "prepare", "queue", "finish", "execute"} <= names
     finally:
         receiver.shutdown()
+
+
+def _request_spans(sampler, n: int, headers=()):
+    import random
+
+    from app.tracing import StagedIds, Tracing
+
+    random.seed(5)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler, id_generator=StagedIds())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing(provider)
+    spans = [tracing.request_span("POST /v1/systemone", list(headers)) for _ in range(n)]
+    for span in spans:
+        if span is not None:
+            span.end()
+    return tracing, spans, exporter
+
+
+def test_a_ratio_sampler_is_decided_before_the_sdk_on_the_same_trace_id():
+    """Requests with no traceparent under a ratio sampler: the ones not sampled never reach the
+    SDK (request_span returns None), the sampled ones are recorded under the very trace id the
+    decision was made on, and the share sampled is the ratio."""
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    tracing, spans, exporter = _request_spans(ParentBased(TraceIdRatioBased(0.25)), 4000)
+    kept = [s for s in spans if s is not None]
+    assert 0.22 < len(kept) / len(spans) < 0.28
+    assert tracing._ids.staged is None
+    finished = exporter.get_finished_spans()
+    assert len(finished) == len(kept) and all(s.kind == SpanKind.SERVER and s.parent is None for s in finished)
+    bound = TraceIdRatioBased(0.25).bound
+    assert all(s.context.trace_id & ((1 << 64) - 1) < bound for s in finished)
+    assert len({s.context.trace_id for s in finished}) == len(finished)      # no staged id reused
+    # Another root span afterwards draws its own id: nothing is left staged for it.
+    other = tracing.tracer.start_span("other")
+    assert other.get_span_context().trace_id not in {s.context.trace_id for s in finished}
+
+
+def test_requests_never_sampled_never_reach_the_sdk(monkeypatch):
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
+
+    from app.tracing import StagedIds, Tracing
+
+    for sampler in (ParentBased(TraceIdRatioBased(0.0)), ALWAYS_OFF, TraceIdRatioBased(0.0)):
+        tracing = Tracing(TracerProvider(sampler=sampler, id_generator=StagedIds()))
+        monkeypatch.setattr(tracing.tracer, "start_span", lambda *a, **k: pytest.fail("reached the SDK"))
+        assert all(tracing.request_span("POST /v1/systemone", []) is None for _ in range(50))
+
+
+def test_an_incoming_traceparent_and_other_samplers_take_the_sdks_own_path():
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
+
+    # A caller's sampled traceparent is followed even at ratio 0; its unsampled one is honoured.
+    _, spans, _ = _request_spans(ParentBased(TraceIdRatioBased(0.0)), 3, [(b"traceparent", TRACEPARENT.encode())])
+    assert all(s is not None and "%032x" % s.get_span_context().trace_id == TRACE_ID for s in spans)
+    unsampled = ("00-%s-00f067aa0ba902b7-00" % ("1" * 32)).encode()
+    _, spans, _ = _request_spans(ParentBased(TraceIdRatioBased(1.0)), 3, [(b"traceparent", unsampled)])
+    assert spans == [None, None, None]
+    # A sampler that is not a trace-id ratio (always on, the SDK's default) is asked as before.
+    tracing, spans, _ = _request_spans(ParentBased(ALWAYS_ON), 5)
+    assert tracing._bound is None and all(s is not None for s in spans)
+
+
+def test_the_providers_from_the_environment_stage_their_ids(monkeypatch):
+    from app.tracing import StagedIds, Tracing, provider_from_env
+
+    # The SDK reads its sampler from the process environment itself.
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.5")
+    provider = provider_from_env({}, exporters=[InMemorySpanExporter()])
+    try:
+        assert isinstance(provider.id_generator, StagedIds)
+        assert Tracing(provider)._bound == 1 << 63
+    finally:
+        provider.shutdown()

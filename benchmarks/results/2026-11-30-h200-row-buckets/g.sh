@@ -6,6 +6,8 @@
 #   g.sh $OUT bench   laya_h200.sh bench: main (.base/prev = git archive d3147a4 app models), the
 #                     branch, and the branch with OMNI_DISCONNECT_WATCH_MS=10, in turn, once per round (RS, "1 2");
 #                     ORDER="watch10 branch main" runs them in the reverse order
+# Call i: ORDER="off t1old t1" (tracing off; 1% sampling with the code before the sampling
+# decision moved ahead of the SDK, .base/prev2 = git archive 4b67b74 app models; 1% with it).
 # "branch" is the working tree as it was: in calls g1/g2 commit 155d1a9 (row buckets in steps of 8,
 # the watch after 1 ms), in h1/h2 the final code (steps of 4, the watch after 10 ms by default).
 # Only a few files come back from a call, so each phase returns one archive.
@@ -26,6 +28,11 @@ probe)
   done
   nvidia-smi --query-gpu=memory.used --format=csv,noheader ;;
 bench)
+  # Tracing at 1% (configs t1, t1old) exports to a local sink that accepts everything.
+  T=OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318,OTEL_TRACES_SAMPLER=parentbased_traceidratio,OTEL_TRACES_SAMPLER_ARG=0.01
+  case " ${ORDER:-} " in *" t1"*)
+    python3 benchmarks/otlp_sink.py 4318 --host 127.0.0.1 > /dev/null 2>&1 & SINK=$! ;;
+  esac
   S=""
   for r in ${RS:-1 2}; do
     for c in ${ORDER:-main branch watch10}; do
@@ -33,9 +40,13 @@ bench)
         main) S="$S mha16:64::uvloop:.base/prev:R=$r" ;;
         branch) S="$S mha16:64::uvloop::R=$r" ;;
         watch10) S="$S mha16:64::uvloop::R=$r,OMNI_DISCONNECT_WATCH_MS=10" ;;
+        off) S="$S mha16:64::uvloop::R=$r" ;;
+        t1) S="$S mha16:64::uvloop::R=$r,$T" ;;
+        t1old) S="$S mha16:64::uvloop:.base/prev2:R=$r,$T" ;;
       esac
     done
   done
-  SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
+  SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn
+  [ -z "${SINK:-}" ] || kill $SINK ;;
 esac
 echo "$phase $(( $(date +%s) - t0 )) s"
