@@ -34,8 +34,12 @@ bench)
     python3 benchmarks/otlp_sink.py 4318 --host 127.0.0.1 > /dev/null 2>&1 & SINK=$! ;;
   esac
   S=""
-  for r in ${RS:-1 2}; do
+  for round in ${RS:-1 2}; do
+    k=0
     for c in ${ORDER:-main branch watch10}; do
+      # R (an unused variable) only names the server and its files: round and place, so that
+      # two servers of one kind in a round keep their own files (call i3 lost four to that).
+      k=$((k + 1)); r=${round}_$k
       case $c in
         main) S="$S mha16:64::uvloop:.base/prev:R=$r" ;;
         branch) S="$S mha16:64::uvloop::R=$r" ;;
