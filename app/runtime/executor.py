@@ -212,6 +212,11 @@ class Executor:
                 slot.session, slot.static_shapes, rows, self.settings.cuda_graph_rows,
                 rows * max(j.prepared.longest for j in jobs), policy.max_tokens if policy is not None else 0)
             packed: Packed = adapter.pack(works, static=static)
+            takes = getattr(slot.session, "takes", None)
+            if static and takes is not None and not takes(packed.feeds):
+                # The graph budget is spent and this shape is not captured: run the batch at its
+                # own shape rather than pay for filler rows and columns with nothing saved.
+                packed, run = adapter.pack(works), slot.session.run_uncaptured
             graphs_before, capture_before = _capture_totals(slot.session)
             if packed.parts is None:
                 outputs = run(None, packed.feeds)

@@ -68,6 +68,11 @@ class GraphRunner:
         """What a captured graph is keyed on: each feed's name, shape and dtype."""
         return tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
 
+    def takes(self, feeds: dict) -> bool:
+        """Whether `run` would replay or count these feeds' shape: False once the budget is full
+        and the shape is not among the captured ones, when padding it buys nothing."""
+        return len(self.graphs) < self.max_graphs or self.shape_key(feeds) in self.graphs
+
     def run(self, output_names, feeds: dict):
         key = self.shape_key(feeds)
         entry = self.graphs.get(key)

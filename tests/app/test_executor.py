@@ -311,6 +311,32 @@ def test_graph_captures_are_reported_with_their_batch(english, harness):
     assert 'omni_cuda_graph_capture_seconds_total{model="english"}' in text
 
 
+def test_once_the_graph_budget_is_spent_new_shapes_run_unpadded(english, harness):
+    """With every graph slot taken, a batch whose bucketed shape is not captured runs at its own
+    shape (no filler rows), while a captured shape still replays padded; answers unchanged."""
+    from app.runtime.sessions import GraphRunner
+
+    h = harness([english[1]])
+    slot = h.slot("english")
+    plain = slot.session
+    slot.session, slot.static_shapes = GraphRunner(plain, 0, 1, capture_after=1, device="cpu"), True
+    one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
+
+    async def batch(n):
+        with h.executor._cv:          # queued together: one batch of n rows
+            jobs = [h.executor.submit(slot, slot.model.prepare(one)) for _ in range(n)]
+        outs = [await j.future for j in jobs]
+        return jobs[0].batch, outs
+
+    first, a = asyncio.run(batch(3))       # bucket 4: takes the one graph slot
+    second, b = asyncio.run(batch(5))      # bucket 8: budget spent, so 5 rows as they are
+    third, c = asyncio.run(batch(3))       # bucket 4 again: replayed
+    assert (first.rows, second.rows, third.rows) == (4, 5, 4)
+    assert len(slot.session.graphs) == 1
+    for outs in (b, c):
+        np.testing.assert_allclose(outs[0][0], a[0][0], atol=1e-6, rtol=0)
+
+
 def test_non_finite_outputs_fail_the_request(pipeline_english):
     from models.errors import InferenceFailed as Failed
 
