@@ -73,9 +73,9 @@ def provider_from_env(env: Mapping[str, str] | None = None,
 
 
 class StagedIds(RandomIdGenerator):
-    """Random ids, except that the next trace id can be drawn ahead (`stage`): the request span
-    draws it, makes the ratio sampler's own decision on it, and only a sampled request goes on to
-    the SDK, whose sampler then decides the same on the same id."""
+    """Random ids, except that the next trace id can be drawn ahead and set in `staged`: the
+    request span draws it, makes the ratio sampler's own decision on it, and only a sampled
+    request goes on to the SDK, whose sampler then decides the same on the same id."""
 
     staged: int | None = None
 

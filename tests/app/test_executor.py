@@ -388,6 +388,7 @@ def test_bucketed_length_multiple_shrinks_as_rows_grow():
             m = static_multiple(rows, longest, 16)
             assert m & (m - 1) == 0 and 16 <= m <= 64, (rows, longest, m)
     assert static_multiple(12, 48, 16) == 16
+    assert static_multiple(300, 48, 16) == 16          # more rows than the padding budget's tokens
     adapter = LayaAdapter(pad_id=0, calibration={}, pad_to=16)
     assert adapter.padded_length(92, static_multiple(1, 92, 16)) == 128
     assert adapter.padded_length(92, static_multiple(16, 92, 16)) == 96
