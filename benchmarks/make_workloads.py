@@ -80,7 +80,7 @@ def _laya_tokenizer():
     return TokenizerHandle.load(directory)
 
 
-def laya_rows_of(tokens: int, n: int, seed: int, tok) -> list[dict]:
+def laya_rows_of(tokens: int, n: int, seed: int, tok, tickets: int = 4) -> list[dict]:
     """One-question Laya requests whose row is exactly `tokens` long with the benchmark tokenizer:
     the targets' Laya workload is a 48-token row (reference/performance.md). laya_1q's rows are
     78-92 tokens with this tokenizer (a 1,200-entry vocabulary splits words finely), so it
@@ -97,7 +97,22 @@ def laya_rows_of(tokens: int, n: int, seed: int, tok) -> list[dict]:
     question = {"department": {"type": "choice", "instructions": "Which team should handle this?",
                                "criteria": {"billing": None, "technical": None, "logistics": None}}}
     return fitted(n, {"model": "english", "state": "x", "questions": question},
-                  lambda: tok.encode(" ".join(rng.choice(TICKETS) for _ in range(4))), tokens, count, tok)
+                  lambda: tok.encode(" ".join(rng.choice(TICKETS) for _ in range(tickets))), tokens, count, tok)
+
+
+def laya_spread(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
+    """One-question Laya requests whose row lengths spread log-uniformly over [low, high] tokens
+    (exact with the benchmark tokenizer), in random order: traffic of many lengths, which makes
+    many bucketed shapes and so tests the CUDA graph budget (OMNI_CUDA_GRAPHS). laya_rows_of's
+    question and states cut from a long run of tickets."""
+    import math
+
+    rng = random.Random(seed)
+    lengths = [round(math.exp(rng.uniform(math.log(low), math.log(high)))) for _ in range(n)]
+    out = []
+    for i, tokens in enumerate(lengths):
+        out += laya_rows_of(tokens, 1, seed * 1000 + i, tok, tickets=max(4, tokens // 8))
+    return out
 
 
 SCREENS = ["button 'Save' focused", "link 'Help'", "textbox 'Email' empty", "checkbox 'Remember me' unchecked",
@@ -193,7 +208,9 @@ def clef_requests(n: int, questions: int, seed: int) -> list[dict]:
 def main() -> None:
     os.makedirs(HERE, exist_ok=True)
     sets = {"laya_1q.jsonl": laya_requests(64, 1, 1), "laya_3q.jsonl": laya_requests(64, 3, 2, long_state=True)}
-    sets["laya_48.jsonl"] = laya_rows_of(48, 64, 3, _laya_tokenizer())
+    laya_tok = _laya_tokenizer()
+    sets["laya_48.jsonl"] = laya_rows_of(48, 64, 3, laya_tok)
+    sets["laya_spread.jsonl"] = laya_spread(256, 40, 480, 5, laya_tok)
     tok = _qwen_tokenizer()
     for tokens in (139, 218, 292):
         sets["cua_%d.jsonl" % tokens] = cua_requests(32, tokens, tokens, tok)
