@@ -41,8 +41,13 @@ class Settings:
     retry_after_s: int = 1                  # Retry-After on 503 overloaded / not_ready
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
     fatal_after_failures: int = 3           # consecutive failed batches that take a model out
-    cuda_graphs: int = 64                   # CUDA graphs captured per session (bucketed shapes); 0: off
+    # CUDA graphs captured per session (bucketed shapes); 0: off. 256 holds all 218 Laya shapes,
+    # which took 332 MiB and 12 s of captures in all on the H200 (graph_cost_probe, 2026-12-01).
+    cuda_graphs: int = 256
     cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
+    # Capture, as a model loads, every shape its policy lists (models.base.GraphPolicy.precapture:
+    # Laya's 218 took 12 s on the H200), so no request waits for a capture. Off: on first sight.
+    cuda_graph_precapture: bool = True
     # ONNX Runtime's CUDA attention backends (bitmask); 19 = flash | memory-efficient | unfused,
     # no cuDNN: cuDNN builds a plan per new shape (H200, Laya c=64: p99 552 -> 75 ms). 0: ORT's choice.
     cuda_sdpa_kernel: int = 19
@@ -105,6 +110,9 @@ def _read_file(path: str) -> dict[str, Any]:
     return json.loads(data)
 
 
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def _coerce(name: str, value: Any) -> Any:
     kind = _FIELD_TYPES[name]
     if name == "models":
@@ -112,6 +120,12 @@ def _coerce(name: str, value: Any) -> Any:
             parts = [p.strip() for chunk in value.split(",") for p in chunk.split(os.pathsep)]
             return tuple(p for p in parts if p)
         return tuple(value)
+    if kind == "bool":
+        if isinstance(value, str):
+            if value.strip().lower() not in _BOOLS:
+                raise ValueError("OMNI_%s must be one of %s, got %r" % (name.upper(), "/".join(_BOOLS), value))
+            return _BOOLS[value.strip().lower()]
+        return bool(value)
     if "int" in kind and not isinstance(value, bool):
         return int(value)
     if "float" in kind:

@@ -82,7 +82,7 @@ class Metrics:
         self.graph_captures = Counter("omni_cuda_graph_captures", "CUDA graphs captured (one per batch shape)",
                                       ["model"], registry=r)
         self.graph_capture_seconds = Counter("omni_cuda_graph_capture_seconds",
-                                             "Time forward passes spent capturing CUDA graphs", ["model"],
+                                             "Time spent capturing CUDA graphs, as the model loaded or in forward passes", ["model"],
                                              registry=r)
 
         # Labelled children, looked up once: `labels()` validates and locks on every call.
@@ -108,8 +108,12 @@ class Metrics:
         self.child(self.batch_rows, info.model).observe(info.rows)
         self.child(self.padded_tokens, info.model).observe(info.padded_tokens - info.real_tokens)
         if info.graphs_captured:
-            self.child(self.graph_captures, info.model).inc(info.graphs_captured)
-            self.child(self.graph_capture_seconds, info.model).inc(info.capture_s)
+            self.observe_captures(info.model, info.graphs_captured, info.capture_s)
+
+    def observe_captures(self, model: str, graphs: int, seconds: float) -> None:
+        """CUDA graphs captured by a forward pass, or as the model loaded (precapture)."""
+        self.child(self.graph_captures, model).inc(graphs)
+        self.child(self.graph_capture_seconds, model).inc(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -64,6 +64,8 @@ class Engine:
         await asyncio.to_thread(self.tracing.shutdown)     # flush what the batches recorded
 
     def _loaded_from_thread(self, slot: ModelSlot) -> None:
+        if slot.graphs_captured:
+            self.metrics.observe_captures(slot.name, slot.graphs_captured, slot.capture_s)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loaded[slot].set)
 

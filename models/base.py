@@ -26,6 +26,10 @@ class GraphPolicy:
 
     capture_after: int = 1      # sightings of a shape before it is captured (1: the first)
     max_tokens: int = 0         # rows × longest row above which a batch runs uncaptured; 0: no bound
+    # Capture every shape the adapter lists (`capture_batches`) while the model loads, so that no
+    # request waits for a capture (20-140 ms each for Laya on the H200): models whose shapes are
+    # few enough to capture all (OMNI_CUDA_GRAPH_PRECAPTURE turns it off).
+    precapture: bool = False
 
 
 @dataclass
@@ -66,10 +70,15 @@ class BatchAdapter(Protocol):
     def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[Any], packed: Packed) -> list[Any]:
         """Split the batch outputs back into one result per work item, in order."""
 
+    # Adapters of models whose GraphPolicy has `precapture` also provide
+    # `capture_batches(graph_rows, max_tokens) -> list[list[work]]`: one batch per bucketed
+    # shape to capture as the model loads, fewest tokens first.
+
 
 class ServedModel(Protocol):
     name: str
     cuda_graphs: GraphPolicy | None         # None: never capture
+    pass_tokens: int                        # one more forward pass's cost in padded tokens; 0: never split
     aliases: tuple[str, ...]
     description: str
     onnx_path: str
@@ -121,6 +130,10 @@ class ExportedModel:
     family = ""
     warmup_request: Mapping[str, Any] = API_EXAMPLE
     cuda_graphs: GraphPolicy | None = GraphPolicy()    # which bucketed shapes the executor captures
+    # What one more forward pass costs, in padded tokens: requests of different lengths that wait
+    # together run as passes of similar lengths where that saves more padding than the passes
+    # cost (app/runtime/lengths.py). 0: one pass for all (families whose adapter splits rows itself).
+    pass_tokens: int = 0
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
         self.directory, self.manifest = directory, manifest

@@ -2,15 +2,20 @@
 
 Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees
 up, the thread takes the oldest waiting job and every later job of the same model that the
-model's adapter says may share its forward pass, within the row and padded-token budgets, packs
-them into one batch, runs it, and completes each caller's future on its event loop. A job
-cancelled before dispatch (deadline, disconnect) is dropped without running. A batch that raises
-fails only its own jobs; a session that cannot be created makes its model FAILED.
+model's adapter says may share its forward pass, within the row and padded-token budgets. Where
+their lengths differ so much that padding them to one length costs more than another pass, only
+the oldest job's share of the cheapest split runs and the rest wait at the front of the queue
+(app/runtime/lengths.py). It packs them into one batch, runs it, and completes each caller's
+future on its event loop. A job cancelled before dispatch (deadline, disconnect) is dropped
+without running. A batch that raises fails only its own jobs; a session that cannot be created
+makes its model FAILED. Where a model's graph policy asks, every shape it lists is captured as
+a CUDA graph while it loads (`precapture`).
 """
 from __future__ import annotations
 
 import asyncio
 import collections
+import heapq
 import logging
 import threading
 import time
@@ -19,7 +24,7 @@ from typing import Any, Callable
 
 from opentelemetry import trace
 
-from app.runtime import sessions
+from app.runtime import lengths, sessions
 from app.runtime.registry import ModelSlot, SlotState
 from models.base import Packed, Prepared
 from models import onnx_ops
@@ -127,7 +132,7 @@ class Executor:
                     self._cv.wait(self.settings.batch_window_ms / 1000.0)
                 jobs = self._take()
             if jobs:
-                self._execute(jobs)
+                self._execute(self._split(jobs))
 
     def _load(self, slot: ModelSlot) -> None:
         t0 = time.perf_counter()
@@ -151,9 +156,14 @@ class Executor:
         else:
             slot.session, slot.device, slot.runtime = info.session, info.device, info.runtime
             slot.provider, slot.static_shapes = info.provider, info.static_shapes
+            captured = ""
+            if info.static_shapes and policy is not None and policy.precapture and self.settings.cuda_graph_precapture:
+                count, took = precapture(slot.session, slot.model, self.settings.cuda_graph_rows)
+                slot.graphs_captured, slot.capture_s = count, took
+                captured = " (%d CUDA graphs captured in %.0f ms)" % (count, took * 1000.0)
             slot.load_ms = (time.perf_counter() - t0) * 1000.0
             slot.state = SlotState.WARMING
-            log.info("model %s loaded on %s in %.0f ms", slot.name, info.device, slot.load_ms)
+            log.info("model %s loaded on %s in %.0f ms%s", slot.name, info.device, slot.load_ms, captured)
         if self._on_loaded:
             self._on_loaded(slot)
 
@@ -187,6 +197,25 @@ class Executor:
             keep.append(job)
         self._queue.extendleft(reversed(keep))
         return jobs
+
+    def _split(self, jobs: list[Job]) -> list[Job]:
+        """Of jobs whose lengths differ enough, the pass holding the oldest (app/runtime/lengths.py);
+        the others go back to the front of the queue, in order, for the next pass."""
+        pass_tokens = jobs[0].slot.model.pass_tokens
+        if not pass_tokens or len(jobs) < 2:
+            return jobs
+        keep = lengths.head_pass([(j.prepared.rows, j.prepared.longest) for j in jobs], pass_tokens)
+        if keep is None:
+            return jobs
+        chosen = set(keep)
+        rest = [j for i, j in enumerate(jobs) if i not in chosen]
+        with self._cv:
+            # Back in arrival order: other models' jobs older than the last of these stay ahead.
+            older = []
+            while self._queue and self._queue[0].enqueued < rest[-1].enqueued:
+                older.append(self._queue.popleft())
+            self._queue.extendleft(reversed(list(heapq.merge(rest, older, key=lambda j: j.enqueued))))
+        return [jobs[i] for i in keep]
 
     def _execute(self, jobs: list[Job]) -> None:
         slot = jobs[0].slot
@@ -262,6 +291,26 @@ class Executor:
             log.critical("model %s is out of service: %s", slot.name, slot.error)
             if self._on_fatal:
                 self._on_fatal(slot)
+
+
+def precapture(session, model, graph_rows: int) -> tuple[int, float]:
+    """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first) on
+    a GraphRunner until its budget is full: (graphs captured, seconds). A failed capture is
+    logged and ends it: the shapes left are captured on first sight, as without it."""
+    t0, before = time.perf_counter(), len(session.graphs)
+    policy = model.cuda_graphs
+    for works in model.adapter.capture_batches(graph_rows, policy.max_tokens):
+        if len(session.graphs) >= session.max_graphs:
+            break
+        feeds = model.adapter.pack(works, static=True).feeds
+        try:
+            for _ in range(session.capture_after):     # the sightings the policy waits for
+                session.run(None, feeds)
+        except Exception:
+            log.exception("model %s: capturing the shape %s failed; the rest are captured on first sight",
+                          model.name, [list(a.shape) for a in feeds.values()])
+            break
+    return len(session.graphs) - before, time.perf_counter() - t0
 
 
 def _settle(jobs: list[Job], how: Callable, values: list) -> None:

@@ -26,7 +26,9 @@ class ModelSlot:
     provider: str | None = None
     static_shapes: bool = False            # the session replays CUDA graphs per bucketed shape
     runtime: str | None = None
-    load_ms: float | None = None
+    load_ms: float | None = None           # session creation and, where the policy asks, graph captures
+    graphs_captured: int = 0               # CUDA graphs captured as the model loaded
+    capture_s: float = 0.0                 # ... and the time they took
     warmup_ms: float | None = None
     created: float = field(default_factory=time.monotonic)
 

@@ -20,6 +20,11 @@ from models.laya import finish as finishing
 from models.laya.prepare import Row
 
 
+# Marker columns of a bucketed batch, at least: questions of 2 to 8 options share one shape. A
+# masked column adds one gathered vector to the scorer and changes no answer.
+STATIC_MARKER_COLUMNS = 8
+
+
 class LayaAdapter:
     def __init__(self, pad_id: int, calibration: dict, pad_to: int = 16, max_len: int = 512):
         self.pad_id = pad_id
@@ -42,9 +47,9 @@ class LayaAdapter:
         multiple = self.pad_to
         if static:
             # Few distinct shapes, so captured CUDA graphs get reused: rows to static_rows, marker
-            # columns to powers of two, length to a multiple that shrinks as rows grow
-            # (static_multiple). Filler rows attend to one pad token.
-            total, k_cols = static_rows(n), _pow2(k_cols)
+            # columns to a power of two of at least STATIC_MARKER_COLUMNS, length to a multiple
+            # that shrinks as rows grow (static_multiple). Filler rows attend to one pad token.
+            total, k_cols = static_rows(n), _pow2(max(STATIC_MARKER_COLUMNS, k_cols))
             multiple = static_multiple(total, longest, self.pad_to)
         length = self.padded_length(longest, multiple)
         ids = np.full((total, length), self.pad_id, dtype=np.int64)
@@ -65,6 +70,26 @@ class LayaAdapter:
                  "marker_mask": mmask, "qtype": qtype}
         return Packed(feeds, rows=total, real_tokens=real, padded_tokens=total * length,
                       meta={"seq_len": length, "marker_columns": k_cols})
+
+    def capture_batches(self, graph_rows: int, max_tokens: int) -> list[list[list[Row]]]:
+        """One batch (works of one row each) per distinct bucketed shape a captured pass can
+        have: every row bucket up to `graph_rows` rows, at every row length up to the model's
+        limit, within `max_tokens` = rows × longest row (the model's GraphPolicy); fewest tokens
+        first. Rows are pad ids: a capture depends on shapes only."""
+        shapes: dict[tuple[int, int], tuple[int, int]] = {}
+        prev = 0
+        for n in range(1, graph_rows + 1):
+            bucket = static_rows(n)
+            if bucket == prev:
+                continue            # the fewest rows of a bucket have the loosest token bound
+            prev = bucket
+            for length in range(1, self.max_len + 1):
+                if max_tokens and n * length > max_tokens:
+                    break
+                padded = self.padded_length(length, static_multiple(bucket, length, self.pad_to))
+                shapes.setdefault((bucket, padded), (n, length))
+        order = sorted(shapes, key=lambda shape: (shape[0] * shape[1], shape[0]))
+        return [[[Row([self.pad_id] * shapes[s][1], [0], 0)] for _ in range(shapes[s][0])] for s in order]
 
     def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[list[Row]], packed: Packed) -> list:
         logits, act_logits = outputs[0], outputs[1]

@@ -39,3 +39,11 @@ def test_bare_names_resolve_under_the_model_root():
     s = Settings.from_env({"OMNI_MODELS": "english,/abs/other", "OMNI_MODEL_ROOT": "/models"})
     assert s.model_dirs() == ["/models/english", "/abs/other"]
     assert Settings.from_env({"OMNI_MODELS": "exports/english"}).model_dirs() == ["exports/english"]
+
+
+def test_switches_read_the_usual_spellings():
+    assert Settings.from_env({}).cuda_graph_precapture is True
+    for raw, value in (("0", False), ("false", False), ("Off", False), ("no", False), ("1", True), ("on", True)):
+        assert Settings.from_env({"OMNI_CUDA_GRAPH_PRECAPTURE": raw}).cuda_graph_precapture is value
+    with pytest.raises(ValueError, match="OMNI_CUDA_GRAPH_PRECAPTURE"):
+        Settings.from_env({"OMNI_CUDA_GRAPH_PRECAPTURE": "maybe"})

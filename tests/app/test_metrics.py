@@ -39,3 +39,15 @@ def test_observe_request_counts_and_times():
     assert 'omni_requests_total{model="english",route="/v1/systemone",status="422"} 1.0' in text
     assert 'omni_request_seconds_bucket{le="0.005",model="english",stage="infer"} 1.0' in text
     assert 'omni_request_seconds_count{model="english",stage="total"} 1.0' in text
+
+
+def test_graphs_captured_as_a_model_loads_count_with_those_of_forward_passes():
+    from app.runtime.executor import BatchInfo
+
+    metrics = Metrics()
+    metrics.observe_captures("english", 218, 11.8)                 # precapture, from the load
+    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 1, 0.05))
+    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0, 0.0))
+    text = metrics.render().decode()
+    assert 'omni_cuda_graph_captures_total{model="english"} 219.0' in text
+    assert 'omni_cuda_graph_capture_seconds_total{model="english"} 11.850' in text
