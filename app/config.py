@@ -41,9 +41,10 @@ class Settings:
     retry_after_s: int = 1                  # Retry-After on 503 overloaded / not_ready
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
     fatal_after_failures: int = 3           # consecutive failed batches that take a model out
-    # CUDA graphs captured per session (bucketed shapes); 0: off. 256 holds all 218 Laya shapes,
-    # which took 332 MiB and 12 s of captures in all on the H200 (graph_cost_probe, 2026-12-01).
-    cuda_graphs: int = 256
+    # CUDA graphs captured per session (bucketed shapes); 0: off. 320 holds all of a Laya model's:
+    # 218 for english (512 tokens; 332 MiB and 12 s of captures on the H200, graph_cost_probe,
+    # 2026-12-01), 259 for multilingual and typed-decisions (1,024 tokens).
+    cuda_graphs: int = 320
     cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
     # Capture, as a model loads, every shape its policy lists (models.base.GraphPolicy.precapture:
     # Laya's 218 took 12 s on the H200), so no request waits for a capture. Off: on first sight.

@@ -18,8 +18,8 @@ class LayaModel(ExportedModel):
     family = "laya"
     # Batches up to the row bound (OMNI_CUDA_GRAPH_ROWS) and 16 rows of 512 tokens are captured:
     # past that a pass is compute-bound, capture saves little and the filler rows are paid for.
-    # All 218 such shapes are captured as the model loads: 12 s and 332 MiB on the H200
-    # (benchmarks/gpu/graph_cost_probe.py, 2026-12-01).
+    # All such shapes are captured as the model loads: english's 218 took 12 s and 332 MiB on the
+    # H200 (benchmarks/gpu/graph_cost_probe.py, 2026-12-01); the 1,024-token variants have 259.
     cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True)
     # A captured pass costs ~1.4 ms plus ~2.7 µs a padded token on the H200 (graph_cost_probe,
     # 2026-12-01): waiting rows of lengths that far apart run as passes of similar lengths.

@@ -515,6 +515,19 @@ def test_the_shapes_laya_captures_as_it_loads_are_every_shape_a_pass_can_take(en
     assert columns == {8}
 
 
+def test_the_default_graph_budget_holds_every_shape_of_each_laya_variant():
+    """english rows are at most 512 tokens (218 shapes), multilingual and typed-decisions 1,024
+    (259): the default budget captures them all as the model loads."""
+    from app.config import Settings
+    from models.laya.adapter import LayaAdapter
+    from models.laya.served import LayaModel
+
+    s = Settings()
+    counts = [len(LayaAdapter(0, {}, max_len=n).capture_batches(s.cuda_graph_rows, LayaModel.cuda_graphs.max_tokens))
+              for n in (512, 1024)]
+    assert counts == [218, 259] and max(counts) <= s.cuda_graphs
+
+
 def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, harness, monkeypatch):
     """With precapture on, the executor captures the adapter's shapes before the model warms up
     (a GraphRunner on the CPU here: the same bookkeeping, no CUDA), up to the graph budget; a
