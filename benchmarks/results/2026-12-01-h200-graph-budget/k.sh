@@ -3,6 +3,7 @@
 # lengths (laya_spread, rows of 40-479 tokens) against the graph budget. After the ort-gpu-carry calls:
 #   k.sh $OUT prep    ONNX Runtime, wheels, a full-size random checkpoint and its export
 #   k.sh $OUT probe   benchmarks.gpu.graph_cost_probe over every capturable shape (capture ms, MiB, replay)
+#   k.sh $OUT cols    pass_probe, main's 4 marker columns against the branch's 8 (call p)
 #   k.sh $OUT bench   laya_h200.sh bench on WORKLOADS (default laya_spread), servers in ORDER, once per
 #                     round (RS, "1 2"); configs: main (the working tree, in calls k1/k2 69fff1c's
 #                     serving code: 64 graphs), all (the same, 256 graphs),
@@ -25,6 +26,20 @@ probe)
   nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee $OUT/gpu.csv
   python3 -m benchmarks.gpu.graph_cost_probe --export /tmp/omni/ex-mha16 --iters ${ITERS:-10} --settle 0.1 \
     --out $OUT/graph-cost.json 2>&1 | grep -v -i warn | tail -${TAIL:-30} ;;
+cols)
+  # pass_probe at 1, 8 and 16 laya_48 rows: main (.base/main, 4 marker columns for 3 options) and
+  # the branch (8), alternated (CODES, "main branch main branch").
+  # Python puts the working directory first on the path, so main's app and models come from
+  # running in .base/main (benchmarks/ from this tree, later on the path).
+  ROOT=$PWD
+  for c in ${CODES:-main branch main branch}; do
+    case $c in main) D=.base/main ;; branch) D=. ;; esac
+    echo "== $c"
+    (cd $D && python3 -c 'import models.laya.adapter as a; print(a.__file__)' && \
+     python3 -m benchmarks.gpu.pass_probe --export /tmp/omni/ex-mha16 \
+      --workload $ROOT/benchmarks/workloads/laya_48.jsonl --rows 1,8,16 --iters 200 --top 3 \
+      --out $OUT/probe-$c-$(date +%s).json 2>&1 | grep -v -i warn | head -10)
+  done ;;
 bench)
   S=""
   for round in ${RS:-1 2}; do
