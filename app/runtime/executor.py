@@ -157,7 +157,8 @@ class Executor:
             slot.session, slot.device, slot.runtime = info.session, info.device, info.runtime
             slot.provider, slot.static_shapes = info.provider, info.static_shapes
             captured = ""
-            if info.static_shapes and policy is not None and policy.precapture and self.settings.cuda_graph_precapture:
+            # Static shapes only come with a graph policy (graphs above are 0 without one).
+            if info.static_shapes and policy.precapture and self.settings.cuda_graph_precapture:
                 count, took = precapture(slot.session, slot.model, self.settings.cuda_graph_rows)
                 slot.graphs_captured, slot.capture_s = count, took
                 captured = " (%d CUDA graphs captured in %.0f ms)" % (count, took * 1000.0)

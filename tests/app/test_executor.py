@@ -528,21 +528,30 @@ def test_the_default_graph_budget_holds_every_shape_of_each_laya_variant():
     assert counts == [218, 259] and max(counts) <= s.cuda_graphs
 
 
-def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, harness, monkeypatch):
+@pytest.fixture
+def graph_sessions(monkeypatch):
+    """Sessions the executor creates become GraphRunners on the CPU (the bookkeeping of CUDA
+    graphs, no CUDA) with a budget of 7; the list of those made."""
+    from app.runtime import sessions
+
+    plain, made = sessions.create, []
+
+    def with_graphs(path, device="auto", *args, **kwargs):
+        info = plain(path, "cpu")
+        made.append(sessions.GraphRunner(info.session, 0, 7, device="cpu"))
+        return sessions.SessionInfo(made[-1], "cpu", info.provider, info.runtime, static_shapes=True)
+
+    monkeypatch.setattr(sessions, "create", with_graphs)
+    return made
+
+
+def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, harness, graph_sessions):
     """With precapture on, the executor captures the adapter's shapes before the model warms up
     (a GraphRunner on the CPU here: the same bookkeeping, no CUDA), up to the graph budget; a
     request then finds its shape captured, and its answers are the plain session's."""
     from app.runtime import executor as executor_module, sessions
 
-    plain = sessions.create
-    made = []
-
-    def with_graphs(path, device="auto", *args, **kwargs):
-        info = plain(path, "cpu")
-        made.append(sessions.GraphRunner(info.session, 0, 7, device="cpu"))      # a budget of 7
-        return sessions.SessionInfo(made[-1], "cpu", info.provider, info.runtime, static_shapes=True)
-
-    monkeypatch.setattr(sessions, "create", with_graphs)
+    made = graph_sessions
     h = harness([english[1]], cuda_graph_rows=4)
     slot = h.slot("english")
     assert slot.session is made[0] and len(made[0].graphs) == 7           # the budget, then it stopped
@@ -550,7 +559,7 @@ def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, h
     every = len(slot.model.adapter.capture_batches(4, slot.model.cuda_graphs.max_tokens))
     assert every > 7
     # All of them, with a budget that holds them; fewest tokens first, so a one-row request is among.
-    runner = sessions.GraphRunner(plain(english[1] + "/model.onnx", "cpu").session, 0, 64, device="cpu")
+    runner = sessions.GraphRunner(made[0].session, 0, 64, device="cpu")       # the same plain session
     count, took = executor_module.precapture(runner, slot.model, 4)
     assert count == every == len(runner.graphs) and took > 0
     slot.session = runner
@@ -566,20 +575,9 @@ def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, h
     np.testing.assert_allclose(logits[:, :2], runner.session.run(None, feeds)[0][:1, :2], atol=1e-6, rtol=0)
 
 
-def test_precapture_off_leaves_shapes_to_first_sight(english, harness, monkeypatch):
-    from app.runtime import sessions
-
-    plain = sessions.create
-    made = []
-
-    def with_graphs(path, device="auto", *args, **kwargs):
-        info = plain(path, "cpu")
-        made.append(sessions.GraphRunner(info.session, 0, 7, device="cpu"))
-        return sessions.SessionInfo(made[-1], "cpu", info.provider, info.runtime, static_shapes=True)
-
-    monkeypatch.setattr(sessions, "create", with_graphs)
+def test_precapture_off_leaves_shapes_to_first_sight(english, harness, graph_sessions):
     harness([english[1]], cuda_graph_rows=4, cuda_graph_precapture=False)
-    assert made and made[0].graphs == {}
+    assert graph_sessions and graph_sessions[0].graphs == {}
 
 
 def test_bucketed_shapes_change_no_answer(pipeline_english):
