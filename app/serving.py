@@ -166,8 +166,8 @@ class Engine:
             guard.cancel()
             if job.dispatched:
                 timing.record("queue", job.enqueued_ns, job.dispatched_ns)
-            if job.batch is not None:
-                timing.add("infer", job.batch.ended - job.batch.started)
+            if job.ran:
+                timing.add("infer", job.ran - job.batch.started)
         try:
             with timing.stage("finish"):
                 response = model.finish(prepared, output, profile, slot.name,

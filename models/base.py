@@ -58,6 +58,10 @@ class Packed:
     # list per part instead of one output list. `feeds` is then the first part.
     parts: list[dict[str, np.ndarray]] | None = None
     layout: Any = None        # the adapter's own note of where each row went, for `unpack`
+    # With `parts`: per work, the index of the part after which all its rows have run. The
+    # executor settles those works then, with `unpack(..., only=...)` on the outputs so far: a
+    # short request taken with long ones need not wait for their parts.
+    ready: list[int] | None = None
 
 
 class BatchAdapter(Protocol):
@@ -67,8 +71,10 @@ class BatchAdapter(Protocol):
     def pack(self, works: Sequence[Any], static: bool = False) -> Packed:
         """`static`: pad to a small set of bucketed shapes (for sessions that replay CUDA graphs)."""
 
-    def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[Any], packed: Packed) -> list[Any]:
-        """Split the batch outputs back into one result per work item, in order."""
+    def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[Any], packed: Packed,
+               only: Sequence[int] | None = None) -> list[Any]:
+        """Split the batch outputs back into one result per work item, in order. `only` (adapters
+        that set `Packed.ready`): the results of just those works, from the parts run so far."""
 
     # Adapters of models whose GraphPolicy has `precapture` also provide
     # `capture_batches(graph_rows, max_tokens) -> list[list[work]]`: one batch per bucketed

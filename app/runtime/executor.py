@@ -6,10 +6,11 @@ model's adapter says may share its forward pass, within the row and padded-token
 their lengths differ so much that padding them to one length costs more than another pass, only
 the oldest job's share of the cheapest split runs and the rest wait at the front of the queue
 (app/runtime/lengths.py). It packs them into one batch, runs it, and completes each caller's
-future on its event loop. A job cancelled before dispatch (deadline, disconnect) is dropped
-without running. A batch that raises fails only its own jobs; a session that cannot be created
-makes its model FAILED. Where a model's graph policy asks, every shape it lists is captured as
-a CUDA graph while it loads (`precapture`).
+future on its event loop; a batch run as micro-batches answers each request after its last one.
+A job cancelled before dispatch (deadline, disconnect) is dropped without running. A batch that
+raises fails only its jobs not yet answered; a session that cannot be created makes its model
+FAILED. Where a model's graph policy asks, every shape it lists is captured as a CUDA graph while
+it loads (`precapture`).
 """
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ class Job:
     enqueued_ns: int = field(default_factory=time.time_ns)
     dispatched: float = 0.0
     dispatched_ns: int = 0
+    ran: float = 0.0                       # when its outputs were ready (its last part's end)
     batch: BatchInfo | None = None
     outcome: str = ""                      # why the future was cancelled: "gone", "expired"
 
@@ -149,7 +151,7 @@ class Executor:
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs, self.settings.cuda_sdpa_kernel,
                                    capture_after=policy.capture_after if policy is not None else 1,
-                                   gdn_plan=plan)
+                                   gdn_plan=plan, pinned_buffers=self.settings.pinned_host_buffers)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc
@@ -232,6 +234,7 @@ class Executor:
             links=[trace.Link(s.get_span_context()) for s in traced if s.get_span_context().is_valid],
             attributes={"omni.model": slot.name, "omni.device": slot.device or "", "omni.batch.requests": len(jobs),
                         "omni.session.provider": slot.provider or ""})
+        settled: set[int] = set()         # jobs answered already, after their own micro-batch
         try:
             if slot.session is None:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
@@ -248,11 +251,15 @@ class Executor:
                 # own shape rather than pay for filler rows and columns with nothing saved.
                 packed, run = adapter.pack(works), slot.session.run_uncaptured
             graphs_before, capture_before = _capture_totals(slot.session)
+            info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
+                             slot.device or "?", started, 0.0, packed.meta)
+            for job in jobs:
+                job.batch = info
             if packed.parts is None:
                 outputs = run(None, packed.feeds)
+                results = adapter.unpack(outputs, works, packed)
             else:
-                outputs = [run(None, feeds) for feeds in packed.parts]
-            results = adapter.unpack(outputs, works, packed)
+                results = self._run_parts(jobs, works, packed, run, settled)
         except Exception as exc:
             span.record_exception(exc)
             span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)[:200]))
@@ -262,7 +269,8 @@ class Executor:
             # Counted before anyone hears of it: a client that retries the moment its 500 arrives
             # must find the model already out of service if this failure took it out.
             self._count_failure(slot, exc)
-            _settle(jobs, _fail, [error] * len(jobs))
+            unanswered = [job for i, job in enumerate(jobs) if i not in settled]
+            _settle(unanswered, _fail, [error] * len(unanswered))
             return
         self._failures[slot] = 0
         ended = time.perf_counter()
@@ -274,13 +282,35 @@ class Executor:
         if captured:
             span.set_attribute("omni.batch.cuda_graph_capture_ms", (capture_after - capture_before) * 1000.0)
         span.end()
-        info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
-                         slot.device or "?", started, ended, packed.meta, captured, capture_after - capture_before)
-        for job in jobs:
-            job.batch = info
-        _settle(jobs, _succeed, results)
+        info.ended, info.graphs_captured, info.capture_s = ended, captured, capture_after - capture_before
+        rest = [job for i, job in enumerate(jobs) if i not in settled]
+        for job in rest:
+            job.ran = ended
+        _settle(rest, _succeed, results)
         if self._on_batch:
             self._on_batch(info, jobs)
+
+    @staticmethod
+    def _run_parts(jobs: list[Job], works: list, packed: Packed, run: Callable, settled: set[int]) -> list:
+        """Run the micro-batches in turn. Where the adapter says after which part each work is
+        complete (`Packed.ready`), answer those jobs then (their indices go into `settled`);
+        returns the results of the jobs not yet answered, in order."""
+        adapter, ready, outputs = jobs[0].slot.model.adapter, packed.ready, []
+        for k, feeds in enumerate(packed.parts):
+            outputs.append(run(None, feeds))
+            if ready is None or k == len(packed.parts) - 1:
+                continue
+            done = [i for i, r in enumerate(ready) if r == k]
+            if done:
+                early = adapter.unpack(outputs, works, packed, only=done)
+                now = time.perf_counter()
+                for i in done:
+                    jobs[i].ran = now
+                settled.update(done)
+                _settle([jobs[i] for i in done], _succeed, early)
+        if ready is None:
+            return adapter.unpack(outputs, works, packed)
+        return adapter.unpack(outputs, works, packed, only=[i for i in range(len(jobs)) if i not in settled])
 
 
     def _count_failure(self, slot: ModelSlot, exc: Exception) -> None:

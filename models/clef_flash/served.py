@@ -1,6 +1,7 @@
 """A Clef-Flash export, served. Each request is ONE record (its questions answered jointly), so
 the adapter runs one record per forward pass: requests batched together by the executor become
-consecutive runs, and no record ever shares a sequence or the head with another."""
+consecutive runs, each answered as its run ends, and no record ever shares a sequence or the head
+with another."""
 from __future__ import annotations
 
 from typing import Any, Hashable, Mapping, Sequence
@@ -34,10 +35,11 @@ class RecordAdapter:
         parts = [self.feeds(r) for r in works]
         return Packed(parts[0], rows=len(parts), real_tokens=sum(r.tokens for r in works),
                       padded_tokens=sum(p["input_ids"].shape[1] for p in parts), parts=parts,
-                      meta={"micro_batches": len(parts)})
+                      ready=list(range(len(parts))), meta={"micro_batches": len(parts)})
 
-    def unpack(self, outputs, works: Sequence[Record], packed: Packed) -> list:
-        return [part[0] for part in outputs]
+    def unpack(self, outputs, works: Sequence[Record], packed: Packed, only: Sequence[int] | None = None) -> list:
+        """Each record is complete after its own run (`ready`), so the executor answers it then."""
+        return [outputs[i][0] for i in (range(len(works)) if only is None else only)]
 
 
 class ClefFlashModel(QwenServed):

@@ -16,6 +16,11 @@ overhead (on the H200, a 9B pass costs ~6 ms plus ~32 µs a token), and one batc
 (benchmarks/padding_estimate.py). `positions` reads each row at its last real token; causality
 keeps the trailing pads out of every real row, so answers do not depend on what a row was
 batched with. Outputs come back in request order.
+
+The micro-batches are cut longest first but run shortest first, and `Packed.ready` tells the
+executor after which one each request is complete: of the requests taken together, the short
+ones are answered after their own micro-batch instead of after the longest (the same GPU work;
+the mean wait of a take is least when its shortest work runs first).
 """
 from __future__ import annotations
 
@@ -64,7 +69,7 @@ class LastTokenAdapter:
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
         parts, chunks, padded = [], [], 0
-        for chunk in self._chunks(lengths, order):
+        for chunk in reversed(list(self._chunks(lengths, order))):      # shortest first
             length = self._width(lengths[chunk[0]])
             total = len(chunk)
             ids = np.full((total, length), self.pad_id, dtype=np.int64)
@@ -75,25 +80,30 @@ class LastTokenAdapter:
             parts.append({"input_ids": ids, "positions": positions})
             chunks.append(chunk)
             padded += total * length
-        return Packed(parts[0], rows=sum(p["input_ids"].shape[0] for p in parts), real_tokens=sum(lengths),
-                      padded_tokens=padded, parts=parts, layout=chunks,
-                      meta={"micro_batches": len(parts), "seq_len": int(parts[0]["input_ids"].shape[1])})
-
-    def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed) -> list:
-        """One tuple of arrays (one per graph output, rows in the work's order) per work."""
-        n = sum(len(w) for w in works)
-        chunks = packed.layout
-        per_output = []
-        for k in range(len(outputs[0])):
-            full = np.empty((n,) + outputs[0][k].shape[1:], dtype=outputs[0][k].dtype)
-            for part, chunk in zip(outputs, chunks):
-                full[chunk] = part[k][: len(chunk)]
-            per_output.append(full)
-        out, start = [], 0
+        # Where each row ran: (part, place in it); and after which part each work is complete.
+        where = [(0, 0)] * len(rows)
+        for p, chunk in enumerate(chunks):
+            for j, i in enumerate(chunk):
+                where[i] = (p, j)
+        ready, start = [], 0
         for work in works:
-            end = start + len(work)
-            out.append(tuple(a[start:end] for a in per_output))
-            start = end
+            ready.append(max((where[i][0] for i in range(start, start + len(work))), default=0))
+            start += len(work)
+        return Packed(parts[0], rows=sum(p["input_ids"].shape[0] for p in parts), real_tokens=sum(lengths),
+                      padded_tokens=padded, parts=parts, layout=where, ready=ready,
+                      meta={"micro_batches": len(parts), "seq_len": int(parts[-1]["input_ids"].shape[1])})
+
+    def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed,
+               only: Sequence[int] | None = None) -> list:
+        """One tuple of arrays (one per graph output, rows in the work's order) per work; `only`:
+        for those works alone, whose parts are among `outputs` (Packed.ready)."""
+        where = packed.layout
+        starts = np.cumsum([0] + [len(w) for w in works])
+        out = []
+        for w in range(len(works)) if only is None else only:
+            places = where[starts[w]:starts[w + 1]]
+            out.append(tuple(np.stack([outputs[p][k][j] for p, j in places])
+                             for k in range(len(outputs[places[0][0]]))))
         return out
 
 

@@ -67,6 +67,12 @@ def test_requests_batched_together_never_mix(clef_export, tok):
         (alone,), (solo,), _ = pipe.outputs([request])
         assert logits.shape == (len(prep.work.option_question),)
         assert np.abs(logits - solo).max() <= 1e-5
+    # Each record is complete after its own run: the executor answers it then, from the runs so far.
+    assert packed.ready == [0, 1, 2]
+    raw = [pipe.session.run(None, feeds) for feeds in packed.parts]
+    works = [p.work for p in prepared]
+    (second,) = pipe.model.adapter.unpack(raw[:2], works, packed, only=[1])
+    np.testing.assert_array_equal(second, outputs[1])
 
 
 def test_served_over_http(clef_export, tmp_path):

@@ -3,13 +3,17 @@ the adapter merged, then ONNX Runtime through the served model against transform
 (adapter unmerged) with the same head and calibration, batching invariance, and HTTP."""
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+import time
 
 import httpx
 import numpy as np
 import pytest
 import torch
 
+from models.errors import InferenceFailed
 from models.open_jev import finish as finishing
 from tests.conftest import Pipeline, run_server
 
@@ -115,3 +119,76 @@ def test_served_over_http(jev_export, tmp_path):
         r = httpx.post(server.url + "/v1/systemone", json=dict(SHORT, questions={
             "s": {"type": "score", "instructions": "?", "criteria": ["only one"]}}), timeout=30)
         assert r.status_code == 422
+
+
+class _SlowLongParts:
+    """The session, with each part wider than `width` tokens held back (or failed) first: the
+    executor's take of a short and a long request, with the long part's end in view."""
+
+    def __init__(self, session, width: int, fail: bool = False):
+        self.session, self.width, self.fail, self.parts = session, width, fail, []
+
+    def run(self, names, feeds):
+        start = time.perf_counter()
+        if feeds["input_ids"].shape[1] > self.width:
+            time.sleep(0.3)
+            if self.fail:
+                raise RuntimeError("injected failure of the long part")
+        out = self.session.run(names, feeds)
+        self.parts.append((feeds["input_ids"].shape, start, time.perf_counter()))
+        return out
+
+
+def _short_with_long(jev_export, fail: bool):
+    """A long and a short request queued together: (pipeline, prepared, jobs' outcomes with the
+    loop's time each was answered, the parts run)."""
+    from app.config import Settings
+    from app.runtime.executor import Executor
+    from app.runtime.registry import Registry
+    from models.registry import load
+
+    registry = Registry([load(jev_export)])
+    loaded = threading.Event()
+    executor = Executor(Settings(models=(jev_export,)), on_loaded=lambda s: loaded.set())
+    executor.start(registry.slots)
+    assert loaded.wait(60)
+    slot = registry.slots[0]
+    bodies = [dict(SHORT, state="word " * 700), SHORT]
+    prepared = [slot.model.prepare(b) for b in bodies]
+    assert prepared[0].longest - prepared[1].longest > 300       # past max_row_padding: two parts
+    slot.session = _SlowLongParts(slot.session, width=prepared[1].longest + 16, fail=fail)
+
+    async def main():
+        with executor._cv:                  # both queued before the thread can take either
+            jobs = [executor.submit(slot, p) for p in prepared]
+        answered = {}
+        for i, job in enumerate(jobs):
+            job.future.add_done_callback(lambda f, i=i: answered.setdefault(i, time.perf_counter()))
+        outcomes = await asyncio.gather(*(j.future for j in jobs), return_exceptions=True)
+        return jobs, outcomes, answered
+
+    try:
+        jobs, outcomes, answered = asyncio.run(main())
+    finally:
+        executor.stop()
+    return Pipeline(jev_export), prepared, jobs, outcomes, answered, slot.session.parts
+
+
+def test_a_short_request_taken_with_a_long_one_is_answered_after_its_own_micro_batch(jev_export):
+    pipe, prepared, jobs, outcomes, answered, parts = _short_with_long(jev_export, fail=False)
+    assert jobs[0].batch is jobs[1].batch and jobs[0].batch.meta["micro_batches"] == 2
+    (short_shape, _, short_end), (long_shape, long_start, long_end) = parts   # the shorter part first
+    assert short_shape[1] < long_shape[1]
+    assert answered[1] < long_end                        # answered while the long part still ran
+    assert jobs[1].ran <= long_start < long_end <= jobs[0].ran
+    for body, prep, out in zip([dict(SHORT, state="word " * 700), SHORT], prepared, outcomes):
+        want = pipe(body)["answers"]["q"]["probabilities"]
+        got = pipe.model.finish(prep, out, "reference", pipe.model.name)["answers"]["q"]["probabilities"]
+        assert max(abs(want[k] - got[k]) for k in want) <= 1e-6
+
+
+def test_a_failed_micro_batch_fails_only_the_requests_not_yet_answered(jev_export):
+    _, _, jobs, outcomes, _, parts = _short_with_long(jev_export, fail=True)
+    assert len(parts) == 1                               # the short part ran; the long one raised
+    assert isinstance(outcomes[0], InferenceFailed)
+    assert isinstance(outcomes[1], tuple) and np.isfinite(outcomes[1][0]).all()

@@ -1,5 +1,6 @@
-"""The last-token row adapter: micro-batches within budgets, longest first, each padded to its
-own longest row; bucketed shapes for CUDA-graph sessions; outputs back in request order."""
+"""The last-token row adapter: micro-batches within budgets, cut longest first and run shortest
+first, each padded to its own longest row; bucketed shapes for CUDA-graph sessions; outputs back
+in request order, all at once or per request as soon as its micro-batches have run."""
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,7 @@ def test_micro_batches_respect_budgets_and_pad_to_their_own_longest():
     adapter = LastTokenAdapter(pad_id=9, key="k", max_rows=4, max_tokens=400)
     packed = adapter.pack(_works())
     shapes = [p["input_ids"].shape for p in packed.parts]
-    assert shapes[0] == (1, 304)                         # the 300-token row alone: 2 x 304 > 400
+    assert shapes[-1] == (1, 304)                        # the 300-token row alone: 2 x 304 > 400
     assert all(r <= 4 and r * t <= 400 for r, t in shapes)
     assert all(t % 16 == 0 for _, t in shapes)
     assert packed.padded_tokens == sum(r * t for r, t in shapes)
@@ -58,7 +59,7 @@ def test_rows_of_very_different_lengths_go_to_separate_micro_batches():
     works = [[[1] * n] for n in lengths]
     packed = adapter.pack(works)
     bands = [sorted(int(p + 1) for p in part["positions"]) for part in packed.parts]
-    assert bands == [[3300, 3399], [1900, 2000], [1000], [650, 700], [80, 120, 200]]
+    assert bands == [[80, 120, 200], [650, 700], [1000], [1900, 2000], [3300, 3399]]   # shortest first
     for part in packed.parts:
         width = part["input_ids"].shape[1]
         assert all(width - (p + 1) <= 256 + 15 for p in part["positions"])   # + rounding to 16
@@ -80,3 +81,22 @@ def test_long_rows_pad_to_sixteen_buckets_per_doubling():
     assert all((w - n) / n < 1 / 16 for n, w in widths.items() if n > 256)
     assert len(set(widths.values())) == 80
     assert widths[3399] == 3456 and widths[300] == 304
+
+
+def test_each_request_is_complete_after_its_own_micro_batches():
+    """`ready` names the part after which a request's rows have all run, and unpacking just those
+    requests from the parts run so far gives what the whole batch's unpack gives them."""
+    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=64, max_tokens=1 << 20, max_row_padding=256)
+    works = [[[1] * 3000], [[2] * 90], [[3] * 700, [4] * 80], [[5] * 100], [[6] * 1500]]
+    packed = adapter.pack(works)
+    widths = [p["input_ids"].shape[1] for p in packed.parts]
+    assert widths == sorted(widths)                                  # shortest first
+    assert packed.ready == [3, 0, 1, 0, 2]                           # the 700-token row waits for part 1
+    outputs = _echo(packed)
+    whole = adapter.unpack(outputs, works, packed)
+    for k in range(len(packed.parts)):
+        done = [i for i, r in enumerate(packed.ready) if r == k]
+        early = adapter.unpack(outputs[:k + 1], works, packed, only=done)
+        for i, got in zip(done, early):
+            np.testing.assert_array_equal(got[0], whole[i][0])
+            assert got[0][:, 0].tolist() == [len(r) for r in works[i]]
