@@ -49,6 +49,8 @@ class Settings:
     # Capture, as a model loads, every shape its policy lists (models.base.GraphPolicy.precapture:
     # Laya's 218 took 12 s on the H200), so no request waits for a capture. Off: on first sight.
     cuda_graph_precapture: bool = True
+    # A replay's inputs and outputs go through page-locked host buffers (app/runtime/pinned.py).
+    pinned_host_buffers: bool = True
     # ONNX Runtime's CUDA attention backends (bitmask); 19 = flash | memory-efficient | unfused,
     # no cuDNN: cuDNN builds a plan per new shape (H200, Laya c=64: p99 552 -> 75 ms). 0: ORT's choice.
     cuda_sdpa_kernel: int = 19

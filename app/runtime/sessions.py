@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.runtime import pinned
 from models import onnx_ops
 
 log = logging.getLogger("omni.sessions")
@@ -36,11 +37,14 @@ class GraphRunner:
     that, and past `max_graphs` shapes, it runs bound but uncaptured, graph id -1).
     """
 
-    def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda"):
+    def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda",
+                 pinned_buffers: bool = True):
         import onnxruntime as ort
 
         self.ort, self.session, self.device_id, self.max_graphs = ort, session, device_id, max_graphs
         self.device = device      # where inputs and outputs are bound ("cpu" only in tests: no capture)
+        # Replays copy through page-locked host buffers where the CUDA runtime is at hand (pinned.py).
+        self.cuda = pinned.runtime() if pinned_buffers and device == "cuda" else None
         self.capture_after = max(1, capture_after)
         self.outputs = [o.name for o in session.get_outputs()]
         self.graphs: dict[tuple, Captured] = {}
@@ -119,7 +123,14 @@ class Captured:
         out_slots, out_size = _layout(outputs)
         self.inputs = ort.OrtValue.ortvalue_from_shape_and_type([max(1, in_size)], np.uint8, device, index)
         self.outputs = ort.OrtValue.ortvalue_from_shape_and_type([max(1, out_size)], np.uint8, device, index)
-        self.staging = np.zeros(max(1, in_size), np.uint8)
+        self.cuda, self.pinned_in, self.pinned_out = runner.cuda, None, None
+        if self.cuda is not None:
+            try:
+                self.pinned_in, self.pinned_out = self.cuda.pinned(in_size), self.cuda.pinned(out_size)
+            except RuntimeError as exc:
+                log.warning("graph %d copies through pageable memory: %s", graph_id, exc)
+                self.cuda = None
+        self.staging = self.pinned_in.array if self.cuda is not None else np.zeros(max(1, in_size), np.uint8)
         self.views = {}           # each feed's place in the host staging buffer
         base = self.inputs.data_ptr()
         for name, (dtype, shape, offset, size) in zip(feeds, in_slots):
@@ -134,15 +145,22 @@ class Captured:
     def feed(self, feeds: dict) -> None:
         for name, array in feeds.items():
             np.copyto(self.views[name], array)
-        self.inputs.update_inplace(self.staging)
+        if self.cuda is not None:
+            self.cuda.to_device(self.inputs.data_ptr(), self.pinned_in, self.pinned_in.size)
+        else:
+            self.inputs.update_inplace(self.staging)
 
     def run(self) -> None:
         self.session.run_with_iobinding(self.io, self.options)
 
     def results(self) -> list:
-        host = self.outputs.numpy()
-        if self.copy_out:
-            host = host.copy()
+        if self.cuda is not None:
+            self.cuda.to_host(self.pinned_out, self.outputs.data_ptr(), self.pinned_out.size)
+            host = self.pinned_out.array.copy()       # the next replay writes the same buffer
+        else:
+            host = self.outputs.numpy()
+            if self.copy_out:
+                host = host.copy()
         return [host[offset:offset + size].view(dtype).reshape(shape) for dtype, shape, offset, size in self.out_slots]
 
 
@@ -195,9 +213,11 @@ def _cuda_available(ort) -> bool:
 
 
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
-           sdpa_kernel: int = 0, capture_after: int = 1, gdn_plan: str = "auto") -> SessionInfo:
+           sdpa_kernel: int = 0, capture_after: int = 1, gdn_plan: str = "auto",
+           pinned_buffers: bool = True) -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
-    which sighting a shape is captured (GraphRunner). `sdpa_kernel`: the CUDA provider's attention
+    which sighting a shape is captured (GraphRunner); `pinned_buffers`: replays copy through
+    page-locked host memory (pinned.py). `sdpa_kernel`: the CUDA provider's attention
     backends (bitmask: 1 flash, 2 memory-efficient, 4 TensorRT fused, 8 cuDNN flash, 16 unfused);
     0 leaves the choice to ONNX Runtime. `gdn_plan`: the GatedDeltaNet engine (app.config)."""
     import onnxruntime as ort
@@ -225,7 +245,10 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
         if session.get_providers()[0] != "CUDAExecutionProvider":
             raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
         if cuda_graphs:
-            return SessionInfo(GraphRunner(session, index, cuda_graphs, capture_after), "cuda:%d" % index,
+            runner = GraphRunner(session, index, cuda_graphs, capture_after, pinned_buffers=pinned_buffers)
+            log.info("CUDA graph replays copy through %s", "pinned host buffers (%s)" % runner.cuda.path
+                     if runner.cuda is not None else "pageable host memory")
+            return SessionInfo(runner, "cuda:%d" % index,
                                "CUDAExecutionProvider", runtime, static_shapes=True)
         return SessionInfo(session, "cuda:%d" % index, "CUDAExecutionProvider", runtime)
     # Spinning intra-op threads burn the cores the event loop and tokenizer need.

@@ -61,7 +61,8 @@ def main(argv=None):
                                sdpa_kernel=settings.cuda_sdpa_kernel,
                                capture_after=policy.capture_after if policy else 1,
                                gdn_plan=onnx_ops.gdn_plan_for(settings.cuda_gdn_plan,
-                                                              model.manifest.get("weights_dtype", "float32")))
+                                                              model.manifest.get("weights_dtype", "float32")),
+                               pinned_buffers=settings.pinned_host_buffers)
         runner = info.session
     pool = None
     if args.workload:
@@ -122,6 +123,7 @@ def main(argv=None):
         for n in cases:
             one(n, timings[n] if i >= args.warmup else None)
     report = {"export": args.export, "runtime": info.runtime, "graph_rows": settings.cuda_graph_rows,
+              "pinned": getattr(getattr(runner, "cuda", None), "path", None),
               "sdpa_kernel": settings.cuda_sdpa_kernel, "iters": args.iters, "cases": {}}
     for n, (works, static) in cases.items():
         packed = one(n, None)
