@@ -17,10 +17,12 @@ overhead (on the H200, a 9B pass costs ~6 ms plus ~32 µs a token), and one batc
 keeps the trailing pads out of every real row, so answers do not depend on what a row was
 batched with. Outputs come back in request order.
 
-The micro-batches are cut longest first but run shortest first, and `Packed.ready` tells the
-executor after which one each request is complete: of the requests taken together, the short
-ones are answered after their own micro-batch instead of after the longest (the same GPU work;
-the mean wait of a take is least when its shortest work runs first).
+The micro-batches are cut longest first but run in the order of the oldest request each holds
+(FIFO, as the executor takes requests; shortest first among equals), and `Packed.ready` tells
+the executor after which one each request is complete, so it is answered then instead of after
+the whole take: the same GPU work, less waiting. Running the shortest first would wait less on
+average still, but it moves the long requests' tail out (H200, Open-Jev 9B mix at c=16: mean 389
+against 420 ms, p95 812 against 663-753; all at the end, as before: mean 484-514, p95 652-654).
 """
 from __future__ import annotations
 
@@ -68,8 +70,10 @@ class LastTokenAdapter:
         rows = [r for work in works for r in work]
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
+        owner = [w for w, work in enumerate(works) for _ in work]
         parts, chunks, padded = [], [], 0
-        for chunk in reversed(list(self._chunks(lengths, order))):      # shortest first
+        cut = list(self._chunks(lengths, order))
+        for chunk in sorted(cut, key=lambda c: (min(owner[i] for i in c), lengths[c[0]])):
             length = self._width(lengths[chunk[0]])
             total = len(chunk)
             ids = np.full((total, length), self.pad_id, dtype=np.int64)
@@ -91,7 +95,7 @@ class LastTokenAdapter:
             start += len(work)
         return Packed(parts[0], rows=sum(p["input_ids"].shape[0] for p in parts), real_tokens=sum(lengths),
                       padded_tokens=padded, parts=parts, layout=where, ready=ready,
-                      meta={"micro_batches": len(parts), "seq_len": int(parts[-1]["input_ids"].shape[1])})
+                      meta={"micro_batches": len(parts), "seq_len": max(int(p["input_ids"].shape[1]) for p in parts)})
 
     def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed,
                only: Sequence[int] | None = None) -> list:

@@ -121,27 +121,30 @@ def test_served_over_http(jev_export, tmp_path):
         assert r.status_code == 422
 
 
-class _SlowLongParts:
-    """The session, with each part wider than `width` tokens held back (or failed) first: the
-    executor's take of a short and a long request, with the long part's end in view."""
+class _SlowLaterParts:
+    """The session, with every part after the first held back 0.3 s (or failed): a take of two
+    requests whose two parts' ends are in view."""
 
-    def __init__(self, session, width: int, fail: bool = False):
-        self.session, self.width, self.fail, self.parts = session, width, fail, []
+    def __init__(self, session, fail: bool = False):
+        self.session, self.fail, self.parts = session, fail, []
 
     def run(self, names, feeds):
         start = time.perf_counter()
-        if feeds["input_ids"].shape[1] > self.width:
+        if self.parts:
             time.sleep(0.3)
             if self.fail:
-                raise RuntimeError("injected failure of the long part")
+                raise RuntimeError("injected failure of a later part")
         out = self.session.run(names, feeds)
         self.parts.append((feeds["input_ids"].shape, start, time.perf_counter()))
         return out
 
 
-def _short_with_long(jev_export, fail: bool):
-    """A long and a short request queued together: (pipeline, prepared, jobs' outcomes with the
-    loop's time each was answered, the parts run)."""
+LONG = dict(SHORT, state="word " * 700)
+
+
+def _taken_together(jev_export, bodies, fail: bool):
+    """Two requests of far-apart lengths queued together, so that one take runs them as two
+    micro-batches: (pipeline, prepared, jobs, outcomes, the loop's time each was answered, parts)."""
     from app.config import Settings
     from app.runtime.executor import Executor
     from app.runtime.registry import Registry
@@ -153,10 +156,9 @@ def _short_with_long(jev_export, fail: bool):
     executor.start(registry.slots)
     assert loaded.wait(60)
     slot = registry.slots[0]
-    bodies = [dict(SHORT, state="word " * 700), SHORT]
     prepared = [slot.model.prepare(b) for b in bodies]
-    assert prepared[0].longest - prepared[1].longest > 300       # past max_row_padding: two parts
-    slot.session = _SlowLongParts(slot.session, width=prepared[1].longest + 16, fail=fail)
+    assert abs(prepared[0].longest - prepared[1].longest) > 300      # past max_row_padding: two parts
+    slot.session = _SlowLaterParts(slot.session, fail=fail)
 
     async def main():
         with executor._cv:                  # both queued before the thread can take either
@@ -174,21 +176,24 @@ def _short_with_long(jev_export, fail: bool):
     return Pipeline(jev_export), prepared, jobs, outcomes, answered, slot.session.parts
 
 
-def test_a_short_request_taken_with_a_long_one_is_answered_after_its_own_micro_batch(jev_export):
-    pipe, prepared, jobs, outcomes, answered, parts = _short_with_long(jev_export, fail=False)
+@pytest.mark.parametrize("bodies", [[SHORT, LONG], [LONG, SHORT]], ids=["short-first", "long-first"])
+def test_the_older_request_of_a_take_is_answered_after_its_own_micro_batch(jev_export, bodies):
+    pipe, prepared, jobs, outcomes, answered, parts = _taken_together(jev_export, bodies, fail=False)
     assert jobs[0].batch is jobs[1].batch and jobs[0].batch.meta["micro_batches"] == 2
-    (short_shape, _, short_end), (long_shape, long_start, long_end) = parts   # the shorter part first
-    assert short_shape[1] < long_shape[1]
-    assert answered[1] < long_end                        # answered while the long part still ran
-    assert jobs[1].ran <= long_start < long_end <= jobs[0].ran
-    for body, prep, out in zip([dict(SHORT, state="word " * 700), SHORT], prepared, outcomes):
+    (first_shape, _, _), (second_shape, second_start, second_end) = parts
+    # The older request's part ran first, whichever of the two is longer.
+    assert first_shape[1] >= prepared[0].longest and second_shape[1] >= prepared[1].longest
+    assert (first_shape[1] > second_shape[1]) == (prepared[0].longest > prepared[1].longest)
+    assert answered[0] < second_end                      # answered while the other's part still ran
+    assert jobs[0].ran <= second_start < second_end <= jobs[1].ran
+    for body, prep, out in zip(bodies, prepared, outcomes):
         want = pipe(body)["answers"]["q"]["probabilities"]
         got = pipe.model.finish(prep, out, "reference", pipe.model.name)["answers"]["q"]["probabilities"]
         assert max(abs(want[k] - got[k]) for k in want) <= 1e-6
 
 
 def test_a_failed_micro_batch_fails_only_the_requests_not_yet_answered(jev_export):
-    _, _, jobs, outcomes, _, parts = _short_with_long(jev_export, fail=True)
-    assert len(parts) == 1                               # the short part ran; the long one raised
-    assert isinstance(outcomes[0], InferenceFailed)
-    assert isinstance(outcomes[1], tuple) and np.isfinite(outcomes[1][0]).all()
+    _, _, jobs, outcomes, _, parts = _taken_together(jev_export, [SHORT, LONG], fail=True)
+    assert len(parts) == 1                               # the first part ran; the second raised
+    assert isinstance(outcomes[1], InferenceFailed)
+    assert isinstance(outcomes[0], tuple) and np.isfinite(outcomes[0][0]).all()

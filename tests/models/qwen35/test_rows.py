@@ -1,6 +1,7 @@
-"""The last-token row adapter: micro-batches within budgets, cut longest first and run shortest
-first, each padded to its own longest row; bucketed shapes for CUDA-graph sessions; outputs back
-in request order, all at once or per request as soon as its micro-batches have run."""
+"""The last-token row adapter: micro-batches within budgets, cut longest first and run in the
+order of their oldest request, each padded to its own longest row; bucketed shapes for CUDA-graph
+sessions; outputs back in request order, all at once or per request as soon as its micro-batches
+have run."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,7 +31,7 @@ def test_micro_batches_respect_budgets_and_pad_to_their_own_longest():
     adapter = LastTokenAdapter(pad_id=9, key="k", max_rows=4, max_tokens=400)
     packed = adapter.pack(_works())
     shapes = [p["input_ids"].shape for p in packed.parts]
-    assert shapes[-1] == (1, 304)                        # the 300-token row alone: 2 x 304 > 400
+    assert (1, 304) in shapes                            # the 300-token row alone: 2 x 304 > 400
     assert all(r <= 4 and r * t <= 400 for r, t in shapes)
     assert all(t % 16 == 0 for _, t in shapes)
     assert packed.padded_tokens == sum(r * t for r, t in shapes)
@@ -59,7 +60,7 @@ def test_rows_of_very_different_lengths_go_to_separate_micro_batches():
     works = [[[1] * n] for n in lengths]
     packed = adapter.pack(works)
     bands = [sorted(int(p + 1) for p in part["positions"]) for part in packed.parts]
-    assert bands == [[80, 120, 200], [650, 700], [1000], [1900, 2000], [3300, 3399]]   # shortest first
+    assert bands == [[3300, 3399], [1900, 2000], [1000], [650, 700], [80, 120, 200]]   # the oldest first
     for part in packed.parts:
         width = part["input_ids"].shape[1]
         assert all(width - (p + 1) <= 256 + 15 for p in part["positions"])   # + rounding to 16
@@ -84,14 +85,16 @@ def test_long_rows_pad_to_sixteen_buckets_per_doubling():
 
 
 def test_each_request_is_complete_after_its_own_micro_batches():
-    """`ready` names the part after which a request's rows have all run, and unpacking just those
-    requests from the parts run so far gives what the whole batch's unpack gives them."""
+    """Micro-batches run in the order of the oldest request each holds (shortest first among
+    equals); `ready` names the part after which a request's rows have all run, and unpacking just
+    those requests from the parts run so far gives what the whole batch's unpack gives them."""
     adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=64, max_tokens=1 << 20, max_row_padding=256)
     works = [[[1] * 3000], [[2] * 90], [[3] * 700, [4] * 80], [[5] * 100], [[6] * 1500]]
     packed = adapter.pack(works)
-    widths = [p["input_ids"].shape[1] for p in packed.parts]
-    assert widths == sorted(widths)                                  # shortest first
-    assert packed.ready == [3, 0, 1, 0, 2]                           # the 700-token row waits for part 1
+    bands = [sorted(int(p + 1) for p in part["positions"]) for part in packed.parts]
+    assert bands == [[3000], [80, 90, 100], [700], [1500]]
+    assert packed.ready == [0, 1, 2, 1, 3]                           # the 700-token row waits for part 2
+    assert packed.meta["seq_len"] == 3072
     outputs = _echo(packed)
     whole = adapter.unpack(outputs, works, packed)
     for k in range(len(packed.parts)):
@@ -100,3 +103,6 @@ def test_each_request_is_complete_after_its_own_micro_batches():
         for i, got in zip(done, early):
             np.testing.assert_array_equal(got[0], whole[i][0])
             assert got[0][:, 0].tolist() == [len(r) for r in works[i]]
+    # Two parts that hold requests equally old: the shorter runs first.
+    packed = adapter.pack([[[1] * 2000, [2] * 50]])
+    assert [p["input_ids"].shape[1] for p in packed.parts] == [64, 2048] and packed.ready == [1]
