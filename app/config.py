@@ -43,7 +43,8 @@ class Settings:
     fatal_after_failures: int = 3           # consecutive failed batches that take a model out
     # CUDA graphs captured per session (bucketed shapes); 0: off. 320 holds all of a Laya model's:
     # 218 for english (512 tokens; 332 MiB and 12 s of captures on the H200, graph_cost_probe,
-    # 2026-12-01), 259 for multilingual and typed-decisions (1,024 tokens).
+    # 2026-12-01), 259 for multilingual and typed-decisions (1,024 tokens; 406 MiB and 14 s for
+    # typed-decisions).
     cuda_graphs: int = 320
     cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
     # Capture, as a model loads, every shape its policy lists (models.base.GraphPolicy.precapture:
