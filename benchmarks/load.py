@@ -16,7 +16,8 @@ Reports p50/p95/p99 (nearest rank), requests/s, decisions/s (questions answered 
 errors by status, and the median of each Server-Timing stage; `--per-request` also keeps each
 request's workload line, latency and status. Where the server's `/metrics` answers, each pass
 also reports its forward passes, rows and padding tokens per pass (the counters' change over the
-pass): how the load was batched, which latency alone does not show.
+pass), and the wall time of a pass's session runs (the device's work and the executor thread's
+wait for the GIL after it): how the load was batched, which latency alone does not show.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from benchmarks import scrape
 
 # Prometheus series summed over models: forward passes, rows, padding tokens (app/metrics.py).
 BATCH_SERIES = {"omni_batch_rows_count": "batches", "omni_batch_rows_sum": "rows",
+                "omni_batch_forward_seconds_sum": "forward_s",
                 "omni_batch_padding_tokens_sum": "padding_tokens"}
 
 
@@ -155,10 +157,13 @@ def batching(before: dict | None, after: dict | None) -> dict:
     """What the server's forward passes did between two `batch_counters` readings."""
     if before is None or after is None:
         return {}
-    d = {k: after[k] - before[k] for k in after}
+    d = {k: after[k] - before[k] for k in after if k in before}
     n = d["batches"]
-    return {"batches": int(n), "rows_per_batch": d["rows"] / n if n else float("nan"),
-            "padding_tokens_per_batch": d["padding_tokens"] / n if n else float("nan")}
+    out = {"batches": int(n), "rows_per_batch": d["rows"] / n if n else float("nan"),
+           "padding_tokens_per_batch": d["padding_tokens"] / n if n else float("nan")}
+    if d.get("forward_s", 0.0) > 0:          # servers before the series have none
+        out["forward_ms_per_batch"] = d["forward_s"] * 1000.0 / n if n else float("nan")
+    return out
 
 
 def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool = False,
@@ -235,7 +240,8 @@ def main(argv=None):
             for p in passes:
                 print("c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s%s"
                       % (c, p["p50_ms"], p["p95_ms"], p["p99_ms"], p["requests_per_s"], p["decisions_per_s"],
-                         p["errors"] or 0, "  %.1f rows/pass" % p["rows_per_batch"] if "rows_per_batch" in p else ""),
+                         p["errors"] or 0, ("  %.1f rows/pass" % p["rows_per_batch"] if "rows_per_batch" in p else "")
+                         + ("  %.2f ms forward/pass" % p["forward_ms_per_batch"] if "forward_ms_per_batch" in p else "")),
                       flush=True)
     if args.out:
         with open(args.out, "w") as f:

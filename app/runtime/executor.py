@@ -53,6 +53,9 @@ class BatchInfo:
     meta: dict = field(default_factory=dict)
     graphs_captured: int = 0      # CUDA graphs this pass captured (each adds to its time)
     capture_s: float = 0.0        # seconds those captures took
+    # Seconds inside the session's runs: the device's work, and after it the wait for the GIL,
+    # which the event loop may hold (the rest of the pass is packing and unpacking).
+    forward_s: float = 0.0
 
 
 @dataclass(eq=False)
@@ -255,6 +258,7 @@ class Executor:
                              slot.device or "?", started, 0.0, packed.meta)
             for job in jobs:
                 job.batch = info
+            run = _timed(run, info)
             if packed.parts is None:
                 outputs = run(None, packed.feeds)
                 results = adapter.unpack(outputs, works, packed)
@@ -363,6 +367,17 @@ def _fail(pairs: list) -> None:
     for future, error in pairs:
         if not future.done():
             future.set_exception(error)
+
+
+def _timed(run: Callable, info: BatchInfo) -> Callable:
+    """`run`, adding the seconds each call takes to `info.forward_s`."""
+    def timed(names, feeds):
+        t0 = time.perf_counter()
+        try:
+            return run(names, feeds)
+        finally:
+            info.forward_s += time.perf_counter() - t0
+    return timed
 
 
 def _capture_totals(session) -> tuple[int, float]:

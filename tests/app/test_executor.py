@@ -103,6 +103,8 @@ def test_batches_never_mix_models_and_route_results(two_models):
     assert any(len(p) > 1 for p in passes.values())               # it did batch across requests
     for members in passes.values():
         assert {slot.name for slot, _ in members} == {members[0][1].model}
+        info = members[0][1]
+        assert 0 < info.forward_s <= info.ended - info.started       # the runs, within the pass
     for slot, body, p, output in results:
         logits, act, *_ = output
         assert logits.shape[0] == p.rows                       # each request got its own rows

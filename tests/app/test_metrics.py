@@ -46,8 +46,10 @@ def test_graphs_captured_as_a_model_loads_count_with_those_of_forward_passes():
 
     metrics = Metrics()
     metrics.observe_captures("english", 218, 11.8)                 # precapture, from the load
-    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 1, 0.05))
-    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0, 0.0))
+    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 1, 0.05, 0.0008))
+    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0, 0.0, 0.0015))
     text = metrics.render().decode()
+    assert 'omni_batch_forward_seconds_bucket{le="0.001",model="english"} 1.0' in text
+    assert 'omni_batch_forward_seconds_sum{model="english"} 0.0023' in text
     assert 'omni_cuda_graph_captures_total{model="english"} 219.0' in text
     assert 'omni_cuda_graph_capture_seconds_total{model="english"} 11.850' in text

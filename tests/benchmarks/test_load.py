@@ -31,6 +31,7 @@ def test_load_report_with_per_request_records(server, tmp_path, capsys):
             # The server's counters over the pass: each of its 6 requests has 2 rows, in 1-6 passes.
             assert 1 <= p["batches"] <= 6 and p["rows_per_batch"] * p["batches"] == 12
             assert p["padding_tokens_per_batch"] >= 0
+            assert 0 < p["forward_ms_per_batch"] < 1000 * p["wall_s"]
     assert "c=2" in capsys.readouterr().out
 
 

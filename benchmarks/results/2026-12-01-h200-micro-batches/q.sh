@@ -11,6 +11,10 @@
 #                     change (.base/main = git archive 5d1eb97 app models) and the branch (ORDER)
 #   q.sh $OUT typed   a full-size random typed-decisions Laya (1,024 tokens), its fp16 export, and
 #                     graph_cost_probe over every shape it captures as it loads
+#   q.sh $OUT lprep   (a later lease) ONNX Runtime, wheels and the Laya english fp16 export alone
+#   q.sh $OUT gil     laya_48 on servers with OMNI_GIL_SWITCH_INTERVAL_MS in ORDER (default
+#                     "5 1 0.5 0.5 1 5"; 5 is Python's own), each pass's session-run time
+#                     (omni_batch_forward_seconds) beside it; then pass_probe's GPU time at 16-32 rows
 # Only a few files come back from a call, so each phase returns one archive.
 R=$1; phase=$2; mkdir -p $R/$phase; t0=$(date +%s)
 trap 'tar -C $R -czf $R/$phase.tgz $phase && rm -rf $R/$phase' EXIT
@@ -48,6 +52,18 @@ jev)
   OUT=$OUT INPROCESS=0 HF=0 KERNELS=gdnf SERVES="$S" WORKLOADS=open_jev_noul CONCURRENCY=${CONC:-1,4,16} REQUESTS=48 \
     LOAD_ARGS="--warmup 96 --per-request" GRANIAN_LOOP=uvloop bash benchmarks/gpu/qwen_h200.sh bench open-jev 2>&1 \
     | grep -v -i warn | tail -40 ;;
+lprep)
+  bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  EXPORTS="mha16=mha:float16" SKIP_WHEELS=1 bash benchmarks/gpu/laya_h200.sh prepare 2>&1 | grep -v -i warn | tail -3 ;;
+gil)
+  S=""; k=0
+  for g in ${ORDER:-5 1 0.5 0.5 1 5}; do
+    k=$((k + 1)); S="$S mha16:320::uvloop::R=$k,OMNI_GIL_SWITCH_INTERVAL_MS=$g"
+  done
+  SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn
+  python3 -m benchmarks.gpu.pass_probe --export /tmp/omni/ex-mha16 --workload benchmarks/workloads/laya_48.jsonl \
+    --rows 16,20,24,28,32 --iters 100 --out $OUT/probe-rows.json 2>&1 | grep -v -i warn | head -8 ;;
 typed)
   CK=/tmp/omni/ck-typed
   python3 -m models.laya.random_checkpoint $CK --variant typed-decisions --size full | tail -1

@@ -180,6 +180,7 @@ def _taken_together(jev_export, bodies, fail: bool):
 def test_the_older_request_of_a_take_is_answered_after_its_own_micro_batch(jev_export, bodies):
     pipe, prepared, jobs, outcomes, answered, parts = _taken_together(jev_export, bodies, fail=False)
     assert jobs[0].batch is jobs[1].batch and jobs[0].batch.meta["micro_batches"] == 2
+    assert jobs[0].batch.forward_s >= 0.3                 # both parts' runs, the held-back one's too
     (first_shape, _, _), (second_shape, second_start, second_end) = parts
     # The older request's part ran first, whichever of the two is longer.
     assert first_shape[1] >= prepared[0].longest and second_shape[1] >= prepared[1].longest
