@@ -13,7 +13,7 @@ from app.config import Settings
 from app.metrics import Metrics
 from app.middleware import RequestContext
 from app.problems import Problem
-from app.routes.common import Omni, profile_of
+from app.routes.common import Omni, problem_reply
 from app.routes import discovery, health, systemone
 from app.runtime.registry import Registry
 from app.serving import Engine
@@ -24,14 +24,7 @@ log = logging.getLogger("omni")
 
 
 def _problem_response(request: Request, problem: Problem) -> Response:
-    o = request.app.state.omni
-    profile = request.scope.get("omni.profile") or profile_of(request.headers, o.settings)
-    body, media = problem.render(request.scope.get("omni.request_id", ""), profile)
-    timing = request.scope.get("omni.timing")
-    if timing is not None and timing.span is not None:
-        timing.span.set_attributes({"omni.error.code": problem.code, "omni.error.detail": problem.detail[:500]})
-    request.scope["omni.error"] = problem.code
-    o.metrics.errors.labels(problem.code, str(problem.status)).inc()
+    body, media = problem_reply(request.app.state.omni, request.scope, problem, request.headers)
     return Response(content=body, status_code=problem.status, media_type=media, headers=problem.headers)
 
 
@@ -99,7 +92,8 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
         request_max_body_size=None,
         logging_config=None,       # logging is configured once, by the process (see _lazy_app)
     )
-    return RequestContext(litestar, metrics, tracing)
+    # The hot route skips Litestar's router and exception layers (routes/systemone.direct).
+    return RequestContext(litestar, metrics, tracing, direct={"/v1/systemone": systemone.direct(litestar)})
 
 
 def _lazy_app():

@@ -43,10 +43,13 @@ _ids = _RequestIds()
 
 
 class RequestContext:
-    def __init__(self, app, metrics, tracing=None):
+    def __init__(self, app, metrics, tracing=None, direct: dict | None = None):
         self.app = app
         self.metrics = metrics
         self.tracing = tracing
+        # Paths whose ASGI app is called straight from here instead of through the wrapped app
+        # (routes/systemone.direct): still inside this layer, so with the same headers and metrics.
+        self.direct = direct or {}
 
     def __getattr__(self, name):   # expose the wrapped Litestar app's attributes
         return getattr(self.app, name)
@@ -85,7 +88,7 @@ class RequestContext:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_headers)
+            await self.direct.get(path, self.app)(scope, receive, send_with_headers)
         except BaseException as exc:
             if span is not None:
                 span.record_exception(exc)

@@ -33,6 +33,20 @@ def profile_of(headers, settings: Settings) -> str:
     return settings.profile
 
 
+def problem_reply(o: Omni, scope, problem: Problem, headers) -> tuple[bytes, str]:
+    """(body, media type) of `problem` for this request, in its profile; counted by code, and
+    recorded on the request's span. Litestar's exception handlers and the direct route
+    (routes/systemone.direct) both answer with it. `headers`: as for profile_of."""
+    profile = scope.get("omni.profile") or profile_of(headers, o.settings)
+    body, media = problem.render(scope.get("omni.request_id", ""), profile)
+    timing = scope.get("omni.timing")
+    if timing is not None and timing.span is not None:
+        timing.span.set_attributes({"omni.error.code": problem.code, "omni.error.detail": problem.detail[:500]})
+    scope["omni.error"] = problem.code
+    o.metrics.errors.labels(problem.code, str(problem.status)).inc()
+    return body, media
+
+
 def check_auth(headers, settings: Settings) -> None:
     """`headers`: as for profile_of."""
     if not settings.api_key:

@@ -1,14 +1,17 @@
 """POST /v1/systemone: one request, typed answers from one forward pass.
 
-The one route on the hot path is a raw ASGI handler inside the Litestar app: Litestar still
-routes it, and its exception handlers still turn every Problem raised here into problem+json,
-but the per-request handler machinery (signature parsing, the Request and Response objects,
-the response pipeline) is skipped. With one worker the event loop's CPU per request bounds the
-server's throughput, and that machinery was about an eighth of it (docs/benchmarks.md).
+The one route on the hot path is a raw ASGI handler. It is registered in the Litestar app (its
+schema, and a route that answers like the rest), but the server's outermost layer calls it
+directly (`direct`): with one worker the event loop's CPU per request bounds the server's
+throughput, and Litestar's per-request machinery was first an eighth of it (the handler's
+signature parsing, Request and Response objects), then, as a raw handler, its router and
+exception layers another 12-16% (docs/benchmarks.md). `direct` answers what those layers would:
+a Problem as problem+json, anything else as a logged 500 `internal_error`.
 """
 from __future__ import annotations
 
 import functools
+import logging
 
 import msgspec
 from litestar import asgi
@@ -16,8 +19,9 @@ from litestar.types import Receive, Scope, Send
 
 from app.body import read_json
 from app.problems import Problem
-from app.routes.common import check_auth, profile_of
+from app.routes.common import check_auth, problem_reply, profile_of
 
+log = logging.getLogger("omni")
 OFFLOAD_BYTES = 64 * 1024
 _JSON = (b"content-type", b"application/json")
 
@@ -52,6 +56,43 @@ async def systemone(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.start", "status": 200,
                 "headers": [_JSON, (b"content-length", b"%d" % len(content))]})
     await send({"type": "http.response.body", "body": content})
+
+
+def direct(litestar):
+    """The route as an ASGI app of its own, for the request-context layer to call instead of
+    Litestar: the scope gets the app as Litestar's router would give it, and what the app's
+    exception handlers would answer (app/main.py) is answered here."""
+    handler = systemone.fn
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = scope["litestar_app"] = litestar
+        started = False
+
+        async def tracked(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await handler(scope, receive, tracked)
+        except Problem as exc:
+            if started:
+                raise
+            await _reply(litestar, scope, send, exc)
+        except Exception as exc:
+            if started:
+                raise
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
+            await _reply(litestar, scope, send, Problem(500, "internal_error", "internal error; it is logged"))
+    return app
+
+
+async def _reply(litestar, scope: Scope, send: Send, problem: Problem) -> None:
+    body, media = problem_reply(litestar.state.omni, scope, problem, headers_of(scope))
+    headers = [(b"content-type", media.encode("latin-1")), (b"content-length", b"%d" % len(body))]
+    headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
+    await send({"type": "http.response.start", "status": problem.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _disconnected(receive: Receive) -> None:
