@@ -15,6 +15,8 @@
 #   q.sh $OUT gil     laya_48 on servers with OMNI_GIL_SWITCH_INTERVAL_MS in ORDER (default
 #                     "5 1 0.5 0.5 1 5"; 5 is Python's own), each pass's session-run time
 #                     (omni_batch_forward_seconds) beside it; then pass_probe's GPU time at 16-32 rows
+#   q.sh $OUT direct  laya_48 on main before the direct route (.base/head = git archive 1c00cbd app
+#                     models) and after it (the working tree), in ORDER ("direct head head direct")
 # Only a few files come back from a call, so each phase returns one archive.
 R=$1; phase=$2; mkdir -p $R/$phase; t0=$(date +%s)
 trap 'tar -C $R -czf $R/$phase.tgz $phase && rm -rf $R/$phase' EXIT
@@ -64,6 +66,13 @@ gil)
   SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn
   python3 -m benchmarks.gpu.pass_probe --export /tmp/omni/ex-mha16 --workload benchmarks/workloads/laya_48.jsonl \
     --rows 16,20,24,28,32 --iters 100 --out $OUT/probe-rows.json 2>&1 | grep -v -i warn | head -8 ;;
+direct)
+  S=""; k=0
+  for c in ${ORDER:-direct head head direct}; do
+    k=$((k + 1))
+    case $c in head) S="$S mha16:320::uvloop:.base/head:R=$k" ;; direct) S="$S mha16:320::uvloop::R=$k" ;; esac
+  done
+  SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
 typed)
   CK=/tmp/omni/ck-typed
   python3 -m models.laya.random_checkpoint $CK --variant typed-decisions --size full | tail -1
