@@ -5,8 +5,8 @@ schema, and a route that answers like the rest), but the server's outermost laye
 directly (`direct`): with one worker the event loop's CPU per request bounds the server's
 throughput, and Litestar's per-request machinery was first an eighth of it (the handler's
 signature parsing, Request and Response objects), then, as a raw handler, its router and
-exception layers another 9-18% (H200, Laya c=64; docs/benchmarks.md). `direct` answers what those layers would:
-a Problem as problem+json, anything else as a logged 500 `internal_error`.
+exception layers another 9-18% (H200, Laya c=64; docs/benchmarks.md). `direct` answers what
+those layers would: a Problem as problem+json, anything else as a logged 500 `internal_error`.
 """
 from __future__ import annotations
 
