@@ -132,13 +132,12 @@ class Captured:
                 self.cuda = None
         self.staging = self.pinned_in.array if self.cuda is not None else np.zeros(max(1, in_size), np.uint8)
         self.views = {}           # each feed's place in the host staging buffer
-        base = self.inputs.data_ptr()
+        self.in_ptr, self.out_ptr = self.inputs.data_ptr(), self.outputs.data_ptr()
         for name, (dtype, shape, offset, size) in zip(feeds, in_slots):
-            io.bind_input(name, device, index, dtype, list(shape), base + offset)
+            io.bind_input(name, device, index, dtype, list(shape), self.in_ptr + offset)
             self.views[name] = self.staging[offset:offset + size].view(dtype).reshape(shape)
-        base = self.outputs.data_ptr()
         for name, (dtype, shape, offset, size) in zip(runner.outputs, out_slots):
-            io.bind_output(name, device, index, dtype, list(shape), base + offset)
+            io.bind_output(name, device, index, dtype, list(shape), self.out_ptr + offset)
         self.out_slots = out_slots
         self.options = runner.options(graph_id)
 
@@ -146,7 +145,7 @@ class Captured:
         for name, array in feeds.items():
             np.copyto(self.views[name], array)
         if self.cuda is not None:
-            self.cuda.to_device(self.inputs.data_ptr(), self.pinned_in, self.pinned_in.size)
+            self.cuda.to_device(self.in_ptr, self.pinned_in, self.pinned_in.size)
         else:
             self.inputs.update_inplace(self.staging)
 
@@ -155,7 +154,7 @@ class Captured:
 
     def results(self) -> list:
         if self.cuda is not None:
-            self.cuda.to_host(self.pinned_out, self.outputs.data_ptr(), self.pinned_out.size)
+            self.cuda.to_host(self.pinned_out, self.out_ptr, self.pinned_out.size)
             host = self.pinned_out.array.copy()       # the next replay writes the same buffer
         else:
             host = self.outputs.numpy()

@@ -71,9 +71,11 @@ class LastTokenAdapter:
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
         owner = [w for w, work in enumerate(works) for _ in work]
-        parts, chunks, padded = [], [], 0
         cut = list(self._chunks(lengths, order))
-        for chunk in sorted(cut, key=lambda c: (min(owner[i] for i in c), lengths[c[0]])):
+        parts, padded = [], 0
+        where = [(0, 0)] * len(rows)          # where each row ran: (part, place in it)
+        ready = [0] * len(works)              # the part after which each work is complete
+        for p, chunk in enumerate(sorted(cut, key=lambda c: (min(owner[i] for i in c), lengths[c[0]]))):
             length = self._width(lengths[chunk[0]])
             total = len(chunk)
             ids = np.full((total, length), self.pad_id, dtype=np.int64)
@@ -81,18 +83,9 @@ class LastTokenAdapter:
             for j, i in enumerate(chunk):
                 ids[j, :lengths[i]] = rows[i]
                 positions[j] = lengths[i] - 1
+                where[i], ready[owner[i]] = (p, j), p          # parts come in order: p is the latest
             parts.append({"input_ids": ids, "positions": positions})
-            chunks.append(chunk)
             padded += total * length
-        # Where each row ran: (part, place in it); and after which part each work is complete.
-        where = [(0, 0)] * len(rows)
-        for p, chunk in enumerate(chunks):
-            for j, i in enumerate(chunk):
-                where[i] = (p, j)
-        ready, start = [], 0
-        for work in works:
-            ready.append(max((where[i][0] for i in range(start, start + len(work))), default=0))
-            start += len(work)
         return Packed(parts[0], rows=sum(p["input_ids"].shape[0] for p in parts), real_tokens=sum(lengths),
                       padded_tokens=padded, parts=parts, layout=where, ready=ready,
                       meta={"micro_batches": len(parts), "seq_len": max(int(p["input_ids"].shape[1]) for p in parts)})
