@@ -52,7 +52,7 @@ ENV OMNI_MODEL_ROOT=/models
 HEALTHCHECK --interval=10s --timeout=3s --start-period=600s --retries=3 \
     CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2)"]
 # One worker: the executor thread owns the sessions. SIGTERM drains in-flight work (see docs).
-ENTRYPOINT ["granian", "--interface", "asgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \
+ENTRYPOINT ["granian", "--interface", "rsgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \
             "--workers-kill-timeout", "30", "app.main:app"]
 
 # torch and the exporter's packages, installed where the wheelhouse is (the runtime stage has

@@ -34,7 +34,7 @@ def main(argv=None) -> None:
         os.environ["OMNI_MODELS"] = ensure_demo()
         print("serving the DEMO model (random weights: answers are random) from %s"
               % os.environ["OMNI_MODELS"], file=sys.stderr, flush=True)
-    cmd = [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1",
+    cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1",
            "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30", "app.main:app"]
     os.execv(sys.executable, cmd)
 

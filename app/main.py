@@ -1,4 +1,5 @@
-"""The app factory. Granian serves `app.main:app` (`granian --interface asgi --workers 1`)."""
+"""The app factory. Granian serves `app.main:app` (`granian --interface rsgi --workers 1`; it
+answers under `--interface asgi` too)."""
 from __future__ import annotations
 
 import logging
@@ -13,6 +14,7 @@ from app.config import Settings
 from app.metrics import Metrics
 from app.middleware import RequestContext
 from app.problems import Problem
+from app.rsgi import RSGIFace
 from app.routes.common import Omni, problem_reply
 from app.routes import discovery, health, systemone
 from app.runtime.registry import Registry
@@ -93,7 +95,9 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
         logging_config=None,       # logging is configured once, by the process (see _lazy_app)
     )
     # The hot route skips Litestar's router and exception layers (routes/systemone.direct).
-    return RequestContext(litestar, metrics, tracing, direct={"/v1/systemone": systemone.direct(litestar)})
+    context = RequestContext(litestar, metrics, tracing, direct={"/v1/systemone": systemone.direct(litestar)})
+    context.rsgi = RSGIFace(context, settings, hot={"/v1/systemone": systemone.rsgi_answer(litestar)})
+    return context
 
 
 def _lazy_app():

@@ -16,14 +16,18 @@ _REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 UNTIMED = ("/livez", "/readyz", "/health", "/metrics")
 
 
-def request_id(headers: list[tuple[bytes, bytes]]) -> str:
-    for name, value in headers:
-        if name == b"x-request-id":
-            text = value.decode("latin-1")
-            if _REQUEST_ID.match(text):
-                return text
-            break
-    return _ids.next()
+def request_id(headers: dict[str, str]) -> str:
+    """The client's `x-request-id` where it is printable ASCII of 1-128 bytes, else a new one."""
+    text = headers.get("x-request-id")
+    return text if text is not None and _REQUEST_ID.match(text) else _ids.next()
+
+
+def headers_of(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """ASGI request headers by (lower-case, per ASGI) name; the first of repeated ones wins."""
+    out: dict[str, str] = {}
+    for name, value in reversed(raw):
+        out[name.decode("latin-1")] = value.decode("latin-1")
+    return out
 
 
 class _RequestIds:
@@ -54,49 +58,84 @@ class RequestContext:
     def __getattr__(self, name):   # expose the wrapped Litestar app's attributes
         return getattr(self.app, name)
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        rid = request_id(scope.get("headers", []))
-        path = scope.get("path", "")
+    # Granian's RSGI interface (app/rsgi.py), where main.create_app has set `rsgi`.
+    def __rsgi_init__(self, loop) -> None:
+        self.rsgi.init(loop)
+
+    def __rsgi_del__(self, loop) -> None:
+        self.rsgi.exit(loop)
+
+    @property
+    def __rsgi__(self):            # the face itself, so a request costs no extra coroutine
+        return self.rsgi
+
+    def open(self, scope: dict, method: str, path: str, headers: dict[str, str]) -> Timing:
+        """Start a request: its headers, id and Timing (and span, when traced) go into `scope`,
+        the ASGI scope or the RSGI face's own dict (app/rsgi.py)."""
         span = None
+        rid = request_id(headers)
         if self.tracing is not None and self.tracing.enabled and path.startswith("/v1/"):
             # None when not sampled: nothing of the request is exported, so it starts no stage
             # spans and gives its batch no link. At 10% sampling those cost the loop ~85 µs a
             # request (development machine: ~190 -> ~105 µs over tracing off), and one worker's
             # loop bounds the throughput.
-            span = self.tracing.request_span("%s %s" % (scope.get("method", ""), path), scope.get("headers", []))
+            span = self.tracing.request_span("%s %s" % (method, path), headers)
             if span is not None:
-                span.set_attributes({"http.request.method": scope.get("method", ""), "url.path": path,
+                span.set_attributes({"http.request.method": method, "url.path": path,
                                      "http.route": path, "omni.request_id": rid})
         timing = Timing(self.tracing, span) if span is not None else Timing()
+        scope["omni.headers"] = headers
         scope["omni.request_id"] = rid
         scope["omni.timing"] = timing
+        return timing
+
+    def answered(self, scope: dict, path: str, status: int) -> tuple[str, str]:
+        """(x-request-id, Server-Timing): the headers every response gets, as its status is
+        sent; the request is counted and its span told the status."""
+        timing = scope["omni.timing"]
+        self._record(path, scope, status, timing)
+        span = timing.span
+        if span is not None:
+            span.set_attribute("http.response.status_code", status)
+            if status >= 500:
+                span.set_status(Status(StatusCode.ERROR, scope.get("omni.error", "")))
+        return scope["omni.request_id"], timing.header()
+
+    @staticmethod
+    def failed(scope: dict, exc: BaseException) -> None:
+        span = scope["omni.timing"].span
+        if span is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+
+    @staticmethod
+    def closed(scope: dict) -> None:
+        span = scope["omni.timing"].span
+        if span is not None:
+            span.end()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        self.open(scope, scope.get("method", ""), path, headers_of(scope.get("headers", [])))
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", [])
                            if h[0].lower() not in (b"x-request-id", b"server-timing")]
-                headers.append((b"x-request-id", rid.encode("latin-1")))
-                headers.append((b"server-timing", timing.header().encode("latin-1")))
+                rid, server_timing = self.answered(scope, path, message["status"])
+                headers += [(b"x-request-id", rid.encode("latin-1")), (b"server-timing", server_timing.encode("latin-1"))]
                 message = {**message, "headers": headers}
-                self._record(path, scope, message["status"], timing)
-                if span is not None:
-                    span.set_attribute("http.response.status_code", message["status"])
-                    if message["status"] >= 500:
-                        span.set_status(Status(StatusCode.ERROR, scope.get("omni.error", "")))
             await send(message)
 
         try:
             await self.direct.get(path, self.app)(scope, receive, send_with_headers)
         except BaseException as exc:
-            if span is not None:
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            self.failed(scope, exc)
             raise
         finally:
-            if span is not None:
-                span.end()
+            self.closed(scope)
 
     def _record(self, path: str, scope, status: int, timing: Timing) -> None:
         route = path if path in UNTIMED or path.startswith("/v1/") or path.startswith("/schema") else "other"

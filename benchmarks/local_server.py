@@ -1,4 +1,4 @@
-"""A real server on a free loopback port: `granian --workers 1` serving app.main:app, as served.
+"""A real server on a free loopback port: Granian (one worker) serving app.main:app, as served.
 
 Used by the tests (tests/conftest.py) and by benchmarks that need a live server of their own
 (benchmarks/loop_profile.py).
@@ -35,8 +35,9 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0):
-    """A real Granian process (one worker) serving app.main:app on a free loopback port."""
+def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi"):
+    """A real Granian process (one worker) serving app.main:app on a free loopback port, through
+    the interface it is served with (`rsgi`, app/rsgi.py) unless `interface` says `asgi`."""
     port = free_port()
     log_path = str(tmp_path / ("server-%d.log" % port))
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_")}
@@ -44,7 +45,7 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
     full_env["PYTHONUNBUFFERED"] = "1"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1",
+            [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",
              "--host", "127.0.0.1", "--port", str(port), "app.main:app"],
             cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = Server(proc, port, log_path)

@@ -110,6 +110,7 @@ def main(argv=None) -> int:
     ap.add_argument("--url", help="or measure the server already running here...")
     ap.add_argument("--pid", type=int, help="...whose Granian process (parent or worker) is this")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--interface", default="rsgi", choices=("rsgi", "asgi"), help="Granian's, with --export")
     ap.add_argument("--workload", default=os.path.join(ROOT, "benchmarks/workloads/laya_1q.jsonl"))
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=8.0)
@@ -129,7 +130,7 @@ def main(argv=None) -> int:
             # The caller's OMNI_* settings apply (run_server starts from a clean OMNI_ environment).
             env = {k: v for k, v in os.environ.items() if k.startswith("OMNI_")}
             env.update(OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
-            server = stack.enter_context(run_server(pathlib.Path(tmp), env, timeout=180))
+            server = stack.enter_context(run_server(pathlib.Path(tmp), env, timeout=180, interface=args.interface))
             url, worker = server.url, _worker_pid(server.proc.pid)
         else:
             url, worker = args.url.rstrip("/"), _worker_pid(args.pid)

@@ -11,9 +11,9 @@ OUT=${OUT:-benchmarks/results/tracing-overhead}
 mkdir -p "$OUT"
 export OMNI_MODELS=${OMNI_MODELS:-$($PY -c 'from app.launch import ensure_demo; print(ensure_demo())')}
 $PY benchmarks/otlp_sink.py 14318 & SINK=$!
-OTEL_SDK_DISABLED=true $PY -m granian --interface asgi --workers 1 --host 127.0.0.1 --port 18101 \
+OTEL_SDK_DISABLED=true $PY -m granian --interface ${GRANIAN_INTERFACE:-rsgi} --workers 1 --host 127.0.0.1 --port 18101 \
   --log-level warning app.main:app > "$OUT/off.log" 2>&1 & OFF=$!
-OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:14318 OTEL_TRACES_SAMPLER=${ON_SAMPLER:-parentbased_always_on} $PY -m granian --interface asgi --workers 1 \
+OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:14318 OTEL_TRACES_SAMPLER=${ON_SAMPLER:-parentbased_always_on} $PY -m granian --interface ${GRANIAN_INTERFACE:-rsgi} --workers 1 \
   --host 127.0.0.1 --port 18102 --log-level warning app.main:app > "$OUT/on.log" 2>&1 & ON=$!
 trap 'kill $SINK $OFF $ON 2>/dev/null || true' EXIT
 for port in 18101 18102; do until curl -sf 127.0.0.1:$port/readyz >/dev/null; do sleep 0.2; done; done

@@ -52,10 +52,11 @@ def laya_multilingual(multilingual):
         return laya.Agent(multilingual[0], device="cpu")
 
 
-@pytest.fixture(scope="module")
-def server(english, tmp_path_factory):
-    """The english export served with default settings."""
-    with run_server(tmp_path_factory.mktemp("srv"), {"OMNI_MODELS": english[1]}) as s:
+@pytest.fixture(scope="module", params=["rsgi", "asgi"])
+def server(english, tmp_path_factory, request):
+    """The english export served with default settings, through Granian's RSGI interface (as
+    served) and its ASGI one (the app answers either way)."""
+    with run_server(tmp_path_factory.mktemp("srv"), {"OMNI_MODELS": english[1]}, interface=request.param) as s:
         yield s
 
 

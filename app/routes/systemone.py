@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Awaitable, Callable, Mapping
 
 import msgspec
 from litestar import asgi
 from litestar.types import Receive, Scope, Send
 
-from app.body import read_json
+from app import middleware
+from app.body import read_json, read_raw
 from app.problems import Problem
 from app.routes.common import check_auth, problem_reply, profile_of
 
@@ -27,11 +29,9 @@ _JSON = (b"content-type", b"application/json")
 
 
 def headers_of(scope: Scope) -> dict[str, str]:
-    """Request headers by (lower-case, per ASGI) name; the first of repeated ones wins."""
-    out: dict[str, str] = {}
-    for name, value in reversed(scope["headers"]):
-        out[name.decode("latin-1")] = value.decode("latin-1")
-    return out
+    """Request headers by lower-case name, as the request-context layer read them."""
+    headers = scope.get("omni.headers")
+    return headers if headers is not None else middleware.headers_of(scope["headers"])
 
 
 @asgi("/v1/systemone", copy_scope=False)   # the scope carries what the request-context layer records
@@ -41,21 +41,36 @@ async def systemone(scope: Scope, receive: Receive, send: Send) -> None:
                       headers={"Allow": "POST"})
     o = scope["litestar_app"].state.omni
     headers = headers_of(scope)
+    content = await answer(o, scope, headers, functools.partial(read_raw, receive, o.settings),
+                           functools.partial(_disconnected, receive))
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [_JSON, (b"content-length", b"%d" % len(content))]})
+    await send({"type": "http.response.body", "body": content})
+
+
+async def answer(o, scope: dict, headers: Mapping[str, str], read: Callable[[], Awaitable[bytes]],
+                 disconnected: Callable[[], Awaitable[object]]) -> bytes:
+    """The JSON answer to one POST, whichever interface Granian speaks: `read()` gives the raw
+    body, `disconnected()` returns when the client has gone, and `scope` (the ASGI scope, or
+    the RSGI face's dict) carries what the request-context layer records."""
     profile = scope["omni.profile"] = profile_of(headers, o.settings)
     timing = scope["omni.timing"]
     check_auth(headers, o.settings)
     with timing.stage("decode"):
-        body = await read_json(headers, receive, o.settings)
+        body = await read_json(headers, read, o.settings)
     # Bodies past 64 KiB (or of unknown length) are prepared off the event loop.
     length = headers.get("content-length")
     offload = length is None or not length.isdigit() or int(length) > OFFLOAD_BYTES
-    slot, response = await o.engine.decide(body, profile, timing, offload=offload,
-                                           disconnected=functools.partial(_disconnected, receive))
+    slot, response = await o.engine.decide(body, profile, timing, offload=offload, disconnected=disconnected)
     scope["omni.model"] = slot.name
-    content = msgspec.json.encode(response)
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [_JSON, (b"content-length", b"%d" % len(content))]})
-    await send({"type": "http.response.body", "body": content})
+    return msgspec.json.encode(response)
+
+
+def rsgi_answer(litestar):
+    """The route for the RSGI face (app/rsgi.py), which gives the body and disconnect."""
+    async def hot(scope: dict, headers: dict, read, gone) -> bytes:
+        return await answer(litestar.state.omni, scope, headers, read, gone)
+    return hot
 
 
 def direct(litestar):

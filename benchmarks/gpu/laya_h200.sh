@@ -87,7 +87,7 @@ for s in $SERVERS; do
   # SDPA_KERNEL and LOOP left out: the server's defaults.
   (cd "$code" && OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs PYTHONPATH=/tmp/ortsite:/tmp/site:$code \
     exec env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} ${loop:+GRANIAN_LOOP=$loop} "${extra[@]}" \
-    python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 --port $port --log-level warning \
+    python3 -m granian --interface ${GRANIAN_INTERFACE:-rsgi} --workers 1 --host 127.0.0.1 --port $port --log-level warning \
     app.main:app) > "$OUT/server-$(name "$s").log" 2>&1 &
   pids+=($!); ports+=($port); port=$((port + 1))
 done

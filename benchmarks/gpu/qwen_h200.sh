@@ -103,7 +103,7 @@ for serve in ${SERVES:-default}; do
   t0=$(python3 -c 'import time; print(time.time())')
   code=$(echo ",$settings," | sed -n 's/.*,CODE=\([^,]*\),.*/\1/p'); code=$(cd "${code:-.}" && pwd)
   (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env ${settings//,/ } OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda \
-    python3 -m granian --interface asgi --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
+    python3 -m granian --interface ${GRANIAN_INTERFACE:-rsgi} --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
     app.main:app) > "$OUT/server-$tag.log" 2>&1 &
   S=$!
   python3 - "$t0" $S <<'PY' | tee "$OUT/startup-$tag.txt" || { tail -30 "$OUT/server-$tag.log"; kill $S; exit 1; }

@@ -68,10 +68,11 @@ def test_the_deadline_cancels_only_unanswered_jobs():
 
 
 def test_generated_request_ids_are_unique_hex():
-    ids = [request_id([]) for _ in range(1000)]
+    ids = [request_id({}) for _ in range(1000)]
     assert len(set(ids)) == 1000
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
-    assert request_id([(b"x-request-id", b"client-1")]) == "client-1"
+    assert request_id({"x-request-id": "client-1"}) == "client-1"
+    assert len(request_id({"x-request-id": "has space"})) == 32      # not printable ASCII: a new one
 
 
 def test_the_engine_sets_the_gil_switch_interval_it_is_given():

@@ -275,7 +275,7 @@ def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
         receiver.shutdown()
 
 
-def _request_spans(sampler, n: int, headers=()):
+def _request_spans(sampler, n: int, headers=None):
     import random
 
     from app.tracing import StagedIds, Tracing
@@ -285,7 +285,7 @@ def _request_spans(sampler, n: int, headers=()):
     provider = TracerProvider(sampler=sampler, id_generator=StagedIds())
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing = Tracing(provider)
-    spans = [tracing.request_span("POST /v1/systemone", list(headers)) for _ in range(n)]
+    spans = [tracing.request_span("POST /v1/systemone", dict(headers or {})) for _ in range(n)]
     for span in spans:
         if span is not None:
             span.end()
@@ -320,17 +320,17 @@ def test_requests_never_sampled_never_reach_the_sdk(monkeypatch):
     for sampler in (ParentBased(TraceIdRatioBased(0.0)), ALWAYS_OFF, TraceIdRatioBased(0.0)):
         tracing = Tracing(TracerProvider(sampler=sampler, id_generator=StagedIds()))
         monkeypatch.setattr(tracing.tracer, "start_span", lambda *a, **k: pytest.fail("reached the SDK"))
-        assert all(tracing.request_span("POST /v1/systemone", []) is None for _ in range(50))
+        assert all(tracing.request_span("POST /v1/systemone", {}) is None for _ in range(50))
 
 
 def test_an_incoming_traceparent_and_other_samplers_take_the_sdks_own_path():
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
     # A caller's sampled traceparent is followed even at ratio 0; its unsampled one is honoured.
-    _, spans, _ = _request_spans(ParentBased(TraceIdRatioBased(0.0)), 3, [(b"traceparent", TRACEPARENT.encode())])
+    _, spans, _ = _request_spans(ParentBased(TraceIdRatioBased(0.0)), 3, {"traceparent": TRACEPARENT})
     assert all(s is not None and "%032x" % s.get_span_context().trace_id == TRACE_ID for s in spans)
-    unsampled = ("00-%s-00f067aa0ba902b7-00" % ("1" * 32)).encode()
-    _, spans, _ = _request_spans(ParentBased(TraceIdRatioBased(1.0)), 3, [(b"traceparent", unsampled)])
+    unsampled = "00-%s-00f067aa0ba902b7-00" % ("1" * 32)
+    _, spans, _ = _request_spans(ParentBased(TraceIdRatioBased(1.0)), 3, {"traceparent": unsampled})
     assert spans == [None, None, None]
     # A sampler that is not a trace-id ratio (always on, the SDK's default) is asked as before.
     tracing, spans, _ = _request_spans(ParentBased(ALWAYS_ON), 5)

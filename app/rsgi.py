@@ -1,0 +1,189 @@
+"""The app through Granian's RSGI interface (`granian --interface rsgi`), the way it is served.
+
+One worker's event loop bounds the throughput, and under ASGI every request costs that loop a
+scope dict, message dicts for the body and two `send` awaits for the answer. Under RSGI Granian
+hands the loop a native scope, gives the body in one await and takes the answer in one call.
+
+- The hot route (`POST /v1/systemone`, `routes/systemone.answer`) is answered natively here,
+  with what the request-context layer gives every request (request id, Server-Timing, metrics,
+  the span).
+- Every other request goes through the very ASGI stack the ASGI interface serves (the
+  request-context layer and Litestar), bridged here: an ASGI scope built from Granian's, the
+  body as one `http.request` message, the answer as one response (or a stream, where the app
+  streams).
+- Litestar's startup and shutdown (the engine) run as the ASGI lifespan protocol, driven from
+  Granian's RSGI init and exit hooks.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable
+
+from app.body import RSGI_CLOSED, read_rsgi
+from app.problems import Problem
+from app.routes.common import problem_reply
+
+log = logging.getLogger("omni")
+_ASGI = {"version": "3.0", "spec_version": "2.3"}
+_JSON = ("content-type", "application/json")
+
+# An answer for a hot path: (its scope dict, request headers, the body reader, a coroutine
+# function that returns when the client has gone) -> the JSON body of a 200.
+Hot = Callable[[dict, dict, Callable[[], Awaitable[bytes]], Callable[[], Awaitable[Any]]], Awaitable[bytes]]
+
+
+class RSGIFace:
+    """What Granian calls under `--interface rsgi`: `context` is the request-context layer
+    (app/middleware.py) around Litestar, `hot` the paths answered natively (POST only)."""
+
+    def __init__(self, context, settings, hot: dict[str, Hot]):
+        self.context, self.settings, self.hot = context, settings, hot
+        self.lifespan = Lifespan(context.app)
+
+    def init(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.run_until_complete(self.lifespan.startup())
+
+    def exit(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.run_until_complete(self.lifespan.shutdown())
+
+    async def __call__(self, rscope, proto) -> None:
+        if rscope.proto != "http":
+            return                  # no websocket routes: Granian closes it
+        hot = self.hot.get(rscope.path) if rscope.method == "POST" else None
+        if hot is None:
+            await bridge(self.context, rscope, proto)
+        else:
+            await self.answer(hot, rscope, proto)
+
+    async def answer(self, hot: Hot, rscope, proto) -> None:
+        context, path = self.context, rscope.path
+        # Granian's own headers serve as the mapping every reader wants (`get`, `in`): names
+        # match in any case and the first of repeated ones wins, as under ASGI (headers_of).
+        headers = rscope.headers
+        scope: dict = {"method": "POST", "path": path}
+        context.open(scope, "POST", path, headers)
+        settings = self.settings
+
+        async def read() -> bytes:
+            return await read_rsgi(proto, headers, settings)
+
+        async def gone() -> None:
+            await proto.client_disconnect()
+
+        try:
+            try:
+                status, content, extra = 200, await hot(scope, headers, read, gone), [_JSON]
+            except Problem as exc:
+                status, content, extra = self._problem(scope, headers, exc)
+            except Exception as exc:
+                log.exception("unhandled error on POST %s", path, exc_info=exc)
+                status, content, extra = self._problem(scope, headers,
+                                                       Problem(500, "internal_error", "internal error; it is logged"))
+            rid, server_timing = context.answered(scope, path, status)
+            extra += [("x-request-id", rid), ("server-timing", server_timing)]
+            try:
+                proto.response_bytes(status, extra, content)
+            except RSGI_CLOSED:
+                pass                # the client has gone (a 499 is counted): no one to answer
+        except BaseException as exc:
+            context.failed(scope, exc)
+            raise
+        finally:
+            context.closed(scope)
+
+    def _problem(self, scope: dict, headers: dict, problem: Problem) -> tuple[int, bytes, list]:
+        body, media = problem_reply(self.context.app.state.omni, scope, problem, headers)
+        return problem.status, body, [("content-type", media)] + [(k.lower(), v) for k, v in problem.headers.items()]
+
+
+async def bridge(app, rscope, proto) -> None:
+    """One request through an ASGI app: its scope built from Granian's, the body given as one
+    message, the answer sent as one response, or streamed where the app streams it."""
+    scope = {"type": "http", "asgi": _ASGI, "http_version": rscope.http_version, "method": rscope.method,
+             "scheme": rscope.scheme, "path": rscope.path, "raw_path": rscope.path.encode("utf-8"),
+             "query_string": rscope.query_string.encode("latin-1"), "root_path": "",
+             "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in rscope.headers.items()],
+             "client": _address(rscope.client), "server": _address(rscope.server), "state": {}}
+    body_given = False
+
+    async def receive() -> dict:
+        nonlocal body_given
+        if not body_given:
+            body_given = True
+            try:
+                return {"type": "http.request", "body": await proto(), "more_body": False}
+            except RSGI_CLOSED:
+                return {"type": "http.disconnect"}
+        await proto.client_disconnect()
+        return {"type": "http.disconnect"}
+
+    start: dict = {}
+    stream = None
+    sent = False
+
+    async def send(message: dict) -> None:
+        nonlocal stream, sent
+        kind = message["type"]
+        if kind == "http.response.start":
+            start.update(status=message["status"],
+                         headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", [])])
+            return
+        if kind != "http.response.body":
+            return
+        body, more = message.get("body", b""), message.get("more_body", False)
+        if stream is None and not more:
+            sent = True
+            proto.response_bytes(start["status"], start["headers"], body)
+            return
+        if stream is None:
+            sent = True
+            stream = proto.response_stream(start["status"], start["headers"])
+        if body:
+            await stream.send_bytes(body)
+
+    await app(scope, receive, send)
+    if start and not sent:          # a start with no body message (HEAD, or an empty answer)
+        proto.response_bytes(start["status"], start["headers"], b"")
+
+
+def _address(text: str | None) -> tuple[str, int] | None:
+    """("host", port) from Granian's "host:port" (IPv6 hosts keep their colons)."""
+    if not text:
+        return None
+    host, _, port = text.rpartition(":")
+    return (host.strip("[]"), int(port)) if port.isdigit() else (text, 0)
+
+
+class Lifespan:
+    """The ASGI lifespan protocol, driven by hand: Litestar's on_startup and on_shutdown."""
+
+    def __init__(self, app):
+        self.app = app
+        self.task: asyncio.Task | None = None
+        self.inbox: asyncio.Queue | None = None
+        self.replies: asyncio.Queue | None = None
+
+    async def _run(self) -> None:
+        scope = {"type": "lifespan", "asgi": _ASGI, "state": {}}
+        try:
+            await self.app(scope, self.inbox.get, self.replies.put)
+        finally:
+            await self.replies.put({"type": "lifespan.ended"})
+
+    async def _step(self, what: str) -> None:
+        await self.inbox.put({"type": "lifespan.%s" % what})
+        reply = await self.replies.get()
+        if reply["type"] != "lifespan.%s.complete" % what:
+            raise RuntimeError("ASGI lifespan %s failed: %s" % (what, reply.get("message", reply["type"])))
+
+    async def startup(self) -> None:
+        self.inbox, self.replies = asyncio.Queue(), asyncio.Queue()
+        self.task = asyncio.get_running_loop().create_task(self._run(), name="omni-lifespan")
+        await self._step("startup")
+
+    async def shutdown(self) -> None:
+        if self.task is None or self.task.done():
+            return
+        await self._step("shutdown")
+        await self.task
