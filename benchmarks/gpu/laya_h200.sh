@@ -12,7 +12,8 @@
 # each (one port per server, from 18080; SDPA_KERNEL is OMNI_CUDA_SDPA_KERNEL, the server's default
 # when left out; LOOP is Granian's event loop, asyncio|uvloop|rloop, its auto choice when left out;
 # CODE_DIR serves another commit's app, carried along; ENV, NAME=VALUE[,NAME=VALUE...], more
-# settings of that server); WORKLOADS3Q the servers that also get the
+# settings of that server, GRANIAN_INTERFACE=asgi among them for Granian's ASGI interface instead
+# of RSGI, as served); WORKLOADS3Q the servers that also get the
 # 3-question workload. WORKLOADS1Q names the one-question workloads every server gets, in order
 # (default laya_1q; laya_48 is the targets' 48-token row), each into http_<name less laya_>_SERVER.json.
 # After its load, each server's CPU time per request at c=64 is measured
@@ -86,8 +87,8 @@ for s in $SERVERS; do
   IFS=, read -r -a extra <<< "${extra:-}"
   # SDPA_KERNEL and LOOP left out: the server's defaults.
   (cd "$code" && OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs PYTHONPATH=/tmp/ortsite:/tmp/site:$code \
-    exec env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} ${loop:+GRANIAN_LOOP=$loop} "${extra[@]}" \
-    python3 -m granian --interface ${GRANIAN_INTERFACE:-rsgi} --workers 1 --host 127.0.0.1 --port $port --log-level warning \
+    exec env GRANIAN_INTERFACE=${GRANIAN_INTERFACE:-rsgi} ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} ${loop:+GRANIAN_LOOP=$loop} \
+    "${extra[@]}" python3 -m granian --workers 1 --host 127.0.0.1 --port $port --log-level warning \
     app.main:app) > "$OUT/server-$(name "$s").log" 2>&1 &
   pids+=($!); ports+=($port); port=$((port + 1))
 done

@@ -95,15 +95,16 @@ fi
 # SERVES: servers measured one after another, each LABEL[:VAR=VALUE[,VAR=VALUE...]] (e.g.
 # "graphs nographs:OMNI_CUDA_GRAPHS=0"); files get -LABEL. Unset: one server, unlabelled files.
 # K=ENTRY among the settings serves that KERNELS entry's export (default: the last one);
-# CODE=DIR serves another commit's app (a `git archive` directory carried along).
+# CODE=DIR serves another commit's app (a `git archive` directory carried along); GRANIAN_INTERFACE=asgi
+# serves through Granian's ASGI interface instead of RSGI, as served.
 for serve in ${SERVES:-default}; do
   label=${serve%%:*}; settings=; [ "$serve" != "${serve#*:}" ] && settings=${serve#*:}
   tag=$family; [ "$serve" != default ] && tag=$family-$label
   best=${KERNELS##* }; k=$(echo ",$settings," | sed -n 's/.*,K=\([^,]*\),.*/\1/p'); [ -n "$k" ] && best=$k
   t0=$(python3 -c 'import time; print(time.time())')
   code=$(echo ",$settings," | sed -n 's/.*,CODE=\([^,]*\),.*/\1/p'); code=$(cd "${code:-.}" && pwd)
-  (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env ${settings//,/ } OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda \
-    python3 -m granian --interface ${GRANIAN_INTERFACE:-rsgi} --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
+  (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env GRANIAN_INTERFACE=${GRANIAN_INTERFACE:-rsgi} ${settings//,/ } \
+    OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda python3 -m granian --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
     app.main:app) > "$OUT/server-$tag.log" 2>&1 &
   S=$!
   python3 - "$t0" $S <<'PY' | tee "$OUT/startup-$tag.txt" || { tail -30 "$OUT/server-$tag.log"; kill $S; exit 1; }

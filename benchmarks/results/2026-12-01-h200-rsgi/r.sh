@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One-GPU machine: the same app through Granian's RSGI interface (app/rsgi.py, as served now)
+# against its ASGI interface, side by side.
+# After the ort-gpu-carry calls, one call per phase:
+#   r.sh $OUT prep    ONNX Runtime and wheels; Cua-S1 4B (gdnf) prepared in the background while
+#                     Laya english's checkpoint and fp16 export are built
+#   r.sh $OUT laya    laya_h200.sh bench, laya_48 at c=1, 8, 16 and 64 and each server's loop CPU a
+#                     request at c=64, servers in ORDER (default "rsgi asgi asgi rsgi")
+#   r.sh $OUT cua     waits for Cua-S1, then qwen_h200.sh bench cua-s1, cua_218 at c=1 and 16,
+#                     servers in ORDER (default "rsgi asgi asgi rsgi"), one after another
+# Only a few files come back from a call, so each phase returns one archive.
+R=$1; phase=$2; mkdir -p $R/$phase; t0=$(date +%s)
+trap 'tar -C $R -czf $R/$phase.tgz $phase && rm -rf $R/$phase' EXIT
+trap 'exit 143' TERM
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD OUT=$R/$phase
+case $phase in
+prep)
+  bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 DETACH=1 bash benchmarks/gpu/qwen_h200.sh prepare cua-s1
+  EXPORTS="mha16=mha:float16" SKIP_WHEELS=1 bash benchmarks/gpu/laya_h200.sh prepare 2>&1 | grep -v -i warn | tail -3
+  echo "laya ready after $(( $(date +%s) - t0 )) s" ;;
+laya)
+  # Cua-S1's export must not share the machine with the measurement.
+  WAIT_S=300 TAIL=2 bash benchmarks/gpu/qwen_h200.sh wait cua-s1
+  S=""; k=0
+  for i in ${ORDER:-rsgi asgi asgi rsgi}; do
+    k=$((k + 1)); S="$S mha16:320::uvloop::R=$k,GRANIAN_INTERFACE=$i"
+  done
+  SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
+cua)
+  WAIT_S=300 TAIL=2 bash benchmarks/gpu/qwen_h200.sh wait cua-s1
+  cp /tmp/omni/prepare-cua-s1.log /tmp/omni-out/export-*.log $OUT/ 2>/dev/null
+  S=""; k=0
+  for i in ${ORDER:-rsgi asgi asgi rsgi}; do
+    k=$((k + 1)); S="$S $i$k:GRANIAN_INTERFACE=$i"
+  done
+  OUT=$OUT INPROCESS=0 HF=0 KERNELS=gdnf SERVES="$S" WORKLOADS=cua_218 CONCURRENCY=${CONC:-1,16} REQUESTS=200 \
+    GRANIAN_LOOP=uvloop bash benchmarks/gpu/qwen_h200.sh bench cua-s1 2>&1 | grep -v -i warn | tail -40 ;;
+esac
+echo "$phase $(( $(date +%s) - t0 )) s"
