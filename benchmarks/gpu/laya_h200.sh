@@ -19,7 +19,8 @@
 # After its load, each server's CPU time per request at c=64 is measured
 # (benchmarks.loop_profile --url --pid --no-spy) into cpu_SERVER.json; after every load, each
 # server's GPU memory into gpu_mem_after_load.txt. ITERS sets the in-process calls.
-# PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export.
+# PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export
+# (PROFILE_ARGS: more of its options, e.g. --workload; PROFILE_LINES: how much of its report to print).
 # DRIFT=1 (prepare) measures each export's fp16 drift on CUDA against the fp32 torch model
 # (benchmarks.laya_drift, DRIFT_BATCHES batches of 12 rows, default 8: ~30 s).
 # INPROCESS=0 skips the in-process comparison. SKIP_WHEELS=1: the wheels in .whl are already installed in /tmp/site. INPROCESS_ARGS go to
@@ -137,8 +138,10 @@ echo "all servers: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader)" 
 [ ${#pids[@]} -eq 0 ] || { kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true; }
 if [ -n "${PROFILE:-}" ]; then      # the event loop's CPU under c=64 (py-spy from .whl: pip's --target bin)
   IFS=: read -r label graphs sdpa <<< "$PROFILE"
-  PATH=/tmp/site/bin:$PATH OMNI_CUDA_GRAPHS=$graphs env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} python3 -m benchmarks.loop_profile \
-    --export /tmp/omni/ex-$label --device cuda --out "$OUT/loop-profile.json" | head -30 || echo "loop profile failed"
+  # Granian's auto loop takes rloop where it is installed (.whl carries it): the servers above run uvloop.
+  PATH=/tmp/site/bin:$PATH GRANIAN_LOOP=${GRANIAN_LOOP:-uvloop} OMNI_CUDA_GRAPHS=$graphs env ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} python3 -m benchmarks.loop_profile \
+    --export /tmp/omni/ex-$label --device cuda --out "$OUT/loop-profile.json" ${PROFILE_ARGS:-} | head -${PROFILE_LINES:-30} \
+    || echo "loop profile failed"
 fi
 [ "${INPROCESS:-1}" = 1 ] || exit 0
 python3 -m benchmarks.inprocess --checkpoint $CK $(for e in $EXPORTS; do echo --export ${e%%=*}=/tmp/omni/ex-${e%%=*}; done) \

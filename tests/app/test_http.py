@@ -226,11 +226,12 @@ def test_length_required_411(server):
     assert head.startswith(b"HTTP/1.1 411"), head[:200]
 
 
-@pytest.fixture(scope="module")
-def limited(english, tmp_path_factory):
+@pytest.fixture(scope="module", params=["rsgi", "asgi"])
+def limited(english, tmp_path_factory, request):
+    """Tight body limits, through both of Granian's interfaces (each reads the body its own way)."""
     env = {"OMNI_MODELS": english[1], "OMNI_MAX_BODY_BYTES": "2048", "OMNI_BODY_TIMEOUT_S": "1",
            "OMNI_MAX_DECOMPRESSED_BYTES": "4096"}
-    with run_server(tmp_path_factory.mktemp("limited"), env) as s:
+    with run_server(tmp_path_factory.mktemp("limited"), env, interface=request.param) as s:
         yield s
 
 

@@ -3,9 +3,11 @@
 # against its ASGI interface, side by side.
 # After the ort-gpu-carry calls, one call per phase:
 #   r.sh $OUT prep    ONNX Runtime and wheels; Cua-S1 4B (gdnf) prepared in the background while
-#                     Laya english's checkpoint and fp16 export are built
+#                     Laya english's checkpoint and fp16 export are built (CUA=0: Laya alone)
 #   r.sh $OUT laya    laya_h200.sh bench, laya_48 at c=1, 8, 16 and 64 and each server's loop CPU a
 #                     request at c=64, servers in ORDER (default "rsgi asgi asgi rsgi")
+#   r.sh $OUT attr    laya_48 as in `laya` on RSGI and ASGI servers, each in Granian's st and mt
+#                     runtime modes (ORDER), then py-spy on an RSGI server's loop at c=64
 #   r.sh $OUT cua     waits for Cua-S1, then qwen_h200.sh bench cua-s1, cua_218 at c=1 and 16,
 #                     servers in ORDER (default "rsgi asgi asgi rsgi"), one after another
 # Only a few files come back from a call, so each phase returns one archive.
@@ -17,7 +19,7 @@ case $phase in
 prep)
   bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 DETACH=1 bash benchmarks/gpu/qwen_h200.sh prepare cua-s1
+  [ "${CUA:-1}" = 1 ] && OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 DETACH=1 bash benchmarks/gpu/qwen_h200.sh prepare cua-s1
   EXPORTS="mha16=mha:float16" SKIP_WHEELS=1 bash benchmarks/gpu/laya_h200.sh prepare 2>&1 | grep -v -i warn | tail -3
   echo "laya ready after $(( $(date +%s) - t0 )) s" ;;
 laya)
@@ -28,6 +30,17 @@ laya)
     k=$((k + 1)); S="$S mha16:320::uvloop::R=$k,GRANIAN_INTERFACE=$i"
   done
   SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
+attr)
+  # Granian's auto runtime mode is st under RSGI and mt under ASGI: each interface in both modes,
+  # then py-spy on the loop of an RSGI server (as served) at c=64.
+  S=""; k=0
+  for i in ${ORDER:-rsgi rsgi-mt asgi-st asgi asgi-st rsgi-mt}; do
+    k=$((k + 1)); mode=; case $i in *-mt) mode=,GRANIAN_RUNTIME_MODE=mt ;; *-st) mode=,GRANIAN_RUNTIME_MODE=st ;; esac
+    S="$S mha16:320::uvloop::R=$k,GRANIAN_INTERFACE=${i%-*}$mode"
+  done
+  SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 PROFILE=mha16:320 PROFILE_LINES=70 \
+    PROFILE_ARGS="--workload benchmarks/workloads/laya_48.jsonl --seconds 8 --top 40" \
+    bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
 cua)
   WAIT_S=300 TAIL=2 bash benchmarks/gpu/qwen_h200.sh wait cua-s1
   cp /tmp/omni/prepare-cua-s1.log /tmp/omni-out/export-*.log $OUT/ 2>/dev/null
