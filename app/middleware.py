@@ -125,7 +125,8 @@ class RequestContext:
                 headers = [h for h in message.get("headers", [])
                            if h[0].lower() not in (b"x-request-id", b"server-timing")]
                 rid, server_timing = self.answered(scope, path, message["status"])
-                headers += [(b"x-request-id", rid.encode("latin-1")), (b"server-timing", server_timing.encode("latin-1"))]
+                headers += [(b"x-request-id", rid.encode("latin-1")),
+                            (b"server-timing", server_timing.encode("latin-1"))]
                 message = {**message, "headers": headers}
             await send(message)
 

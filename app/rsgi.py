@@ -17,8 +17,9 @@ hands the loop a native scope, gives the body in one await and takes the answer 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from app.body import RSGI_CLOSED, read_rsgi
 from app.problems import Problem
@@ -30,7 +31,8 @@ _JSON = ("content-type", "application/json")
 
 # An answer for a hot path: (its scope dict, request headers, the body reader, a coroutine
 # function that returns when the client has gone) -> the JSON body of a 200.
-Hot = Callable[[dict, dict, Callable[[], Awaitable[bytes]], Callable[[], Awaitable[Any]]], Awaitable[bytes]]
+Hot = Callable[[dict, Mapping[str, str], Callable[[], Awaitable[bytes]], Callable[[], Awaitable[Any]]],
+               Awaitable[bytes]]
 
 
 class RSGIFace:
@@ -63,12 +65,9 @@ class RSGIFace:
         headers = rscope.headers
         scope: dict = {"method": "POST", "path": path}
         context.open(scope, "POST", path, headers)
-        settings = self.settings
+        read = functools.partial(read_rsgi, proto, headers, self.settings)
 
-        async def read() -> bytes:
-            return await read_rsgi(proto, headers, settings)
-
-        async def gone() -> None:
+        async def gone() -> None:        # a coroutine, for the disconnect watch's task
             await proto.client_disconnect()
 
         try:
@@ -92,7 +91,7 @@ class RSGIFace:
         finally:
             context.closed(scope)
 
-    def _problem(self, scope: dict, headers: dict, problem: Problem) -> tuple[int, bytes, list]:
+    def _problem(self, scope: dict, headers: Mapping[str, str], problem: Problem) -> tuple[int, bytes, list]:
         body, media = problem_reply(self.context.app.state.omni, scope, problem, headers)
         return problem.status, body, [("content-type", media)] + [(k.lower(), v) for k, v in problem.headers.items()]
 
