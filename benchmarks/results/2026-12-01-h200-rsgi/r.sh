@@ -8,6 +8,8 @@
 #                     request at c=64, servers in ORDER (default "rsgi asgi asgi rsgi")
 #   r.sh $OUT attr    laya_48 as in `laya` on RSGI and ASGI servers, each in Granian's st and mt
 #                     runtime modes (ORDER), then py-spy on an RSGI server's loop at c=64
+#   r.sh $OUT gil     laya_48 as in `laya` through RSGI with OMNI_GIL_SWITCH_INTERVAL_MS in ORDER
+#                     (default "0 0.2 0.05 0.05 0.2 0"; 0 keeps Python's 5 ms)
 #   r.sh $OUT cua     waits for Cua-S1, then qwen_h200.sh bench cua-s1, cua_218 at c=1 and 16,
 #                     servers in ORDER (default "rsgi asgi asgi rsgi"), one after another
 # Only a few files come back from a call, so each phase returns one archive.
@@ -41,6 +43,13 @@ attr)
   SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 PROFILE=mha16:320 PROFILE_LINES=70 \
     PROFILE_ARGS="--workload benchmarks/workloads/laya_48.jsonl --seconds 8 --top 40" \
     bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
+gil)
+  # Through RSGI, OMNI_GIL_SWITCH_INTERVAL_MS below the 0.5 ms tried before (0: Python's 5 ms).
+  S=""; k=0
+  for g in ${ORDER:-0 0.2 0.05 0.05 0.2 0}; do
+    k=$((k + 1)); S="$S mha16:320::uvloop::R=$k,OMNI_GIL_SWITCH_INTERVAL_MS=$g"
+  done
+  SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
 cua)
   WAIT_S=300 TAIL=2 bash benchmarks/gpu/qwen_h200.sh wait cua-s1
   cp /tmp/omni/prepare-cua-s1.log /tmp/omni-out/export-*.log $OUT/ 2>/dev/null
