@@ -1,12 +1,15 @@
 """Outermost ASGI layer: request id, Server-Timing and request metrics on every response.
 
 It wraps the whole Litestar app, so 404s and 405s raised by the router get the same headers.
+Under Granian's RSGI interface (app/rsgi.py) the hot route gets the same from `open` and
+`answered`, and every other request comes through this layer, bridged.
 """
 from __future__ import annotations
 
 import itertools
 import os
 import re
+from typing import Mapping
 
 from opentelemetry.trace import Status, StatusCode
 
@@ -16,7 +19,7 @@ _REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 UNTIMED = ("/livez", "/readyz", "/health", "/metrics")
 
 
-def request_id(headers: dict[str, str]) -> str:
+def request_id(headers: Mapping[str, str]) -> str:
     """The client's `x-request-id` where it is printable ASCII of 1-128 bytes, else a new one."""
     text = headers.get("x-request-id")
     return text if text is not None and _REQUEST_ID.match(text) else _ids.next()
@@ -69,7 +72,7 @@ class RequestContext:
     def __rsgi__(self):            # the face itself, so a request costs no extra coroutine
         return self.rsgi
 
-    def open(self, scope: dict, method: str, path: str, headers: dict[str, str]) -> Timing:
+    def open(self, scope: dict, method: str, path: str, headers: Mapping[str, str]) -> Timing:
         """Start a request: its headers, id and Timing (and span, when traced) go into `scope`,
         the ASGI scope or the RSGI face's own dict (app/rsgi.py)."""
         span = None
