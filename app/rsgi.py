@@ -54,7 +54,7 @@ class RSGIFace:
             return                  # no websocket routes: Granian closes it
         hot = self.hot.get(rscope.path) if rscope.method == "POST" else None
         if hot is None:
-            await bridge(self.context, rscope, proto)
+            await bridge(self.context, rscope, proto, self.lifespan.state)
         else:
             await self.answer(hot, rscope, proto)
 
@@ -96,14 +96,15 @@ class RSGIFace:
         return problem.status, body, [("content-type", media)] + [(k.lower(), v) for k, v in problem.headers.items()]
 
 
-async def bridge(app, rscope, proto) -> None:
-    """One request through an ASGI app: its scope built from Granian's, the body given as one
-    message, the answer sent as one response, or streamed where the app streams it."""
+async def bridge(app, rscope, proto, state: dict | None = None) -> None:
+    """One request through an ASGI app: its scope built from Granian's (with a copy of the
+    lifespan's `state`, as ASGI servers give it), the body given as one message, the answer sent
+    as one response, or streamed where the app streams it."""
     scope = {"type": "http", "asgi": _ASGI, "http_version": rscope.http_version, "method": rscope.method,
              "scheme": rscope.scheme, "path": rscope.path, "raw_path": rscope.path.encode("utf-8"),
              "query_string": rscope.query_string.encode("latin-1"), "root_path": "",
              "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in rscope.headers.items()],
-             "client": _address(rscope.client), "server": _address(rscope.server), "state": {}}
+             "client": _address(rscope.client), "server": _address(rscope.server), "state": dict(state or {})}
     body_given = False
 
     async def receive() -> dict:
@@ -159,12 +160,13 @@ class Lifespan:
 
     def __init__(self, app):
         self.app = app
+        self.state: dict = {}       # what the app keeps in the lifespan scope's state
         self.task: asyncio.Task | None = None
         self.inbox: asyncio.Queue | None = None
         self.replies: asyncio.Queue | None = None
 
     async def _run(self) -> None:
-        scope = {"type": "lifespan", "asgi": _ASGI, "state": {}}
+        scope = {"type": "lifespan", "asgi": _ASGI, "state": self.state}
         try:
             await self.app(scope, self.inbox.get, self.replies.put)
         finally:

@@ -216,13 +216,14 @@ def test_the_bridge_streams_what_an_asgi_app_streams_and_answers_a_bodiless_star
 
     loop = asyncio.new_event_loop()
     try:
-        proto = Proto(b"hello")
-        loop.run_until_complete(bridge(app, Scope("POST", "/stream", [("X-Up", "y")], "q=1"), proto))
+        proto, state = Proto(b"hello"), {"pool": "p"}
+        loop.run_until_complete(bridge(app, Scope("POST", "/stream", [("X-Up", "y")], "q=1"), proto, state))
         assert proto.status == 200 and proto.headers == {"x-a": "1"} and proto.streamed == [b"one ", b"two"]
         assert seen["message"] == {"type": "http.request", "body": b"hello", "more_body": False}
         scope = seen["scope"]
         assert scope["query_string"] == b"q=1" and (b"x-up", b"y") in scope["headers"]
         assert scope["client"] == ("127.0.0.1", 50000) and scope["method"] == "POST"
+        assert scope["state"] == state and scope["state"] is not state      # a copy, as ASGI servers give
         empty = Proto()
         loop.run_until_complete(bridge(app, Scope("HEAD", "/"), empty))
         assert empty.status == 200 and empty.content == b""
