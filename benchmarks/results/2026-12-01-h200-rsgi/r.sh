@@ -10,6 +10,7 @@
 #                     runtime modes (ORDER), then py-spy on an RSGI server's loop at c=64
 #   r.sh $OUT gil     laya_48 as in `laya` through RSGI with OMNI_GIL_SWITCH_INTERVAL_MS in ORDER
 #                     (default "0 0.2 0.05 0.05 0.2 0"; 0 keeps Python's 5 ms)
+#   r.sh $OUT threads py-spy at c=64 on an RSGI server: the executor thread's functions, then the loop's
 #   r.sh $OUT cua     waits for Cua-S1, then qwen_h200.sh bench cua-s1, cua_218 at c=1 and 16,
 #                     servers in ORDER (default "rsgi asgi asgi rsgi"), one after another
 # Only a few files come back from a call, so each phase returns one archive.
@@ -50,6 +51,13 @@ gil)
     k=$((k + 1)); S="$S mha16:320::uvloop::R=$k,OMNI_GIL_SWITCH_INTERVAL_MS=$g"
   done
   SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
+threads)
+  # py-spy at c=64 on an RSGI server (uvloop, as served): the executor thread's functions, then the loop's.
+  for t in omni-executor MainThread; do
+    PATH=/tmp/site/bin:$PATH GRANIAN_LOOP=uvloop OMNI_CUDA_GRAPHS=320 python3 -m benchmarks.loop_profile \
+      --export /tmp/omni/ex-mha16 --device cuda --workload benchmarks/workloads/laya_48.jsonl --seconds 8 \
+      --top 40 --thread $t --out $OUT/profile-$t.json 2>&1 | grep -v -i warn | head -75
+  done ;;
 cua)
   WAIT_S=300 TAIL=2 bash benchmarks/gpu/qwen_h200.sh wait cua-s1
   cp /tmp/omni/prepare-cua-s1.log /tmp/omni-out/export-*.log $OUT/ 2>/dev/null
