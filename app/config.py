@@ -64,6 +64,9 @@ class Settings:
     # back from a forward pass, may wait for the GIL while the busy event loop holds it. 0:
     # Python's own (5 ms).
     gil_switch_interval_ms: float = 0.0
+    # A turn's tokenizer call for 4 or more requests runs on a thread of its own, the loop serving
+    # others meanwhile (app/runtime/preparing.py). Off: not yet measured on the GPU machine.
+    tokenize_off_loop: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):

@@ -11,6 +11,7 @@
 #   r.sh $OUT gil     laya_48 as in `laya` through RSGI with OMNI_GIL_SWITCH_INTERVAL_MS in ORDER
 #                     (default "0 0.2 0.05 0.05 0.2 0"; 0 keeps Python's 5 ms)
 #   r.sh $OUT threads py-spy at c=64 on an RSGI server: the executor thread's functions, then the loop's
+#   r.sh $OUT tok     (not run yet) laya_48 through RSGI with OMNI_TOKENIZE_OFF_LOOP in ORDER ("1 0 0 1")
 #   r.sh $OUT cua     waits for Cua-S1, then qwen_h200.sh bench cua-s1, cua_218 at c=1 and 16,
 #                     servers in ORDER (default "rsgi asgi asgi rsgi"), one after another
 # Only a few files come back from a call, so each phase returns one archive.
@@ -49,6 +50,14 @@ gil)
   S=""; k=0
   for g in ${ORDER:-0 0.2 0.05 0.05 0.2 0}; do
     k=$((k + 1)); S="$S mha16:320::uvloop::R=$k,OMNI_GIL_SWITCH_INTERVAL_MS=$g"
+  done
+  SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
+tok)
+  # Not run this session (device time spent): the tokenizer call on a thread of its own, against
+  # on the loop, through RSGI (ORDER of OMNI_TOKENIZE_OFF_LOOP values).
+  S=""; k=0
+  for v in ${ORDER:-1 0 0 1}; do
+    k=$((k + 1)); S="$S mha16:320::uvloop::R=$k,OMNI_TOKENIZE_OFF_LOOP=$v"
   done
   SERVERS="$S" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 bash benchmarks/gpu/laya_h200.sh bench 2>&1 | grep -v -i warn ;;
 threads)
