@@ -15,7 +15,7 @@ from app.metrics import Metrics
 from app.middleware import RequestContext
 from app.problems import Problem
 from app.rsgi import RSGIFace
-from app.routes.common import Omni, problem_reply
+from app.routes.common import Omni, problem_reply, unexpected
 from app.routes import discovery, health, systemone
 from app.runtime.registry import Registry
 from app.serving import Engine
@@ -51,8 +51,7 @@ def _on_http(request: Request, exc: HTTPException) -> Response:
 
 
 def _on_unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return _problem_response(request, Problem(500, "internal_error", "internal error; it is logged"))
+    return _problem_response(request, unexpected(request.method, request.url.path, exc))
 
 
 def create_app(settings: Settings | None = None, tracer_provider=None) -> RequestContext:
@@ -96,7 +95,7 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
     )
     # The hot route skips Litestar's router and exception layers (routes/systemone.direct).
     context = RequestContext(litestar, metrics, tracing, direct={"/v1/systemone": systemone.direct(litestar)})
-    context.rsgi = RSGIFace(context, settings, hot={"/v1/systemone": systemone.rsgi_answer(litestar)})
+    context.rsgi = RSGIFace(context, litestar.state.omni, hot={"/v1/systemone": systemone.answer})
     return context
 
 

@@ -18,20 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 from typing import Any, Awaitable, Callable, Mapping
 
 from app.body import RSGI_CLOSED, read_rsgi
 from app.problems import Problem
-from app.routes.common import problem_reply
+from app.routes.common import Omni, problem_reply, unexpected
 
-log = logging.getLogger("omni")
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _JSON = ("content-type", "application/json")
 
-# An answer for a hot path: (its scope dict, request headers, the body reader, a coroutine
-# function that returns when the client has gone) -> the JSON body of a 200.
-Hot = Callable[[dict, Mapping[str, str], Callable[[], Awaitable[bytes]], Callable[[], Awaitable[Any]]],
+# An answer for a hot path (routes/systemone.answer): (the app's objects, its scope dict, request
+# headers, the body reader, a coroutine function that returns when the client has gone) -> the
+# JSON body of a 200.
+Hot = Callable[[Omni, dict, Mapping[str, str], Callable[[], Awaitable[bytes]], Callable[[], Awaitable[Any]]],
                Awaitable[bytes]]
 
 
@@ -39,8 +38,8 @@ class RSGIFace:
     """What Granian calls under `--interface rsgi`: `context` is the request-context layer
     (app/middleware.py) around Litestar, `hot` the paths answered natively (POST only)."""
 
-    def __init__(self, context, settings, hot: dict[str, Hot]):
-        self.context, self.settings, self.hot = context, settings, hot
+    def __init__(self, context, omni: Omni, hot: dict[str, Hot]):
+        self.context, self.omni, self.hot = context, omni, hot
         self.lifespan = Lifespan(context.app)
 
     def init(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -65,20 +64,18 @@ class RSGIFace:
         headers = rscope.headers
         scope: dict = {"method": "POST", "path": path}
         context.open(scope, "POST", path, headers)
-        read = functools.partial(read_rsgi, proto, headers, self.settings)
+        read = functools.partial(read_rsgi, proto, headers, self.omni.settings)
 
         async def gone() -> None:        # a coroutine, for the disconnect watch's task
             await proto.client_disconnect()
 
         try:
             try:
-                status, content, extra = 200, await hot(scope, headers, read, gone), [_JSON]
+                status, content, extra = 200, await hot(self.omni, scope, headers, read, gone), [_JSON]
             except Problem as exc:
                 status, content, extra = self._problem(scope, headers, exc)
             except Exception as exc:
-                log.exception("unhandled error on POST %s", path, exc_info=exc)
-                status, content, extra = self._problem(scope, headers,
-                                                       Problem(500, "internal_error", "internal error; it is logged"))
+                status, content, extra = self._problem(scope, headers, unexpected("POST", path, exc))
             rid, server_timing = context.answered(scope, path, status)
             extra += [("x-request-id", rid), ("server-timing", server_timing)]
             try:
@@ -92,7 +89,7 @@ class RSGIFace:
             context.closed(scope)
 
     def _problem(self, scope: dict, headers: Mapping[str, str], problem: Problem) -> tuple[int, bytes, list]:
-        body, media = problem_reply(self.context.app.state.omni, scope, problem, headers)
+        body, media = problem_reply(self.omni, scope, problem, headers)
         return problem.status, body, [("content-type", media)] + [(k.lower(), v) for k, v in problem.headers.items()]
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 from dataclasses import dataclass
 
 from app.config import PROFILES, Settings
@@ -9,6 +10,8 @@ from app.metrics import Metrics
 from app.problems import Problem
 from app.runtime.registry import Registry
 from app.serving import Engine
+
+log = logging.getLogger("omni")
 
 
 @dataclass
@@ -45,6 +48,14 @@ def problem_reply(o: Omni, scope, problem: Problem, headers) -> tuple[bytes, str
     scope["omni.error"] = problem.code
     o.metrics.errors.labels(problem.code, str(problem.status)).inc()
     return body, media
+
+
+def unexpected(method: str, path: str, exc: BaseException) -> Problem:
+    """The 500 `internal_error` for an error no handler expected, logged with its traceback; the
+    client learns nothing of it. The app's exception handler, the direct route and the RSGI face
+    all answer with it."""
+    log.exception("unhandled error on %s %s", method, path, exc_info=exc)
+    return Problem(500, "internal_error", "internal error; it is logged")
 
 
 def check_auth(headers, settings: Settings) -> None:

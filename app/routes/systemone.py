@@ -11,7 +11,6 @@ those layers would: a Problem as problem+json, anything else as a logged 500 `in
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Awaitable, Callable, Mapping
 
 import msgspec
@@ -21,9 +20,8 @@ from litestar.types import Receive, Scope, Send
 from app import middleware
 from app.body import read_json, read_raw
 from app.problems import Problem
-from app.routes.common import check_auth, problem_reply, profile_of
+from app.routes.common import check_auth, problem_reply, profile_of, unexpected
 
-log = logging.getLogger("omni")
 OFFLOAD_BYTES = 64 * 1024
 _JSON = (b"content-type", b"application/json")
 
@@ -66,13 +64,6 @@ async def answer(o, scope: dict, headers: Mapping[str, str], read: Callable[[], 
     return msgspec.json.encode(response)
 
 
-def rsgi_answer(litestar):
-    """The route for the RSGI face (app/rsgi.py), which gives the body and disconnect."""
-    async def hot(scope: dict, headers: dict, read, gone) -> bytes:
-        return await answer(litestar.state.omni, scope, headers, read, gone)
-    return hot
-
-
 def direct(litestar):
     """The route as an ASGI app of its own, for the request-context layer to call instead of
     Litestar: the scope gets the app as Litestar's router would give it, and what the app's
@@ -97,8 +88,7 @@ def direct(litestar):
         except Exception as exc:
             if started:
                 raise
-            log.exception("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
-            await _reply(litestar, scope, send, Problem(500, "internal_error", "internal error; it is logged"))
+            await _reply(litestar, scope, send, unexpected(scope["method"], scope["path"], exc))
     return app
 
 
