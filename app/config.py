@@ -65,8 +65,14 @@ class Settings:
     # Python's own (5 ms).
     gil_switch_interval_ms: float = 0.0
     # A turn's tokenizer call for 4 or more requests runs on a thread of its own, the loop serving
-    # others meanwhile (app/runtime/preparing.py). Off: not yet measured on the GPU machine.
+    # others meanwhile (app/runtime/preparing.py). Off: on the H200 it served no more (2026-12-01,
+    # loop session).
     tokenize_off_loop: bool = False
+    # Threads of the tokenizer's own pool (rayon's RAYON_NUM_THREADS, which an operator's value in
+    # the environment overrides), at most one per core; 0: rayon's default, one per core. A turn's
+    # few short texts gain nothing from 16 threads, whose wake-ups cost ~150 µs of CPU a request
+    # (H200, Laya c=64: 2 or 4 threads served 3.5-6.8% more with 20% less CPU a request).
+    tokenizer_threads: int = 4
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -78,6 +84,8 @@ class Settings:
             raise ValueError("disconnect_watch_ms must be 0 or positive")
         if self.gil_switch_interval_ms < 0:
             raise ValueError("gil_switch_interval_ms must be 0 (Python's default) or positive")
+        if self.tokenizer_threads < 0:
+            raise ValueError("tokenizer_threads must be 0 (one per core) or positive")
         for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests",
                      "fatal_after_failures"):
             if getattr(self, name) <= 0:

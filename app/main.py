@@ -21,6 +21,7 @@ from app.runtime.registry import Registry
 from app.serving import Engine
 from app.tracing import Tracing, provider_from_env
 from models import registry as model_registry
+from models.tokenizer import limit_pool
 
 log = logging.getLogger("omni")
 
@@ -57,6 +58,9 @@ def _on_unexpected(request: Request, exc: Exception) -> Response:
 def create_app(settings: Settings | None = None, tracer_provider=None) -> RequestContext:
     """The ASGI app: Litestar routes wrapped in the request-context layer."""
     settings = settings or Settings.from_env()
+    # Before any model tokenizes: the tokenizer's pool is built on its first batch call.
+    pool = limit_pool(settings.tokenizer_threads)
+    log.info("tokenizer thread pool: %s", pool or "one thread per core")
     models = [model_registry.load(directory) for directory in settings.model_dirs()]
     registry = Registry(models, settings.default_model)
     metrics = Metrics()

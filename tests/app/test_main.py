@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from app.config import Settings
 from app.main import create_app
 from models import precision
@@ -52,3 +54,18 @@ def test_an_export_older_than_folded_weights_is_named_with_the_fix(english, tmp_
     with caplog.at_level(logging.WARNING, logger="omni"):
         create_app(Settings(models=(out,)))
     assert not [r for r in caplog.records if "models.fold" in r.getMessage()]
+
+
+def test_the_app_sizes_the_tokenizer_pool_before_its_models_load(english, monkeypatch):
+    import os
+
+    import models.registry as registry
+
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    seen = []
+    load = registry.load
+    monkeypatch.setattr(registry, "load", lambda d: seen.append(os.environ.get("RAYON_NUM_THREADS")) or load(d))
+    create_app(Settings(models=(english[1],), tokenizer_threads=1))
+    assert seen == ["1"]
+    with pytest.raises(ValueError, match="tokenizer_threads"):
+        Settings(models=(english[1],), tokenizer_threads=-1)
