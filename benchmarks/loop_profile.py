@@ -118,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--thread", default="MainThread", help="whose functions to list (omni-executor: the executor)")
     ap.add_argument("--no-spy", action="store_true", help="CPU time per request only, no py-spy")
+    ap.add_argument("--gil", action="store_true",
+                    help="py-spy samples only the thread holding the GIL: where the worker's GIL goes")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     spy = None if args.no_spy else shutil.which("py-spy")
@@ -147,7 +149,8 @@ def main(argv=None) -> int:
             if spy is not None:
                 raw = os.path.join(tmp, "raw.txt")
                 done = subprocess.run([spy, "record", "-p", str(worker), "-d", str(int(args.seconds)),
-                                       "-r", str(args.rate), "--threads", "--nonblocking", "-f", "raw", "-o", raw],
+                                       "-r", str(args.rate), "--threads", "--nonblocking", "-f", "raw", "-o", raw]
+                                      + (["--gil"] if args.gil else []),
                                       capture_output=True, text=True)
                 if done.returncode != 0 or not os.path.exists(raw):
                     raise SystemExit("py-spy failed (ptrace rights?): %s" % (done.stderr or done.stdout)[-400:])
