@@ -64,14 +64,10 @@ class Settings:
     # back from a forward pass, may wait for the GIL while the busy event loop holds it. 0:
     # Python's own (5 ms).
     gil_switch_interval_ms: float = 0.0
-    # A turn's tokenizer call for 4 or more requests runs on a thread of its own, the loop serving
-    # others meanwhile (app/runtime/preparing.py). Off: on the H200 it served no more (2026-12-01,
-    # loop session).
-    tokenize_off_loop: bool = False
     # Threads of the tokenizer's own pool (rayon's RAYON_NUM_THREADS, which an operator's value in
     # the environment overrides), at most one per core; 0: rayon's default, one per core. A turn's
     # few short texts gain nothing from 16 threads, whose wake-ups cost ~150 µs of CPU a request
-    # (H200, Laya c=64: 2 or 4 threads served 3.5-6.8% more with 20% less CPU a request).
+    # (H200, Laya c=64: 4 threads used 16-25% less CPU a request than 16, and served as much or more).
     tokenizer_threads: int = 4
     extra: Mapping[str, Any] = field(default_factory=dict)
 

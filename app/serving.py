@@ -10,7 +10,6 @@ import functools
 import logging
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Mapping
 
 from app.config import Settings
@@ -40,7 +39,6 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
         self._preparing: dict[ModelSlot, PrepareBatch] = {}
-        self._tokenizer_thread: ThreadPoolExecutor | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -51,10 +49,7 @@ class Engine:
             sys.setswitchinterval(self.settings.gil_switch_interval_ms / 1000.0)
             log.info("GIL switch interval: %g ms", self.settings.gil_switch_interval_ms)
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
-        if self.settings.tokenize_off_loop:
-            self._tokenizer_thread = ThreadPoolExecutor(1, thread_name_prefix="omni-tokenize")
-        self._preparing = {slot: PrepareBatch(slot.model, self._loop, self._tokenizer_thread)
-                           for slot in self.registry.slots}
+        self._preparing = {slot: PrepareBatch(slot.model, self._loop) for slot in self.registry.slots}
         for slot in self.registry.slots:      # every series exists from the start, at 0
             self.metrics.ready.labels(slot.name).set(0)
             self.metrics.executor_failures.labels(slot.name)
@@ -66,8 +61,6 @@ class Engine:
         if self._warm_task and not self._warm_task.done():
             self._warm_task.cancel()
         await asyncio.to_thread(self.executor.stop)
-        if self._tokenizer_thread is not None:
-            self._tokenizer_thread.shutdown(wait=False)
         await asyncio.to_thread(self.tracing.shutdown)     # flush what the batches recorded
 
     def _loaded_from_thread(self, slot: ModelSlot) -> None:

@@ -64,16 +64,6 @@ class Packed:
     ready: list[int] | None = None
 
 
-@dataclass
-class Stages:
-    """A preparation cut around its tokenizer call, so the call can run off the event loop
-    (app/runtime/preparing.py): `tokenize(texts)` is the call (thread-safe, and it lets go of the
-    GIL while it works); `complete(ids)` builds each body's Prepared, or its error, in order."""
-    texts: list[str]
-    tokenize: Callable[[list[str]], list[list[int]]]
-    complete: Callable[[list[list[int]]], list["Prepared | BaseException"]]
-
-
 class BatchAdapter(Protocol):
     def compatible(self, prepared: Prepared) -> Hashable:
         """Work with equal keys may share one forward pass."""
@@ -104,8 +94,6 @@ class ServedModel(Protocol):
     def prepare(self, body: Mapping[str, Any]) -> Prepared: ...
 
     def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]: ...
-
-    def prepare_stages(self, bodies: Sequence[Mapping[str, Any]]) -> Stages | None: ...
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str) -> dict: ...
 
@@ -168,11 +156,6 @@ class ExportedModel:
         its preparation raised, so a bad request fails alone. Families whose preparation has a
         cost per call that several requests can share (one tokenizer call) override it."""
         return each(self.prepare, bodies)
-
-    def prepare_stages(self, bodies: Sequence[Mapping[str, Any]]) -> Stages | None:
-        """`prepare_many` cut around its one tokenizer call, where a family has one; None: it
-        has not (its preparation stays whole, on the event loop)."""
-        return None
 
     def limits(self) -> dict:
         return {}

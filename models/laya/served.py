@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from models.base import API_EXAMPLE, ExportedModel, GraphPolicy, Prepared, Stages, each
+from models.base import API_EXAMPLE, ExportedModel, GraphPolicy, Prepared, each
 from models.errors import InferenceFailed
 from models.laya import finish as finishing
 from models.laya.adapter import LayaAdapter
@@ -40,17 +40,11 @@ class LayaModel(ExportedModel):
 
     def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]:
         """As `prepare` for each body, with every state tokenized in one tokenizer call."""
-        stages = self.prepare_stages(bodies)
-        return stages.complete(stages.tokenize(stages.texts) if stages.texts else [])
-
-    def prepare_stages(self, bodies: Sequence[Mapping[str, Any]]) -> Stages:
         parsed = each(lambda body: parse_request(body, self.limits_, self.builder.mask), bodies)
         valid = [p for p in parsed if not isinstance(p, BaseException)]
-
-        def complete(ids: list[list[int]]) -> list[Prepared | BaseException]:
-            built = iter(each(lambda pair: _prepared(*build_rows(*pair, self.builder)), zip(valid, ids)))
-            return [p if isinstance(p, BaseException) else next(built) for p in parsed]
-        return Stages([p.text for p in valid], self.tok.encode_batch, complete)
+        ids = self.tok.encode_batch([p.text for p in valid]) if valid else []
+        built = iter(each(lambda pair: _prepared(*build_rows(*pair, self.builder)), zip(valid, ids)))
+        return [p if isinstance(p, BaseException) else next(built) for p in parsed]
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
                requested: str | None = None) -> dict:

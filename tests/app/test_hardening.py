@@ -11,7 +11,6 @@ import socket
 import time
 
 import httpx
-import pytest
 
 from benchmarks import soak
 from tests.app.test_http import BODY, HEAVY
@@ -19,13 +18,10 @@ from tests.app.test_tracing import _with_client, otlp_receiver
 from tests.conftest import run_server
 
 
-@pytest.mark.parametrize("off_loop", ["0", "1"])
-def test_mixed_load_answers_belong_to_their_requests(english, tmp_path, off_loop):
+def test_mixed_load_answers_belong_to_their_requests(english, tmp_path):
     """64 clients for a bounded time: valid, invalid and oversized requests; no 5xx, no 503 (the
-    queue is far from full), every 200 checked against its own request; with the tokenizer call
-    on the loop (the default) and on a thread of its own (OMNI_TOKENIZE_OFF_LOOP)."""
-    env = {"OMNI_MODELS": english[1], "OMNI_MAX_BODY_BYTES": "65536", "OMNI_TOKENIZE_OFF_LOOP": off_loop}
-    with run_server(tmp_path, env) as s:
+    queue is far from full), every 200 checked against its own request."""
+    with run_server(tmp_path, {"OMNI_MODELS": english[1], "OMNI_MAX_BODY_BYTES": "65536"}) as s:
         stats = asyncio.run(soak.run(s.url, clients=64, seconds=12, oversized_bytes=100_000, pid=s.proc.pid))
     assert stats["failures"] == [], stats["failures"][:5]
     assert stats["ok"] > 100 and stats["expected_errors"] > 10
