@@ -19,13 +19,21 @@ SHARED_TEXT_CHARS = 256
 
 def limit_pool(threads: int, env=None) -> str | None:
     """Size the `tokenizers` library's thread pool (rayon's global pool, built on its first
-    batch call, from RAYON_NUM_THREADS): at most `threads` and one per core, unless the
-    environment already names a size; 0 leaves rayon's default. Returns the size in force (None:
-    rayon's default). Call it before the process's first batch call."""
+    batch call, from RAYON_NUM_THREADS): at most `threads` and one per core this process may
+    use, unless the environment already names a size; 0 leaves rayon's default. Returns the
+    size in force (None: rayon's default). Call it before the process's first batch call."""
     env = os.environ if env is None else env
     if "RAYON_NUM_THREADS" not in env and threads > 0:
-        env["RAYON_NUM_THREADS"] = str(min(threads, os.cpu_count() or threads))
+        env["RAYON_NUM_THREADS"] = str(min(threads, usable_cores()))
     return env.get("RAYON_NUM_THREADS")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (a container's cpuset, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _content(value) -> str | None:

@@ -47,13 +47,13 @@ def test_encode_shared_many_is_encode_in_one_call(english, monkeypatch):
 
 
 def test_limit_pool_sizes_the_pool_unless_the_environment_names_a_size(monkeypatch):
-    monkeypatch.setattr(tokenizer.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(tokenizer, "usable_cores", lambda: 16)
     env = {}
     assert tokenizer.limit_pool(4, env) == "4" and env == {"RAYON_NUM_THREADS": "4"}
     assert tokenizer.limit_pool(2, env) == "4"                  # set once: the first value holds
     assert tokenizer.limit_pool(4, {"RAYON_NUM_THREADS": "8"}) == "8"     # the operator's own
     assert tokenizer.limit_pool(0, {}) is None                  # rayon's default, one per core
-    monkeypatch.setattr(tokenizer.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(tokenizer, "usable_cores", lambda: 2)
     assert tokenizer.limit_pool(4, {}) == "2"                   # never more than one per core
 
 
@@ -74,5 +74,5 @@ def test_the_tokenizer_pool_is_the_size_limit_pool_sets(english, threads, operat
         env["RAYON_NUM_THREADS"] = operator
     out = subprocess.run([sys.executable, "-c", code, english[1], str(threads)], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=120, check=True).stdout.split()
-    assert out[0] == (operator or str(min(threads, os.cpu_count())))
+    assert out[0] == (operator or str(min(threads, tokenizer.usable_cores())))
     assert int(out[1]) == int(out[0])
