@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # One-GPU machine: where Laya's tokenizer call runs at c=64, through RSGI (as served).
+# (OMNI_TOKENIZE_OFF_LOOP, which `tok` measures, was taken out after these calls.)
 # After the ort-gpu-carry calls, one call per phase:
 #   CUA=0 bash benchmarks/results/2026-12-01-h200-rsgi/r.sh $OUT prep    ONNX Runtime, wheels, Laya english fp16
 #   l.sh $OUT tok    laya_48 at c=1, 8, 16, 64 and 8 s at c=64 (loop CPU a request) on servers in ORDER:
