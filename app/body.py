@@ -14,12 +14,7 @@ import zlib
 from typing import Any
 
 import msgspec
-
-try:        # what Granian raises when the connection has gone while reading
-    from granian.rsgi import ProtocolClosed as _Closed, ProtocolError as _Error
-    RSGI_CLOSED: tuple = (_Closed, _Error)
-except ImportError:  # pragma: no cover - Granian is a runtime dependency
-    RSGI_CLOSED = ()
+from granian.rsgi import ProtocolClosed, ProtocolError
 
 from app.config import Settings
 from app.problems import Problem, malformed
@@ -125,6 +120,10 @@ async def read_chunks(next_chunk, settings: Settings) -> bytes:
     finally:
         timer.cancel()
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+# What Granian's RSGI protocol raises once the connection has gone.
+RSGI_CLOSED = (ProtocolClosed, ProtocolError)
 
 
 def _gone() -> Problem:
