@@ -69,6 +69,10 @@ class Settings:
     # few short texts gain nothing from 16 threads, whose wake-ups cost ~150 µs of CPU a request
     # (H200, Laya c=64: 4 threads used 16-25% less CPU a request than 16, and served as much or more).
     tokenizer_threads: int = 4
+    # A bound in µs on how slowly an idle core may wake, held through /dev/cpu_dma_latency while the
+    # engine runs (app/cpu_latency.py); 0: idle cores poll. -1: the kernel's own choice. At c=1 the
+    # host work of every request lands on threads that slept through its forward pass.
+    cpu_dma_latency_us: int = -1
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -80,6 +84,8 @@ class Settings:
             raise ValueError("disconnect_watch_ms must be 0 or positive")
         if self.gil_switch_interval_ms < 0:
             raise ValueError("gil_switch_interval_ms must be 0 (Python's default) or positive")
+        if self.cpu_dma_latency_us < -1:
+            raise ValueError("cpu_dma_latency_us must be -1 (the kernel's choice), 0 or positive")
         if self.tokenizer_threads < 0:
             raise ValueError("tokenizer_threads must be 0 (one per core) or positive")
         for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests",

@@ -13,6 +13,7 @@ import time
 from typing import Any, Awaitable, Callable, Mapping
 
 from app.config import Settings
+from app.cpu_latency import CpuLatency
 from app.metrics import Metrics
 from app.problems import Problem, retry_later
 from app.runtime.executor import Executor, Job, Overloaded
@@ -39,6 +40,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
         self._preparing: dict[ModelSlot, PrepareBatch] = {}
+        self.cpu_latency = CpuLatency()
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -48,6 +50,7 @@ class Engine:
         if self.settings.gil_switch_interval_ms > 0:
             sys.setswitchinterval(self.settings.gil_switch_interval_ms / 1000.0)
             log.info("GIL switch interval: %g ms", self.settings.gil_switch_interval_ms)
+        self.cpu_latency.hold(self.settings.cpu_dma_latency_us)
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
         self._preparing = {slot: PrepareBatch(slot.model, self._loop) for slot in self.registry.slots}
         for slot in self.registry.slots:      # every series exists from the start, at 0
@@ -62,6 +65,7 @@ class Engine:
             self._warm_task.cancel()
         await asyncio.to_thread(self.executor.stop)
         await asyncio.to_thread(self.tracing.shutdown)     # flush what the batches recorded
+        self.cpu_latency.release()
 
     def _loaded_from_thread(self, slot: ModelSlot) -> None:
         if slot.graphs_captured:

@@ -6,7 +6,9 @@
 # kernel (la: LinearAttention, gdn: GatedDeltaNet, gdnf: GatedDeltaNet fed the packed conv output and
 # the raw gates; default: gdn only); an entry KERNEL-ATTENTION[-PROJECTIONS] picks the attention too
 # ("gdn-sdpa": traced attention instead of GroupQueryAttention; "gdn-auto-merged": one matrix
-# product and a split per merged projection instead of one product per part, the default). DTYPE (default float16).
+# product and a split per merged projection instead of one product per part, the default). DTYPE (default float16);
+# EX_SUFFIX names that export apart (DTYPE=bfloat16 EX_SUFFIX=-bf16: /tmp/omni/ex-cua-s1-bf16-gdnf), in the
+# prepare and the bench phases alike.
 # PARITY_GATE (default record): random full-size stacks amplify rounding past the fp16 gate's 0.02
 # (docs/benchmarks.md), so the exports record the gate instead of refusing. DRIFT=1 adds the
 # layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
@@ -44,7 +46,7 @@ if [ "$phase" = wait ]; then      # up to WAIT_S (default 540) seconds, then the
   echo "still running"; exit 0
 fi
 CK=/tmp/omni/ck-$size
-EX=/tmp/omni/ex-$family
+EX=/tmp/omni/ex-$family${EX_SUFFIX:-}
 SRC=$CK
 EXTRA=()
 ADAPTER=()      # what the export merged: the references merge it too
@@ -94,7 +96,8 @@ fi
 [ -n "${WORKLOADS:-}" ] || exit 0
 # SERVES: servers measured one after another, each LABEL[:VAR=VALUE[,VAR=VALUE...]] (e.g.
 # "graphs nographs:OMNI_CUDA_GRAPHS=0"); files get -LABEL. Unset: one server, unlabelled files.
-# K=ENTRY among the settings serves that KERNELS entry's export (default: the last one);
+# K=ENTRY among the settings serves that KERNELS entry's export (default: the last one), and
+# K=/DIR the export in DIR (another DTYPE's, prepared with its EX_SUFFIX);
 # CODE=DIR serves another commit's app (a `git archive` directory carried along); GRANIAN_INTERFACE=asgi
 # serves through Granian's ASGI interface instead of RSGI, as served.
 for serve in ${SERVES:-default}; do
@@ -104,7 +107,7 @@ for serve in ${SERVES:-default}; do
   t0=$(python3 -c 'import time; print(time.time())')
   code=$(echo ",$settings," | sed -n 's/.*,CODE=\([^,]*\),.*/\1/p'); code=$(cd "${code:-.}" && pwd)
   (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env GRANIAN_INTERFACE=${GRANIAN_INTERFACE:-rsgi} ${settings//,/ } \
-    OMNI_MODELS=$EX-$best OMNI_DEVICE=cuda python3 -m granian --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
+    OMNI_MODELS=$(case $best in /*) echo $best ;; *) echo $EX-$best ;; esac) OMNI_DEVICE=cuda python3 -m granian --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
     app.main:app) > "$OUT/server-$tag.log" 2>&1 &
   S=$!
   python3 - "$t0" $S <<'PY' | tee "$OUT/startup-$tag.txt" || { tail -30 "$OUT/server-$tag.log"; kill $S; exit 1; }
