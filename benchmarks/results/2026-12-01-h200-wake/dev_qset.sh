@@ -2,6 +2,7 @@
 # Development machine (2 cores, a Firecracker VM whose idle cores use the haltpoll cpuidle driver), tiny Laya
 # english export on the CPU (/tmp/lp/ex): servers with OMNI_CPU_DMA_LATENCY_US=0 (qset) and without (plain),
 # in turn and in reverse, laya_48 at c=1, 8, 16 and 64. Results: dev-qset/.
+R=${1:-/tmp/wt3}; rm -rf $R; mkdir -p $R
 export PATH=$PWD/.venv/bin:$PATH
 sed -n '/^helpers=()/,/^case \$phase in/p' benchmarks/results/2026-12-01-h200-wake/w.sh | head -n -1 > /tmp/wfuncs.sh
 OUT=$R; source /tmp/wfuncs.sh

@@ -13,6 +13,8 @@
 #   w.sh $OUT cua    (cuaprep: on a fresh machine, after the ort-gpu-carry calls, both Cua-S1 exports
 #                    first) qwen_h200.sh bench cua-s1, cua_218 at c=1, 8, 16 and 64, the fp16 export then the
 #                    bfloat16 one; then the fp16 server at c=1 in rounds of plain and burn
+#   w.sh $OUT bf16   (a fresh machine, after the ort-gpu-carry calls) both Cua-S1 exports; the nodes each
+#                    one leaves to the CPU provider; pass_probe's kernels at 1 and 8 rows of each
 # Only a few files come back from a call, so each phase returns one archive.
 R=$1; phase=$2; mkdir -p $R/$phase; t0=$(date +%s)
 trap 'stop_helper; tar -C $R -czf $R/$phase.tgz $phase && rm -rf $R/$phase' EXIT
@@ -120,5 +122,40 @@ cuaprep|cua)
   serve 18091 /tmp/omni/ex-cua-s1-gdnf $OUT/server-cua-wake.log || exit 1
   rounds 18091 cua_218 200 ${MODES:-plain burn qos qos burn plain}
   kill $S; wait $S 2>/dev/null ;;
+bf16)
+  # A fresh machine: why a bfloat16 Cua-S1 pass takes ~1.9x the fp16 one. Both exports, then each
+  # one's nodes the CUDA provider did not take, and one pass's kernels at 1 and 8 rows (pass_probe).
+  bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  mkdir -p /tmp/omni
+  OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh prepare cua-s1 > /tmp/omni/prepare-cua-s1.log 2>&1 &
+  until grep -q '^random checkpoint' /tmp/omni/prepare-cua-s1.log 2>/dev/null; do sleep 2; done
+  OUT=/tmp/omni-out DTYPE=bfloat16 EX_SUFFIX=-bf16 KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh \
+    prepare cua-s1 > /tmp/omni/prepare-cua-s1-bf16.log 2>&1
+  wait
+  echo "exports ready after $(( $(date +%s) - t0 )) s"
+  for ex in /tmp/omni/ex-cua-s1-gdnf /tmp/omni/ex-cua-s1-bf16-gdnf; do
+    tag=$(basename $ex)
+    python3 - $ex > $OUT/placement-$tag.txt 2>&1 <<'PY'
+import collections, re, sys
+import onnx
+import onnxruntime as ort
+from models import onnx_ops
+ort.preload_dlls()
+path = sys.argv[1] + "/model.onnx"
+ops = collections.Counter((n.domain or "ai.onnx", n.op_type) for n in onnx.load(path, load_external_data=False).graph.node)
+print("graph ops:", dict(ops))
+o = ort.SessionOptions(); o.log_severity_level = 0; o.log_verbosity_level = 0
+with onnx_ops.gdn_plan("chunked_split" if "bf16" not in path else "auto"):
+    s = ort.InferenceSession(path, o, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+print("session providers:", s.get_providers())
+PY
+    echo "== $tag"; grep "graph ops\|session providers\|placed on \[" $OUT/placement-$tag.txt | sed 's/.*\] //' | cut -c1-1200
+    awk '/placed on \[/{show = /CPUExecutionProvider/} show' $OUT/placement-$tag.txt | sed 's/.*\] //' | head -40
+  done
+  for ex in /tmp/omni/ex-cua-s1-gdnf /tmp/omni/ex-cua-s1-bf16-gdnf; do
+    python3 -m benchmarks.gpu.pass_probe --export $ex --workload benchmarks/workloads/cua_218.jsonl --rows 1,8 \
+      --iters 40 --warmup 5 --top 25 --out $OUT/pass-$(basename $ex).json 2>&1 | grep -v -i warn | tail -4
+  done ;;
 esac
 echo "$phase $(( $(date +%s) - t0 )) s"
