@@ -15,6 +15,8 @@
 #                    bfloat16 one; then the fp16 server at c=1 in rounds of plain and burn
 #   w.sh $OUT bf16   (a fresh machine, after the ort-gpu-carry calls) both Cua-S1 exports; the nodes each
 #                    one leaves to the CPU provider; pass_probe's kernels at 1 and 8 rows of each
+#   w.sh $OUT clef   (a fresh machine, after the ort-gpu-carry calls) Clef-Flash 9B fp16 (gdnf): export, then
+#                    clef_1q, clef_4q and clef_16q at c=1, 8 and 16
 # Only a few files come back from a call, so each phase returns one archive.
 R=$1; phase=$2; mkdir -p $R/$phase; t0=$(date +%s)
 trap 'stop_helper; tar -C $R -czf $R/$phase.tgz $phase && rm -rf $R/$phase' EXIT
@@ -157,5 +159,16 @@ PY
     python3 -m benchmarks.gpu.pass_probe --export $ex --workload benchmarks/workloads/cua_218.jsonl --rows 1,8 \
       --iters 40 --warmup 5 --top 25 --out $OUT/pass-$(basename $ex).json 2>&1 | grep -v -i warn | tail -4
   done ;;
+clef)
+  # A fresh machine: Clef-Flash 9B (fp16, gdnf) through the served code (RSGI, micro-batches,
+  # tokenizer pool), last measured before them (2026-11-30 evening).
+  bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  OUT=$OUT KERNELS=gdnf SKIP_WHEELS=1 timeout 430 bash benchmarks/gpu/qwen_h200.sh prepare clef-flash 2>&1 \
+    | grep -v -i warn | tail -4
+  echo "export ready after $(( $(date +%s) - t0 )) s"
+  OUT=$OUT INPROCESS=0 HF=0 KERNELS=gdnf WORKLOADS="clef_1q clef_4q clef_16q" CONCURRENCY=1,8,16 REQUESTS=64 \
+    LOAD_ARGS="--warmup 32" GRANIAN_LOOP=uvloop timeout $(( 585 - $(date +%s) + t0 )) \
+    bash benchmarks/gpu/qwen_h200.sh bench clef-flash 2>&1 | grep -v -i warn | grep -E "c=|ready|MiB" ;;
 esac
 echo "$phase $(( $(date +%s) - t0 )) s"
