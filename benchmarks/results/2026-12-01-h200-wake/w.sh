@@ -60,6 +60,16 @@ rounds() {           # $1 port, $2 workload, $3 requests a pass, $4.. modes: c=1
     stop_helper
   done
 }
+both_cua_exports() {  # a fresh machine: ONNX Runtime, wheels, Cua-S1's fp16 export and, once its checkpoint is written, the bfloat16 one beside it
+  bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  mkdir -p /tmp/omni
+  OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh prepare cua-s1 > /tmp/omni/prepare-cua-s1.log 2>&1 &
+  until grep -q '^random checkpoint' /tmp/omni/prepare-cua-s1.log 2>/dev/null; do sleep 2; done
+  OUT=/tmp/omni-out DTYPE=bfloat16 EX_SUFFIX=-bf16 KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh \
+    prepare cua-s1 > /tmp/omni/prepare-cua-s1-bf16.log 2>&1
+  wait
+}
 case $phase in
 prep)
   bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
@@ -106,14 +116,7 @@ wake)
   kill $S; wait $S 2>/dev/null ;;
 cuaprep|cua)
   if [ $phase = cuaprep ]; then    # a fresh machine: ONNX Runtime, wheels and both Cua-S1 exports first
-    bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    mkdir -p /tmp/omni
-    OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh prepare cua-s1 > /tmp/omni/prepare-cua-s1.log 2>&1 &
-    until grep -q '^random checkpoint' /tmp/omni/prepare-cua-s1.log 2>/dev/null; do sleep 2; done
-    OUT=/tmp/omni-out DTYPE=bfloat16 EX_SUFFIX=-bf16 KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh \
-      prepare cua-s1 > /tmp/omni/prepare-cua-s1-bf16.log 2>&1
-    wait
+    both_cua_exports
     for f in /tmp/omni/prepare-cua-s1.log /tmp/omni/prepare-cua-s1-bf16.log; do grep -v -i warn $f | tail -2; cp $f $OUT/; done
     echo "exports ready after $(( $(date +%s) - t0 )) s"
   fi
@@ -127,14 +130,7 @@ cuaprep|cua)
 bf16)
   # A fresh machine: why a bfloat16 Cua-S1 pass takes ~1.9x the fp16 one. Both exports, then each
   # one's nodes the CUDA provider did not take, and one pass's kernels at 1 and 8 rows (pass_probe).
-  bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  mkdir -p /tmp/omni
-  OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh prepare cua-s1 > /tmp/omni/prepare-cua-s1.log 2>&1 &
-  until grep -q '^random checkpoint' /tmp/omni/prepare-cua-s1.log 2>/dev/null; do sleep 2; done
-  OUT=/tmp/omni-out DTYPE=bfloat16 EX_SUFFIX=-bf16 KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh \
-    prepare cua-s1 > /tmp/omni/prepare-cua-s1-bf16.log 2>&1
-  wait
+  both_cua_exports
   echo "exports ready after $(( $(date +%s) - t0 )) s"
   for ex in /tmp/omni/ex-cua-s1-gdnf /tmp/omni/ex-cua-s1-bf16-gdnf; do
     tag=$(basename $ex)
