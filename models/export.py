@@ -29,7 +29,7 @@ EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
              "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "max_length", "projections")
+QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "gdn_dtype", "max_length", "projections")
 # Attention kernels each family exports ("auto" picks per dtype; see each family's fused.py).
 ATTENTION = {"laya": ("auto", "sdpa", "mha")}
 QWEN_ATTENTION = ("auto", "sdpa", "gqa")
@@ -71,6 +71,11 @@ def main(argv=None) -> int:
     qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net", "gated_delta_net_fused"],
                       help="ONNX Runtime kernel for the Gated DeltaNet layers (gated_delta_net*: CUDA only; "
                            "_fused: fed the packed conv output and the raw gate logits)")
+    qwen.add_argument("--gdn-dtype", choices=["float16", "model"],
+                      help="with --gdn-kernel gated_delta_net*, what a float16/bfloat16 graph feeds the kernel: "
+                           "float16 (default; a bfloat16 graph casts its inputs, so ONNX Runtime's faster chunked "
+                           "engines, which take float16 only, serve it) or model (the graph's dtype: a bfloat16 "
+                           "graph then runs the slower recurrent engine)")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 
@@ -90,6 +95,13 @@ def main(argv=None) -> int:
             extra["attention"] = args.attention
         if args.dtype:
             extra["dtype"] = args.dtype
+        if args.gdn_dtype:
+            from models.qwen35 import gdn
+
+            try:
+                gdn.input_dtype(args.dtype or "float32", args.gdn_kernel or "linear_attention", args.gdn_dtype)
+            except ValueError as exc:
+                ap.error(str(exc))
         for key in ("gate_device", "parity_gate"):
             if getattr(args, key):
                 extra[key] = getattr(args, key)

@@ -141,10 +141,16 @@ def unname_unused(path: str, op_types=SKIP_NORMS) -> None:
 FLOAT16_ONLY_GDN_PLANS = ("chunked", "chunked_split")
 
 
-def gdn_plan_for(plan: str, weights_dtype: str) -> str:
+def gdn_plan_for(plan: str, gdn_dtype: str) -> str:
     """The GatedDeltaNet engine to build a graph's session with: `plan`, unless it takes float16
-    only and the graph's weights are another dtype; then ONNX Runtime's own ("auto")."""
-    return "auto" if plan in FLOAT16_ONLY_GDN_PLANS and weights_dtype != "float16" else plan
+    only and the graph's GatedDeltaNet layers read another dtype; then ONNX Runtime's own ("auto")."""
+    return "auto" if plan in FLOAT16_ONLY_GDN_PLANS and gdn_dtype != "float16" else plan
+
+
+def gdn_dtype(manifest: dict) -> str:
+    """The dtype an export's GatedDeltaNet layers read: what its manifest records (a bfloat16
+    graph may feed them float16), else its weights' dtype (exports made before the record)."""
+    return manifest.get("graph", {}).get("gdn_dtype") or manifest.get("weights_dtype", "float32")
 
 
 @contextlib.contextmanager

@@ -145,11 +145,11 @@ class Executor:
             # The model's policy says which shapes are worth a CUDA graph (models.base.GraphPolicy).
             policy = slot.model.cuda_graphs
             graphs = self.settings.cuda_graphs if policy is not None else 0
-            dtype = slot.model.manifest.get("weights_dtype", "float32")
+            dtype = onnx_ops.gdn_dtype(slot.model.manifest)
             plan = onnx_ops.gdn_plan_for(self.settings.cuda_gdn_plan, dtype)
             kernel = slot.model.manifest.get("graph", {}).get("gdn_kernel", "")
             if plan != self.settings.cuda_gdn_plan and kernel.startswith("gated_delta_net"):
-                log.info("model %s is %s: its GatedDeltaNet layers run ONNX Runtime's own engine, not %s "
+                log.info("model %s's GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s "
                          "(float16 only)", slot.name, dtype, self.settings.cuda_gdn_plan)
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs, self.settings.cuda_sdpa_kernel,

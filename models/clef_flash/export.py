@@ -17,7 +17,7 @@ import time
 from models import hub, manifest as manifests, precision
 from models.clef_flash import gate, head_graph
 from models.qwen35 import export as qexport
-from models.qwen35 import fused
+from models.qwen35 import fused, gdn
 from models.qwen35 import gate as qgate
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
@@ -39,11 +39,13 @@ def _example(vocab: int):
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
            gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "separate",
-           gate_device: str = "auto", parity_gate: str = "enforce", progress=print, **_ignored) -> dict:
+           gate_device: str = "auto", parity_gate: str = "enforce",
+           gdn_dtype: str | None = None, progress=print, **_ignored) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
     qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
+    gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
     t0 = time.perf_counter()
     progress("[1/5] resolving checkpoint %s" % checkpoint)
     src = hub.resolve(checkpoint, qexport.BASE_FILES + HEAD_FILES, revision=revision, subfolder=subfolder)
@@ -51,8 +53,9 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     if missing:
         raise ValueError("%s is not a Clef-Flash checkpoint: no %s" % (src.path, ", ".join(missing)))
     served_name = name or NAME
-    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-               "attention": fused.attention_for(dtype, attention), "projections": projections, "opset": qexport.OPSET}
+    options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
+                                      "attention": fused.attention_for(dtype, attention), "projections": projections,
+                                      "opset": qexport.OPSET}, dtype, gdn_in)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
@@ -69,10 +72,10 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                                     torch.export.Dim("questions"), torch.export.Dim("options"))
     dynamic = {"input_ids": {1: seq}, "token_positions": {0: tokens}, "question_spans": {0: questions},
                "question_types": {0: questions}, "option_spans": {0: opts}, "option_question": {0: opts}}
-    info, check = {"gdn_kernel": gdn_kernel}, {}
+    info, check = {"gdn_kernel": gdn_kernel, "gdn_dtype": gdn_in}, {}
     with manifests.staged(out) as tmp:
         path = qexport.export_program(graph, _example(dims.vocab_size), INPUTS, ["logits"], dynamic,
-                                      tmp, gdn_kernel, progress)
+                                      tmp, gdn_kernel, progress, gdn_in)
         if dtype == "float32" and gdn_kernel == "linear_attention":
             progress("checking ONNX Runtime (CPU) against torch on an untraced record ...")
             info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size)

@@ -44,7 +44,7 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
     import torch
 
     backbone = graph.backbone
-    dtype = qexport.model_dtype(backbone)
+    dtype, gdn_in = qexport.model_dtype(backbone), qexport.gdn_dtype(backbone)
     reason = qgate.unavailable(dtype, kernel, device)
     if reason:
         return qgate.not_run(reason, mode)
@@ -61,7 +61,7 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
         for h, case in zip(hidden, cases):
             logits = graph.head_graph(torch.from_numpy(h).float()[None], *case).double().numpy()
             refs += _by_question(logits, case[-1].numpy())
-    session, used, engine = qgate.session_for(onnx_path, device, kernel, dtype)
+    session, used, engine = qgate.session_for(onnx_path, device, kernel, gdn_in)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     probs = []
     for case in cases:

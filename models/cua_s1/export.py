@@ -17,7 +17,7 @@ import time
 from models import hub, manifest as manifests
 from models.cua_s1 import checkpoint as ck
 from models.qwen35 import export as qexport
-from models.qwen35 import fused
+from models.qwen35 import fused, gdn
 from models.qwen35 import gate as qgate
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
@@ -30,11 +30,12 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
            projections: str = "separate", gate_device: str = "auto", parity_gate: str = "enforce",
-           progress=print, **_ignored) -> dict:
+           gdn_dtype: str | None = None, progress=print, **_ignored) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)
     qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
+    gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
     t0 = time.perf_counter()
     progress("[1/5] resolving base %s%s" % (checkpoint, " and adapter %s" % adapter if adapter else ""))
     base = hub.resolve(checkpoint, qexport.BASE_FILES, revision=revision, subfolder=subfolder)
@@ -47,8 +48,9 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         dims = TextDims.from_dir(base.path)
         lora = ck.resolve_adapter(ad.path, dims.layer_types)
     served_name = name or ck.MODEL_NAME
-    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-               "attention": fused.attention_for(dtype, attention), "projections": projections, "opset": qexport.OPSET}
+    options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
+                                      "attention": fused.attention_for(dtype, attention), "projections": projections,
+                                      "opset": qexport.OPSET}, dtype, gdn_in)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base.path, qexport.source_files(base.path), progress)
     if lora is not None:
@@ -75,7 +77,8 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,
                              device=gate_device, mode=parity_gate, progress=progress, spend=True)
-    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate)
+    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate,
+                                        gdn_dtype=gdn_in)
     np.save(os.path.join(out, LETTER_ROWS), letter_rows)
     progress("[5/5] writing the manifest")
     random = manifests.flagged_random(os.path.join(base.path, "config.json"))

@@ -19,7 +19,7 @@ import time
 from models import hub, manifest as manifests
 from models.open_jev import checkpoint as ck
 from models.qwen35 import export as qexport
-from models.qwen35 import fused
+from models.qwen35 import fused, gdn
 from models.qwen35 import gate as qgate
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
@@ -33,9 +33,10 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
            projections: str = "separate", max_length: int = ck.MAX_LENGTH_DEFAULT, gate_device: str = "auto",
-           parity_gate: str = "enforce", progress=print, **_ignored) -> dict:
+           parity_gate: str = "enforce", gdn_dtype: str | None = None, progress=print, **_ignored) -> dict:
     progress = progress or (lambda m: None)
     qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
+    gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
     t0 = time.perf_counter()
     progress("[1/5] resolving package %s" % checkpoint)
     src = hub.resolve(checkpoint, PACKAGE_FILES, revision=revision, subfolder=subfolder)
@@ -46,9 +47,9 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
                            revision=None if base else package.base_revision)
     dims = TextDims.from_dir(base_src.path)
     served_name = name or variant.alias
-    options = {"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-               "attention": fused.attention_for(dtype, attention), "projections": projections, "max_length": max_length,
-               "opset": qexport.OPSET}
+    options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
+                                      "attention": fused.attention_for(dtype, attention), "projections": projections,
+                                      "max_length": max_length, "opset": qexport.OPSET}, dtype, gdn_in)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base_src.path, qexport.source_files(base_src.path), progress)
     sources.update({"package/" + k: v for k, v in manifests.hash_files(src.path, [
@@ -71,7 +72,8 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
                              spend=True,
                              distributions=qgate.noul_distributions(meta_export.head_weight, meta_export.head_bias,
                                                                     meta_export.temperature))
-    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate)
+    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate,
+                                        gdn_dtype=gdn_in)
     progress("[5/5] writing open_jev_export.json and the manifest")
     random = manifests.flagged_random(os.path.join(src.path, "model.json"), os.path.join(base_src.path, "config.json"))
     meta = {

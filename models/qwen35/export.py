@@ -63,7 +63,8 @@ def output_names(readout: str) -> list[str]:
     return {"last": ["hidden"], "letters": ["hidden", "letter_logits"], "all": ["hidden_states"]}[readout]
 
 
-def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress=print) -> str:
+def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress=print,
+                 gdn_dtype: str | None = None) -> str:
     """Write `out_dir/model.onnx` (+ external data) for a built backbone; returns the path."""
     import torch
 
@@ -74,11 +75,14 @@ def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress
     dynamic = {"input_ids": {0: batch, 1: seq}}
     if readout != "all":
         dynamic["positions"] = {0: batch}
-    return export_program(model, args, list(dynamic), output_names(readout), dynamic, out_dir, kernel, progress)
+    return export_program(model, args, list(dynamic), output_names(readout), dynamic, out_dir, kernel, progress,
+                          gdn_dtype)
 
 
-def export_program(module, args, input_names, output_names_, dynamic, out_dir: str, kernel: str, progress) -> str:
-    """torch.onnx dynamo export of any module holding the backbone, with the GDN ops lowered."""
+def export_program(module, args, input_names, output_names_, dynamic, out_dir: str, kernel: str, progress,
+                   gdn_dtype: str | None = None) -> str:
+    """torch.onnx dynamo export of any module holding the backbone, with the GDN ops lowered.
+    `gdn_dtype`: what the recurrence reads (gdn.input_dtype; None: the module's dtype)."""
     import torch
 
     from models.qwen35.graph import GatedDeltaNet
@@ -86,6 +90,8 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
     for layer in module.modules():      # the fused kernel takes the layer from the conv output on
         if isinstance(layer, GatedDeltaNet):
             layer.fused = kernel == "gated_delta_net_fused"
+            cast = gdn_dtype is not None and gdn_dtype != str(layer.out_proj.weight.dtype).replace("torch.", "")
+            layer.gdn_dtype = getattr(torch, gdn_dtype) if cast else None
     t0 = time.perf_counter()
     progress("exporting ONNX (opset %d, dynamo, GDN kernel %s) ..." % (OPSET, kernel))
     with torch.no_grad():
@@ -180,16 +186,17 @@ def hash_sources(directory: str, names: list[str], progress=print) -> dict[str, 
     return out
 
 
-def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool, gate=None) -> tuple[dict, dict]:
+def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool, gate=None,
+                 gdn_dtype: str | None = None) -> tuple[dict, dict]:
     """Export `model` into `out` (staged, so a failure leaves no half export), copy the tokenizer,
     and return what the manifest records: about the graph, and its `check` (`parity_gate`, from
     `gate(model, onnx_path) -> dict`, the parity gate of a half-precision graph: gate.run). A gate
     that refuses raises, and nothing is written."""
     from models import manifest as manifests
 
-    info, checked = {"gdn_kernel": kernel, "attention": model.attention}, {}
+    info, checked = {"gdn_kernel": kernel, "gdn_dtype": gdn_dtype or model_dtype(model), "attention": model.attention}, {}
     with manifests.staged(out) as tmp:
-        path = export_graph(model, tmp, kernel=kernel, progress=progress)
+        path = export_graph(model, tmp, kernel=kernel, progress=progress, gdn_dtype=gdn_dtype)
         # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
         if check and kernel == "linear_attention" and model_dtype(model) == "float32":
             progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
@@ -203,3 +210,20 @@ def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, che
 
 def model_dtype(model) -> str:
     return str(model.embed_tokens.weight.dtype).replace("torch.", "")
+
+
+def gdn_dtype(module) -> str:
+    """The dtype `module`'s GatedDeltaNet layers read as exported (export_program): the graph's own
+    unless they cast to another."""
+    from models.qwen35.graph import GatedDeltaNet
+
+    for layer in module.modules():
+        if isinstance(layer, GatedDeltaNet) and layer.gdn_dtype is not None:
+            return str(layer.gdn_dtype).replace("torch.", "")
+    return model_dtype(module)
+
+
+def export_options(options: dict, dtype: str, gdn_in: str) -> dict:
+    """A family's export options, naming the GDN input dtype only where it is not the graph's
+    (so exports made before the option stay up to date unless it changes them)."""
+    return options if gdn_in == dtype else dict(options, gdn_dtype=gdn_in)

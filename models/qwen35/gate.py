@@ -23,13 +23,14 @@ import numpy as np
 
 from models import onnx_ops, precision
 from models.qwen35 import export as qexport
+from models.qwen35 import gdn
 
 PROMPTS = 8
 MIN_TOKENS, MAX_TOKENS = 80, 400
 # The GatedDeltaNet engine the server builds sessions with unless told otherwise (app.config
 # `cuda_gdn_plan`): the engines round differently, so the gate uses the served one.
 SERVED_GDN_PLAN = "chunked_split"
-CUDA_ONLY_KERNELS = ("gated_delta_net", "gated_delta_net_fused")
+CUDA_ONLY_KERNELS = gdn.CUDA_KERNELS
 
 Distributions = Callable[[np.ndarray], Sequence[np.ndarray]]
 
@@ -71,6 +72,8 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
         rope = [module.rope(x.shape[1], device, torch.float32) for x in xs]
         for layer in module.layers:          # Layer.forward: the reference maths, unfused
             ref = copy.deepcopy(layer).to(device=device, dtype=torch.float32)
+            if ref.kind == "linear_attention":
+                ref.linear_attn.gdn_dtype = None        # the reference reads float32 throughout
             xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope)]
             del ref
         norm = copy.deepcopy(module.norm).to(device=device, dtype=torch.float32)
@@ -94,9 +97,10 @@ def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.n
 
 
 def session_for(onnx_path: str, device: str, kernel: str, dtype: str) -> tuple:
-    """(session, provider used, record): an ONNX Runtime session for the gate of a `dtype` graph,
-    its GatedDeltaNet engine the one the server will build it with (`OMNI_CUDA_GDN_PLAN`, default
-    chunked_split, where the graph's dtype allows it: onnx_ops.gdn_plan_for), which the record names."""
+    """(session, provider used, record): an ONNX Runtime session for the gate of a graph whose
+    GatedDeltaNet layers read `dtype` (qexport.gdn_dtype), its engine the one the server will build
+    it with (`OMNI_CUDA_GDN_PLAN`, default chunked_split, where that dtype allows it:
+    onnx_ops.gdn_plan_for), which the record names."""
     plan = onnx_ops.gdn_plan_for(os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN), dtype)
     with onnx_ops.gdn_plan(plan):
         session, used = precision.gate_session(onnx_path, device)
@@ -124,7 +128,7 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     measures, where each side ran, and the hidden states' relative error; raises
     precision.GateFailed under `enforce` when it fails. `spend`: release the module's weights
     once the reference has run (the exporters do; the module is not used after its gate)."""
-    dtype = qexport.model_dtype(module)
+    dtype, gdn_in = qexport.model_dtype(module), qexport.gdn_dtype(module)
     reason = unavailable(dtype, kernel, device)
     if reason:
         return not_run(reason, mode)
@@ -136,7 +140,7 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     readout = module.readout
     if spend:
         release(module)
-    session, used, engine = session_for(onnx_path, device, kernel, dtype)
+    session, used, engine = session_for(onnx_path, device, kernel, gdn_in)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     got = graph_hidden(session, readout, rows)
     del session

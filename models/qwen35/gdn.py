@@ -25,7 +25,28 @@ from __future__ import annotations
 import torch
 
 KERNELS = ("linear_attention", "gated_delta_net", "gated_delta_net_fused")
+# The kernels that read q/k/v in the graph's dtype (LinearAttention gets them cast to fp32).
+CUDA_KERNELS = ("gated_delta_net", "gated_delta_net_fused")
+# What a half-precision graph feeds those kernels (`--gdn-dtype`): float16, or the graph's own dtype.
+INPUT_DTYPES = ("float16", "model")
 EPS = 1e-6
+
+
+def input_dtype(dtype: str, kernel: str, requested: str | None = None) -> str:
+    """The dtype the GatedDeltaNet kernel reads in a `dtype` graph. ONNX Runtime's chunked engines
+    take float16 only, and on bfloat16 inputs it falls back to its recurrent engine (1.8x slower
+    a Cua-S1 pass on an H200), so by default a bfloat16 graph casts the kernel's inputs to
+    float16 and its output back: bfloat16 values are exact in float16 from 6.1e-5 to 65504, and
+    the kernel's inputs follow a norm and a projection, far inside that. `requested="model"`
+    keeps the graph's dtype (the recurrent engine) for a checkpoint whose values are not."""
+    if requested not in (None,) + INPUT_DTYPES:
+        raise ValueError("unknown GDN input dtype %r (known: %s)" % (requested, ", ".join(INPUT_DTYPES)))
+    if requested is not None and (dtype == "float32" or kernel not in CUDA_KERNELS):
+        raise ValueError("--gdn-dtype applies to float16/bfloat16 graphs with --gdn-kernel %s"
+                         % " or ".join(CUDA_KERNELS))
+    if dtype == "bfloat16" and kernel in CUDA_KERNELS and requested != "model":
+        return "float16"
+    return dtype
 
 
 def _l2norm(x: torch.Tensor) -> torch.Tensor:

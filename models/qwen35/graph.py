@@ -85,6 +85,7 @@ class GatedDeltaNet(nn.Module):
         self.norm = Norm(d.linear_value_head_dim, d.rms_norm_eps, offset=0.0)   # plain w, no +1
         self.out_proj = nn.Linear(d.value_dim, d.hidden_size, bias=False)
         self.fused = False         # one `gated_delta_fused` op from the conv output on (export_program)
+        self.gdn_dtype = None      # a dtype the recurrence's inputs are cast to (export_program; gdn.input_dtype)
 
     def merge_projections(self, separate: bool) -> None:
         self.separate = separate
@@ -101,10 +102,14 @@ class GatedDeltaNet(nn.Module):
         # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
         # as transformers' own GDN does); the gates are fp32.
         heads = (d.linear_num_key_heads, d.linear_key_head_dim, d.linear_num_value_heads, d.linear_value_head_dim)
+        dtype = qkv.dtype
+        if self.gdn_dtype is not None:
+            qkv = qkv.to(self.gdn_dtype)
         if self.fused:
             o = gated_delta_fused(qkv, a_logits, b_logits, self.A_log, self.dt_bias, *heads)
         else:
             o = gated_delta(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias))
+        o = o.to(dtype)
         # o: [B, T, Hv, Dv]
         z = z.reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim)
         o = rms_norm(o, self.norm.weight, d.rms_norm_eps, 0.0) * F.silu(z)

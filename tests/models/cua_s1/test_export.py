@@ -50,3 +50,45 @@ def test_a_bfloat16_export_without_cuda_records_that_its_gate_did_not_run(random
     with caplog.at_level(logging.WARNING, logger="omni"):
         create_app(Settings(models=(out,)))
     assert any("parity gate against float32 did NOT RUN" in r.getMessage() for r in caplog.records)
+
+
+def test_a_bfloat16_export_feeds_its_gated_delta_net_kernels_float16(random_cua, tmp_path):
+    """The CUDA GatedDeltaNet kernels of a bfloat16 export read float16 (gdn.input_dtype), so the
+    server builds them with its configured chunked engine; `gdn_dtype="model"` keeps bfloat16
+    (and ONNX Runtime's recurrent engine). The option is part of what makes an export up to date."""
+    from models import onnx_ops
+    from models.cua_s1 import export
+
+    out = str(tmp_path / "cua-bf16-gdn")
+    common = dict(adapter=random_cua.text, dtype="bfloat16", gdn_kernel="gated_delta_net_fused", gate_device="cpu",
+                  parity_gate="record")
+    export.export(random_cua.base, out, progress=None, **common)
+    meta = read(out)
+    assert meta["weights_dtype"] == "bfloat16" and meta["graph"]["gdn_dtype"] == "float16"
+    assert meta["export_options"]["gdn_dtype"] == "float16"
+    assert onnx_ops.gdn_plan_for("chunked_split", onnx_ops.gdn_dtype(meta)) == "chunked_split"
+    messages = []
+    export.export(random_cua.base, out, progress=messages.append, **common)
+    assert read(out)["exported_at"] == meta["exported_at"] and not any("exporting" in m for m in messages)
+    export.export(random_cua.base, out, progress=None, gdn_dtype="model", **common)
+    kept = read(out)
+    assert kept["graph"]["gdn_dtype"] == "bfloat16" and "gdn_dtype" not in kept["export_options"]
+    assert onnx_ops.gdn_plan_for("chunked_split", onnx_ops.gdn_dtype(kept)) == "auto"
+
+
+def test_the_export_command_refuses_a_gdn_dtype_it_cannot_apply(random_cua, tmp_path, capsys):
+    import pytest
+
+    from models import export as command
+
+    base = ["cua-s1", "--checkpoint", random_cua.base, "--out", str(tmp_path / "x")]
+    for extra, says in ((["--gdn-dtype", "float16"], "applies to float16/bfloat16 graphs"),
+                        (["--dtype", "bfloat16", "--gdn-dtype", "model"], "applies to float16/bfloat16 graphs"),
+                        (["--dtype", "bfloat16", "--gdn-dtype", "float32"], "invalid choice: 'float32'")):
+        with pytest.raises(SystemExit) as exit_:
+            command.main(base + extra)
+        assert exit_.value.code == 2 and says in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        command.main(["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "y"), "--gdn-dtype", "model"])
+    assert "--gdn-dtype applies to Qwen3.5-backbone models only" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -147,3 +147,8 @@ def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_e
         assert onnx_ops.gdn_plan_for(plan, "float32") == onnx_ops.gdn_plan_for(plan, "bfloat16") == "auto"
         assert onnx_ops.gdn_plan_for(plan, "float16") == plan
     assert onnx_ops.gdn_plan_for("recurrent", "float32") == "recurrent"
+    # What the plan is judged on: the dtype the GatedDeltaNet layers read, where the manifest
+    # records it (a bfloat16 graph casting them to float16), else the weights' (older exports).
+    assert onnx_ops.gdn_dtype({"weights_dtype": "bfloat16", "graph": {"gdn_dtype": "float16"}}) == "float16"
+    assert onnx_ops.gdn_dtype({"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net"}}) == "bfloat16"
+    assert onnx_ops.gdn_dtype({}) == "float32"
