@@ -69,7 +69,7 @@ def main(argv=None):
     else:
         info = sessions.create(model.onnx_path, "cuda", cuda_graphs=budget, sdpa_kernel=settings.cuda_sdpa_kernel,
                                gdn_plan=onnx_ops.gdn_plan_for(settings.cuda_gdn_plan,
-                                                              model.manifest.get("weights_dtype", "float32")),
+                                                              onnx_ops.gdn_dtype(model.manifest)),
                                pinned_buffers=settings.pinned_host_buffers)
         runner = info.session
     cases = []

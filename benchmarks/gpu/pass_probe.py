@@ -61,7 +61,7 @@ def main(argv=None):
                                sdpa_kernel=settings.cuda_sdpa_kernel,
                                capture_after=policy.capture_after if policy else 1,
                                gdn_plan=onnx_ops.gdn_plan_for(settings.cuda_gdn_plan,
-                                                              model.manifest.get("weights_dtype", "float32")),
+                                                              onnx_ops.gdn_dtype(model.manifest)),
                                pinned_buffers=settings.pinned_host_buffers)
         runner = info.session
     pool = None
