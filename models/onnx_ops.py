@@ -147,6 +147,21 @@ def gdn_plan_for(plan: str, gdn_dtype: str) -> str:
     return "auto" if plan in FLOAT16_ONLY_GDN_PLANS and gdn_dtype != "float16" else plan
 
 
+def gdn_plan_note(manifest: dict, configured: str, plan: str) -> str | None:
+    """Why an export's GatedDeltaNet layers do not run the configured engine, for the log; None
+    when they do or the export has none of ONNX Runtime's GatedDeltaNet nodes."""
+    graph = manifest.get("graph", {})
+    if plan == configured or not graph.get("gdn_kernel", "").startswith("gated_delta_net"):
+        return None
+    dtype = gdn_dtype(manifest)
+    note = "its GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s (float16 only)" % (
+        dtype, configured)
+    if dtype == "bfloat16" and "gdn_dtype" not in graph:
+        note += ("; this bfloat16 export predates exports that feed them float16: running its export "
+                 "command again serves it on %s, about twice as fast" % configured)
+    return note
+
+
 def gdn_dtype(manifest: dict) -> str:
     """The dtype an export's GatedDeltaNet layers read: what its manifest records (a bfloat16
     graph may feed them float16), else its weights' dtype (exports made before the record)."""

@@ -147,10 +147,9 @@ class Executor:
             graphs = self.settings.cuda_graphs if policy is not None else 0
             dtype = onnx_ops.gdn_dtype(slot.model.manifest)
             plan = onnx_ops.gdn_plan_for(self.settings.cuda_gdn_plan, dtype)
-            kernel = slot.model.manifest.get("graph", {}).get("gdn_kernel", "")
-            if plan != self.settings.cuda_gdn_plan and kernel.startswith("gated_delta_net"):
-                log.info("model %s's GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s "
-                         "(float16 only)", slot.name, dtype, self.settings.cuda_gdn_plan)
+            note = onnx_ops.gdn_plan_note(slot.model.manifest, self.settings.cuda_gdn_plan, plan)
+            if note:
+                log.info("model %s: %s", slot.name, note)
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs, self.settings.cuda_sdpa_kernel,
                                    capture_after=policy.capture_after if policy is not None else 1,

@@ -152,3 +152,14 @@ def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_e
     assert onnx_ops.gdn_dtype({"weights_dtype": "bfloat16", "graph": {"gdn_dtype": "float16"}}) == "float16"
     assert onnx_ops.gdn_dtype({"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net"}}) == "bfloat16"
     assert onnx_ops.gdn_dtype({}) == "float32"
+    # The log says why an export does not get the configured engine, and how an old bfloat16
+    # export (no record of what its GatedDeltaNet reads) would.
+    old = {"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net_fused"}}
+    note = onnx_ops.gdn_plan_note(old, "chunked_split", onnx_ops.gdn_plan_for("chunked_split", onnx_ops.gdn_dtype(old)))
+    assert note.startswith("its GatedDeltaNet layers read bfloat16") and "running its export command again" in note
+    kept = {"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net_fused", "gdn_dtype": "bfloat16"}}
+    note = onnx_ops.gdn_plan_note(kept, "chunked_split", "auto")
+    assert "not chunked_split (float16 only)" in note and "again" not in note
+    new = {"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net_fused", "gdn_dtype": "float16"}}
+    assert onnx_ops.gdn_plan_note(new, "chunked_split", "chunked_split") is None
+    assert onnx_ops.gdn_plan_note({"graph": {"gdn_kernel": "linear_attention"}}, "chunked_split", "auto") is None
