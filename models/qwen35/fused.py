@@ -15,8 +15,12 @@ matrix products, took most of the kernel time. Emitting the kernels directly:
   fire on these graphs: the H200 profile of Cua-S1 showed 64 separate adds.
 * `causal_attention` → com.microsoft `GroupQueryAttention` (flash / memory-efficient attention
   on CUDA for fp16 and bf16, a CPU kernel for fp32 tests): KV heads shared, not copied; causal.
+  Its per-row lengths (`seqlens_k`) are counted once a pass, not once a layer.
   ONNX Runtime's CUDA provider has no fp32 kernel for it, so float32 exports keep the traced
   attention ("sdpa"); `attention_for(dtype)` picks.
+* `rotary` (partial RoPE on the first `rot` dims of each head) → com.microsoft `RotaryEmbedding`,
+  one kernel for q and one for k; traced, rotate-half was nine (three slices, a negation, two
+  concats, two products and a sum). The attention layer uses it with `GroupQueryAttention`.
 
 The torch implementations are the reference maths the tests compare against.
 """
@@ -73,16 +77,51 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
     return o.transpose(1, 2).reshape(b, t, hq * d)
 
 
+@torch.library.custom_op("omni_qwen35::seqlens_k", mutates_args=())
+def seqlens_k(x: torch.Tensor) -> torch.Tensor:
+    """GroupQueryAttention's `seqlens_k` for x [B, T, ...]: T - 1 for every row (int32 [B]). Made
+    once a pass from the embeddings and read by every attention layer."""
+    return torch.full((x.shape[0],), x.shape[1] - 1, dtype=torch.int32, device=x.device)
+
+
+@seqlens_k.register_fake
+def _(x):
+    return x.new_empty((x.shape[0],), dtype=torch.int32)
+
+
 @torch.library.custom_op("omni_qwen35::causal_attention", mutates_args=())
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """attention_reference as one op, exported as GroupQueryAttention."""
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
+                     scale: float) -> torch.Tensor:
+    """attention_reference as one op, exported as GroupQueryAttention; `lengths` is `seqlens_k`
+    (every row is full length in torch)."""
     return attention_reference(q, k, v, scale)
 
 
 @causal_attention.register_fake
-def _(q, k, v, scale):
+def _(q, k, v, lengths, scale):
     b, t, hq, d = q.shape
     return q.new_empty((b, t, hq * d))
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half RoPE on the first 2·cos.shape[-1] dims of each head of x [B, T, H, D] (pairs i,
+    i + rot/2); cos and sin [T, rot/2] in x's dtype. The rest of each head passes through."""
+    half = cos.shape[-1]
+    cos, sin = torch.cat((cos, cos), dim=-1)[:, None], torch.cat((sin, sin), dim=-1)[:, None]
+    xr, rest = x[..., : 2 * half], x[..., 2 * half:]
+    rotated = torch.cat((-xr[..., half:], xr[..., :half]), dim=-1)
+    return torch.cat((xr * cos + rotated * sin, rest), dim=-1)
+
+
+@torch.library.custom_op("omni_qwen35::rotary", mutates_args=())
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """`rope` as one op, exported as RotaryEmbedding."""
+    return rope(x, cos, sin)
+
+
+@rotary.register_fake
+def _(x, cos, sin):
+    return torch.empty_like(x)
 
 
 def translations() -> dict:
@@ -99,22 +138,24 @@ def translations() -> dict:
                                                        stash_type=1, _outputs=2)
         return y
 
-    def attention(q, k, v, scale):
+    def lengths(x):
+        # Every row is treated as full length: trailing pads sit after each real row's last
+        # token, and causality keeps them out of it (graph.py). T - 1 per row is counted on the
+        # device from x itself: computed on the host from Shape it would need a host-to-device
+        # copy, and ONNX Runtime refuses CUDA-graph capture with one (it also moves integer ops
+        # fed by shapes to the host, hence a float count).
+        first = op.Slice(x, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]),
+                         op.Constant(value_ints=[2]))                         # [B, T, 1]
+        count = op.ReduceSum(op.Cast(op.Not(op.IsNaN(first)), to=1), op.Constant(value_ints=[1, 2]),
+                             keepdims=0)                                     # [B] = T
+        return op.Cast(op.Sub(count, op.Constant(value_float=1.0)), to=6)
+
+    def attention(q, k, v, seqlens_k, scale):
         hq, d, hkv = q.shape[2], q.shape[3], k.shape[2]
         shape = op.Shape(q)
         bt = op.Slice(shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[2]))
         seq = op.Slice(shape, op.Constant(value_ints=[1]), op.Constant(value_ints=[2]))
-        # Every row is treated as full length: trailing pads sit after each real row's last
-        # token, and causality keeps them out of it (graph.py). seqlens_k (T - 1 per row) is
-        # counted on the device from q itself: computed on the host from Shape it would need a
-        # host-to-device copy, and ONNX Runtime refuses CUDA-graph capture with one (it also moves
-        # integer ops fed by shapes to the host, hence a float count).
         # total_sequence_length is a host input of the kernel, so the host computes it.
-        first = op.Slice(q, op.Constant(value_ints=[0, 0]), op.Constant(value_ints=[1, 1]),
-                         op.Constant(value_ints=[2, 3]))                     # [B, T, 1, 1]
-        count = op.ReduceSum(op.Cast(op.Not(op.IsNaN(first)), to=1), op.Constant(value_ints=[1, 2, 3]),
-                             keepdims=0)                                     # [B] = T
-        seqlens_k = op.Cast(op.Sub(count, op.Constant(value_float=1.0)), to=6)
         total = op.Cast(op.Squeeze(seq), to=6)
 
         def packed(x, heads):
@@ -123,6 +164,18 @@ def translations() -> dict:
         outputs = ms.GroupQueryAttention(packed(q, hq), packed(k, hkv), packed(v, hkv), None, None, seqlens_k,
                                          total, num_heads=hq, kv_num_heads=hkv, scale=float(scale), _outputs=3)
         return outputs[0]
+
+    def rotary_embedding(x, cos, sin):
+        # Heads packed as [B, T, H·D], the layout the kernel and GroupQueryAttention read; the
+        # positions are 0..T-1, given as their start: a constant, so nothing crosses from the host
+        # (which CUDA-graph capture refuses). The tables are per pass, T rows.
+        heads, d = x.shape[2], x.shape[3]
+        shape = op.Shape(x)
+        packed = op.Reshape(x, op.Concat(op.Slice(shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[2])),
+                                         op.Constant(value_ints=[heads * d]), axis=0))
+        y = ms.RotaryEmbedding(packed, op.Constant(value_ints=[0]), cos, sin, num_heads=heads,
+                               rotary_embedding_dim=2 * cos.shape[-1], interleaved=0)
+        return op.Reshape(y, shape)
 
     def add_norm(delta, x, scale, eps):
         # Output 3 is the sum, which carries the residual stream on; the statistics go unused and
@@ -133,4 +186,6 @@ def translations() -> dict:
 
     return {torch.ops.omni_qwen35.rms_norm.default: norm,
             torch.ops.omni_qwen35.add_rms_norm.default: add_norm,
-            torch.ops.omni_qwen35.causal_attention.default: attention}
+            torch.ops.omni_qwen35.causal_attention.default: attention,
+            torch.ops.omni_qwen35.seqlens_k.default: lengths,
+            torch.ops.omni_qwen35.rotary.default: rotary_embedding}

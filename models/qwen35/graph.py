@@ -136,7 +136,9 @@ class Attention(nn.Module):
         self.qkv_proj = _merged(self.q_proj, self.k_proj, self.v_proj)
         del self.q_proj, self.k_proj, self.v_proj
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, lengths=None):
+        """`lengths`: fused.seqlens_k of the pass, made once for all layers (Backbone); without
+        it (the reference maths, Layer.forward) the layer makes its own."""
         d = self.d
         b, t, _ = x.shape
         hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
@@ -150,20 +152,17 @@ class Attention(nn.Module):
         else:
             qg, k, v = parts(self.qkv_proj, x, self.qkv_sizes, False)
             q, gate = qg.view(b, t, hq, 2 * hd).chunk(2, dim=-1)
-        q = _rope(self.q_norm(q), cos, sin, d.rotary_dim)                     # [B, T, Hq, hd]
-        k = _rope(self.k_norm(k.view(b, t, hkv, hd)), cos, sin, d.rotary_dim)
+        # One RotaryEmbedding kernel each with the fused attention; traced with sdpa (fp32 graphs,
+        # where ONNX Runtime's CUDA provider has no GroupQueryAttention kernel either).
+        rotate = fused.rotary if self.kernel == "gqa" else fused.rope
+        q = rotate(self.q_norm(q), cos, sin)                                   # [B, T, Hq, hd]
+        k = rotate(self.k_norm(k.view(b, t, hkv, hd)), cos, sin)
         v = v.view(b, t, hkv, hd)
-        attend = fused.causal_attention if self.kernel == "gqa" else fused.attention_reference
-        o = attend(q, k, v, hd ** -0.5)
+        if self.kernel == "gqa":
+            o = fused.causal_attention(q, k, v, fused.seqlens_k(x) if lengths is None else lengths, hd ** -0.5)
+        else:
+            o = fused.attention_reference(q, k, v, hd ** -0.5)
         return self.o_proj(o * torch.sigmoid(gate.reshape(b, t, hq * hd)))
-
-
-def _rope(x, cos, sin, rot: int):
-    """Rotate-half RoPE on the first `rot` dims (pairs i, i + rot/2); the rest pass through."""
-    xr, rest = x[..., :rot], x[..., rot:]
-    half = rot // 2
-    rotated = torch.cat((-xr[..., half:], xr[..., :half]), dim=-1)
-    return torch.cat((xr * cos + rotated * sin, rest), dim=-1)
 
 
 class Layer(nn.Module):
@@ -178,9 +177,9 @@ class Layer(nn.Module):
         self.input_layernorm = Norm(d.hidden_size, d.rms_norm_eps)
         self.post_attention_layernorm = Norm(d.hidden_size, d.rms_norm_eps)
 
-    def mix(self, h, cos, sin):
+    def mix(self, h, cos, sin, lengths=None):
         """The token mixer: Gated DeltaNet or gated full attention."""
-        return self.linear_attn(h) if self.kind == "linear_attention" else self.self_attn(h, cos, sin)
+        return self.linear_attn(h) if self.kind == "linear_attention" else self.self_attn(h, cos, sin, lengths)
 
     def forward(self, x, cos, sin):
         """The reference maths, one layer (Backbone.hidden_states runs the same sums fused)."""
@@ -213,22 +212,23 @@ class Backbone(nn.Module):
         self.letter_ids = list(letter_ids or [])
 
     def rope(self, t: int, device, dtype):
-        """cos, sin [T, 1, rot] (per head) at positions 0..T-1, computed in fp32. Text positions
-        are 0..T-1 on all three MRoPE axes, which reduces to plain 1-D RoPE."""
+        """cos, sin [T, rot/2] at positions 0..T-1 (one column per frequency: fused.rope pairs
+        dims i and i + rot/2), computed in fp32, once a pass. Text positions are 0..T-1 on all
+        three MRoPE axes, which reduces to plain 1-D RoPE."""
         freqs = torch.arange(t, device=device).float()[:, None] * self.inv_freq.to(device).float()[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]
+        return freqs.cos().to(dtype), freqs.sin().to(dtype)
 
     def hidden_states(self, input_ids):
         x = self.embed_tokens(input_ids)
         cos, sin = self.rope(input_ids.shape[1], input_ids.device, x.dtype)
+        lengths = fused.seqlens_k(x) if self.attention == "gqa" else None
         # Layer by layer, the same sums as Layer.forward, but each residual add runs inside the norm
         # that follows it: the MLP's output is added by the next layer's input norm (the last
         # one's by the final norm).
         delta = None
         for layer in self.layers:
             h, x = add_norm(layer.input_layernorm, x, delta)
-            h, x = add_norm(layer.post_attention_layernorm, x, layer.mix(h, cos, sin))
+            h, x = add_norm(layer.post_attention_layernorm, x, layer.mix(h, cos, sin, lengths))
             delta = layer.mlp(h)
         return add_norm(self.norm, x, delta)[0]
 

@@ -40,6 +40,11 @@ def test_exported_graph_uses_one_kernel_per_norm_attention_and_projection(tied_l
     assert all(not n.output[1] and not n.output[2] for n in skips if len(n.output) > 1)
     assert ops["GroupQueryAttention"] == (full if module.attention == "gqa" else 0)
     assert ops["Softmax"] == (0 if module.attention == "gqa" else full)
+    # With it, RoPE is one RotaryEmbedding for q and one for k; traced, rotate-half negates.
+    assert ops["RotaryEmbedding"] == (2 * full if module.attention == "gqa" else 0)
+    assert ops["Neg"] == (0 if module.attention == "gqa" else 2 * full)
+    # The rows' lengths GroupQueryAttention reads are counted once a pass, for every layer.
+    assert ops["IsNaN"] == (1 if module.attention == "gqa" else 0)
     assert ops["Pow"] == 0 and ops["ReduceMean"] == 0
     # Projections reading the same input are one product: per layer the merged input projection
     # and the output one (MLP, GDN or attention), plus the letter readout; traced attention adds
