@@ -74,6 +74,8 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
             log.warning("model %s was exported before exports folded their weight transforms: ONNX Runtime "
                         "folds them at every start (27 s of Cua-S1 4B's on the H200); `python -m models.fold %s` "
                         "folds them once, in place", model.name, model.directory)
+        for note in model.notes():
+            log.warning("model %s: %s", model.name, note)
         gate = model.manifest.get("check", {}).get("parity_gate")
         if gate is not None and "not_run" in gate:
             log.warning("model %s is a %s export whose parity gate against float32 did NOT RUN at export (%s); "

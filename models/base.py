@@ -103,6 +103,8 @@ class ServedModel(Protocol):
 
     def describe(self) -> dict: ...
 
+    def notes(self) -> list[str]: ...
+
 
 # reference/api.md's example request: the warm-up of models that take it as it is.
 API_EXAMPLE = {
@@ -162,6 +164,10 @@ class ExportedModel:
 
     def describe_extra(self) -> dict:
         return {}
+
+    def notes(self) -> list[str]:
+        """What the server's log should say about this export at load (an outdated graph, say)."""
+        return []
 
     def describe(self) -> dict:
         src = self.manifest.get("source", {})

@@ -15,6 +15,7 @@ from models import onnx_ops, precision
 from models.fold import save_folded
 from models.qwen35 import fused, gdn
 from models.qwen35.dims import TextDims
+from models.qwen35.revision import GRAPH_REVISION
 
 ONNX_NAME = "model.onnx"
 OPSET = 18
@@ -224,6 +225,7 @@ def gdn_dtype(module) -> str:
 
 
 def export_options(options: dict, dtype: str, gdn_in: str) -> dict:
-    """A family's export options, naming the GDN input dtype only where it is not the graph's
-    (so exports made before the option stay up to date unless it changes them)."""
+    """A family's export options with the graph revision, naming the GDN input dtype only where it
+    is not the graph's."""
+    options = dict(options, graph_revision=GRAPH_REVISION)
     return options if gdn_in == dtype else dict(options, gdn_dtype=gdn_in)

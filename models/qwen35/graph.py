@@ -97,7 +97,14 @@ class GatedDeltaNet(nn.Module):
     def forward(self, x):
         d = self.d
         b, t, _ = x.shape
-        qkv, z, b_logits, a_logits = parts(self.in_proj, x, self.in_proj_sizes, self.separate)
+        if self.separate:
+            nqkv, nz, nb, na = self.in_proj_sizes
+            qkv, z = rows(self.in_proj, x, 0, nqkv), rows(self.in_proj, x, nqkv, nqkv + nz)
+            # b and a as one product: each alone is a 32-to-48-column product that takes as long
+            # as a wide one. Cast once (the GatedDeltaNet kernels read fp32 gates), then split.
+            b_logits, a_logits = rows(self.in_proj, x, nqkv + nz, nqkv + nz + nb + na).float().split([nb, na], dim=-1)
+        else:
+            qkv, z, b_logits, a_logits = parts(self.in_proj, x, self.in_proj_sizes, False)
         qkv = causal_conv_silu(qkv, self.conv1d.weight)                     # causal depthwise conv
         # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
         # as transformers' own GDN does); the gates are fp32.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from models.base import ExportedModel, GraphPolicy
+from models.qwen35.revision import GRAPH_REVISION, GRAPH_REVISION_NOTE
 from models.tokenizer import TokenizerHandle
 
 
@@ -20,3 +21,10 @@ class QwenServed(ExportedModel):
         self.tok = TokenizerHandle.load(directory)
         pad = self.tok.tokenizer.token_to_id("<|endoftext|>")
         self.pad_id = pad if pad is not None else 0
+
+    def notes(self) -> list[str]:
+        revision = self.manifest.get("export_options", {}).get("graph_revision", 1)
+        if revision >= GRAPH_REVISION:
+            return []
+        return ["its graph is revision %d of the Qwen3.5 exporter's, which now writes %d (%s); running its "
+                "export command again writes it" % (revision, GRAPH_REVISION, GRAPH_REVISION_NOTE)]
