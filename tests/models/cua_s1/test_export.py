@@ -27,12 +27,45 @@ def test_a_float16_export_records_its_parity_gate(random_cua, tmp_path):
     assert np.load(f"{out}/letter_rows.npy").shape == (26, meta["dims"]["hidden_size"])
 
 
-def test_a_float32_export_has_no_gate(random_cua, tmp_path):
+def test_a_float32_export_has_no_gate_and_an_older_graph_revision_is_written_again(random_cua, tmp_path, caplog):
+    """A float32 export runs no gate. Exports record the revision of the graph the exporter
+    writes: one of an earlier revision (a manifest without it, as before revisions were recorded)
+    is named by the server at load and is not up to date, so its export command writes the
+    current graph again."""
+    import json
+    import logging
+    import os
+
+    from app.config import Settings
+    from app.main import create_app
     from models.cua_s1 import export
+    from models.qwen35.revision import GRAPH_REVISION
+    from models.registry import load
 
     out = str(tmp_path / "cua-fp32")
     export.export(random_cua.base, out, adapter=random_cua.text, progress=None)
-    assert read(out)["check"] == {}
+    meta = read(out)
+    assert meta["check"] == {}
+    assert meta["export_options"]["graph_revision"] == GRAPH_REVISION
+    assert load(out).notes() == []
+    messages = []
+    export.export(random_cua.base, out, adapter=random_cua.text, progress=messages.append)
+    assert not any(m.startswith("[3/5]") for m in messages)          # up to date: nothing exported
+    del meta["export_options"]["graph_revision"]
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(meta, f)
+    (note,) = load(out).notes()
+    assert note.startswith("its graph is revision 1 of the Qwen3.5 exporter's, which now writes %d" % GRAPH_REVISION)
+    assert "running its export command again writes it" in note
+    with caplog.at_level(logging.WARNING, logger="omni"):
+        create_app(Settings(models=(out,)))
+    assert [r.getMessage() for r in caplog.records if "graph is revision" in r.getMessage()] == [
+        "model cua-s1-4b-0.2: " + note]
+    messages = []
+    export.export(random_cua.base, out, adapter=random_cua.text, progress=messages.append)
+    assert read(out)["export_options"]["graph_revision"] == GRAPH_REVISION
+    assert load(out).notes() == []
+    assert messages and not any("up to date" in m for m in messages)
 
 
 def test_a_bfloat16_export_without_cuda_records_that_its_gate_did_not_run(random_cua, tmp_path, caplog):
@@ -92,42 +125,3 @@ def test_the_export_command_refuses_a_gdn_dtype_it_cannot_apply(random_cua, tmp_
         command.main(["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "y"), "--gdn-dtype", "model"])
     assert "--gdn-dtype applies to Qwen3.5-backbone models only" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
-
-
-def test_an_export_of_an_older_graph_revision_is_named_and_written_again(random_cua, tmp_path, caplog):
-    """Exports record the revision of the graph the exporter writes: one of an earlier revision
-    (a manifest without it, as before revisions were recorded) is named by the server at load
-    and is not up to date, so its export command writes the current graph again."""
-    import json
-    import logging
-    import os
-
-    from app.config import Settings
-    from app.main import create_app
-    from models.cua_s1 import export
-    from models.qwen35.revision import GRAPH_REVISION
-    from models.registry import load
-
-    out = str(tmp_path / "cua-fp32")
-    export.export(random_cua.base, out, adapter=random_cua.text, progress=None)
-    meta = read(out)
-    assert meta["export_options"]["graph_revision"] == GRAPH_REVISION
-    assert load(out).notes() == []
-    messages = []
-    export.export(random_cua.base, out, adapter=random_cua.text, progress=messages.append)
-    assert not any(m.startswith("[3/5]") for m in messages)          # up to date: nothing exported
-    del meta["export_options"]["graph_revision"]
-    with open(os.path.join(out, "manifest.json"), "w") as f:
-        json.dump(meta, f)
-    (note,) = load(out).notes()
-    assert note.startswith("its graph is revision 1 of the Qwen3.5 exporter's, which now writes %d" % GRAPH_REVISION)
-    assert "running its export command again writes it" in note
-    with caplog.at_level(logging.WARNING, logger="omni"):
-        create_app(Settings(models=(out,)))
-    assert [r.getMessage() for r in caplog.records if "graph is revision" in r.getMessage()] == [
-        "model cua-s1-4b-0.2: " + note]
-    messages = []
-    export.export(random_cua.base, out, adapter=random_cua.text, progress=messages.append)
-    assert read(out)["export_options"]["graph_revision"] == GRAPH_REVISION
-    assert load(out).notes() == []
-    assert messages and not any("up to date" in m for m in messages)
