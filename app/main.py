@@ -70,22 +70,8 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
         if model.manifest.get("random_weights"):
             log.warning("model %s has RANDOM WEIGHTS (a demo/test checkpoint): its answers are random",
                         model.name)
-        if not model.manifest.get("weights_folded"):
-            log.warning("model %s was exported before exports folded their weight transforms: ONNX Runtime "
-                        "folds them at every start (27 s of Cua-S1 4B's on the H200); `python -m models.fold %s` "
-                        "folds them once, in place", model.name, model.directory)
         for note in model.notes():
             log.warning("model %s: %s", model.name, note)
-        gate = model.manifest.get("check", {}).get("parity_gate")
-        if gate is not None and "not_run" in gate:
-            log.warning("model %s is a %s export whose parity gate against float32 did NOT RUN at export (%s); "
-                        "it was exported with --parity-gate record", model.name,
-                        model.manifest.get("weights_dtype"), gate["not_run"])
-        elif gate is not None and not gate.get("passes"):
-            log.warning("model %s is a %s export that FAILED its parity gate against float32 at export "
-                        "(max probability drift %s, top choice %s); it was exported with --parity-gate record",
-                        model.name, model.manifest.get("weights_dtype"), gate.get("max_prob_drift"),
-                        gate.get("top_choice_identical"))
     litestar = Litestar(
         route_handlers=[systemone.systemone, health.livez, health.readyz, health.metrics,
                         discovery.list_models, discovery.schema],

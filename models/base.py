@@ -166,8 +166,23 @@ class ExportedModel:
         return {}
 
     def notes(self) -> list[str]:
-        """What the server's log should say about this export at load (an outdated graph, say)."""
-        return []
+        """What the server's log should say about this export at load: an export made before
+        exports folded their weights, a parity gate that did not run or failed; families add
+        their own (an outdated graph, say)."""
+        out, meta = [], self.manifest
+        if not meta.get("weights_folded"):
+            out.append("exported before exports folded their weight transforms: ONNX Runtime folds them at every "
+                       "start (27 s of Cua-S1 4B's on the H200); `python -m models.fold %s` folds them once, in "
+                       "place" % self.directory)
+        gate = meta.get("check", {}).get("parity_gate")
+        if gate is not None and "not_run" in gate:
+            out.append("a %s export whose parity gate against float32 did NOT RUN at export (%s); it was exported "
+                       "with --parity-gate record" % (meta.get("weights_dtype"), gate["not_run"]))
+        elif gate is not None and not gate.get("passes"):
+            out.append("a %s export that FAILED its parity gate against float32 at export (max probability drift "
+                       "%s, top choice %s); it was exported with --parity-gate record"
+                       % (meta.get("weights_dtype"), gate.get("max_prob_drift"), gate.get("top_choice_identical")))
+        return out
 
     def describe(self) -> dict:
         src = self.manifest.get("source", {})

@@ -98,11 +98,11 @@ class GatedDeltaNet(nn.Module):
         d = self.d
         b, t, _ = x.shape
         if self.separate:
-            nqkv, nz, nb, na = self.in_proj_sizes
-            qkv, z = rows(self.in_proj, x, 0, nqkv), rows(self.in_proj, x, nqkv, nqkv + nz)
             # b and a as one product: each alone is a 32-to-48-column product that takes as long
             # as a wide one. Cast once (the GatedDeltaNet kernels read fp32 gates), then split.
-            b_logits, a_logits = rows(self.in_proj, x, nqkv + nz, nqkv + nz + nb + na).float().split([nb, na], dim=-1)
+            nqkv, nz, nb, na = self.in_proj_sizes
+            qkv, z, ba = parts(self.in_proj, x, [nqkv, nz, nb + na], True)
+            b_logits, a_logits = ba.float().split([nb, na], dim=-1)
         else:
             qkv, z, b_logits, a_logits = parts(self.in_proj, x, self.in_proj_sizes, False)
         qkv = causal_conv_silu(qkv, self.conv1d.weight)                     # causal depthwise conv

@@ -23,8 +23,9 @@ class QwenServed(ExportedModel):
         self.pad_id = pad if pad is not None else 0
 
     def notes(self) -> list[str]:
+        out = super().notes()
         revision = self.manifest.get("export_options", {}).get("graph_revision", 1)
-        if revision >= GRAPH_REVISION:
-            return []
-        return ["its graph is revision %d of the Qwen3.5 exporter's, which now writes %d (%s); running its "
-                "export command again writes it" % (revision, GRAPH_REVISION, GRAPH_REVISION_NOTE)]
+        if revision < GRAPH_REVISION:
+            out.append("its graph is revision %d of the Qwen3.5 exporter's, which now writes %d (%s); running its "
+                       "export command again writes it" % (revision, GRAPH_REVISION, GRAPH_REVISION_NOTE))
+        return out
