@@ -29,7 +29,7 @@ EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
              "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "gdn_dtype", "max_length", "projections")
+QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "gdn_dtype", "max_length", "projections", "prompt_head")
 # Attention kernels each family exports ("auto" picks per dtype; see each family's fused.py).
 ATTENTION = {"laya": ("auto", "sdpa", "mha")}
 QWEN_ATTENTION = ("auto", "sdpa", "gqa")
@@ -76,6 +76,10 @@ def main(argv=None) -> int:
                            "float16 (default; a bfloat16 graph casts its inputs, so ONNX Runtime's faster chunked "
                            "engines, which take float16 only, serve it) or model (the graph's dtype: a bfloat16 "
                            "graph then runs the slower recurrent engine)")
+    qwen.add_argument("--prompt-head", choices=["baked", "in-rows"],
+                      help="cua-s1: the system turn every prompt starts with (~100 tokens) computed once at "
+                           "export and baked into the graph, rows then holding only the tokens after it (baked, "
+                           "default), or run in every row as before (in-rows)")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 
@@ -84,6 +88,8 @@ def main(argv=None) -> int:
 
     try:
         extra = {k: getattr(args, k) for k in QWEN_OPTIONS if getattr(args, k) is not None}
+        if args.prompt_head and args.model != "cua-s1":
+            ap.error("--prompt-head applies to cua-s1 only")
         if extra and args.model == "laya":
             ap.error("--%s applies to Qwen3.5-backbone models only" % next(iter(extra)).replace("_", "-"))
         if args.model == "laya" and args.dtype == "bfloat16":

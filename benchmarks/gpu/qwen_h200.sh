@@ -50,6 +50,7 @@ EX=/tmp/omni/ex-$family${EX_SUFFIX:-}
 SRC=$CK
 EXTRA=()
 [ -n "${GDN_DTYPE:-}" ] && EXTRA=(--gdn-dtype $GDN_DTYPE)
+[ -n "${PROMPT_HEAD:-}" ] && EXTRA+=(--prompt-head $PROMPT_HEAD)      # cua-s1: baked (default) or in-rows
 ADAPTER=()      # what the export merged: the references merge it too
 [ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-$size/checkpoint; EXTRA+=(--base $CK); ADAPTER=(--adapter $SRC/adapter); }
 [ "$family" = clef-flash ] && SRC=/tmp/omni/clef-9b

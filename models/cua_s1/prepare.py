@@ -7,7 +7,7 @@ Public:
     map_request(body, names=(MODEL_NAME,), limits=CuaLimits()) -> (state_text, [Question])
     prompt_text(state_text, question) -> str       # the byte-exact chat prompt (§3.2)
     prepare_rows(body, tok, limits=CuaLimits(), names=(MODEL_NAME,)) -> ([Question], [[int]], usage)
-    prepare(body, tok, limits=CuaLimits(), names=(MODEL_NAME,)) -> models.base.Prepared
+    prepare(body, tok, limits=CuaLimits(), names=(MODEL_NAME,), baked=0) -> models.base.Prepared
 
 A port of upstream's `models/cua_s1/text/contract.py` (`map_request`, `build_messages`) and the
 native worker's `chat_text` (models.md §3.1–3.3). Each question is an independent prompt over the
@@ -163,6 +163,13 @@ def prompt_text(state: str, question: Question) -> str:
     return _CHAT % (SYSTEM_PROMPT, user_text(state, question))
 
 
+def head_ids(tok: TokenizerHandle) -> list[int]:
+    """The ids every prompt starts with (the system turn up to the user turn's `<|im_start|>`):
+    what an export bakes into its graph (models/qwen35/prefix.py). encode_framed encodes `_HEAD`
+    on its own, so each row starts with exactly these."""
+    return tok.encode(_HEAD)
+
+
 def prepare_rows(body: Mapping[str, Any], tok: TokenizerHandle, limits: CuaLimits | None = None,
                  names: Sequence[str] = (MODEL_NAME,)) -> tuple[list[Question], list[list[int]], dict]:
     """Validate, render and tokenize every question; raises before any forward pass."""
@@ -181,13 +188,15 @@ def prepare_rows(body: Mapping[str, Any], tok: TokenizerHandle, limits: CuaLimit
 
 
 def prepare(body: Mapping[str, Any], tok: TokenizerHandle, limits: CuaLimits | None = None,
-            names: Sequence[str] = (MODEL_NAME,)) -> Prepared:
-    """`prepare_rows` as the runtime's `Prepared`: work = rows, context = `Context`."""
+            names: Sequence[str] = (MODEL_NAME,), baked: int = 0) -> Prepared:
+    """`prepare_rows` as the runtime's `Prepared`: work = rows, context = `Context`. `baked`: the
+    length of a prompt head the graph has baked in, which the graph does not run (`longest`
+    counts what it runs; usage counts the whole prompt)."""
     questions, rows, usage = prepare_rows(body, tok, limits, names)
     lengths = [len(r) for r in rows]
-    return Prepared(rows=len(rows), tokens=usage["input_tokens"], longest=max(lengths), work=rows,
+    return Prepared(rows=len(rows), tokens=usage["input_tokens"], longest=max(lengths) - baked, work=rows,
                     context=Context(questions, usage, lengths), questions=len(questions))
 
 
-__all__ = ["CuaLimits", "Question", "Context", "SYSTEM_PROMPT", "check_model", "map_request",
+__all__ = ["CuaLimits", "Question", "Context", "SYSTEM_PROMPT", "check_model", "map_request", "head_ids",
            "prompt_text", "prepare_rows", "prepare"]

@@ -11,8 +11,9 @@ from models.base import Prepared
 from models.cua_s1 import finish as finishing
 from models.cua_s1.checkpoint import IDENTITY, MODEL_NAME
 from models.cua_s1.export import LETTER_ROWS
-from models.cua_s1.prepare import CuaLimits, prepare
+from models.cua_s1.prepare import CuaLimits, head_ids, prepare
 from models.errors import InferenceFailed
+from models.qwen35.prefix import check_head
 from models.qwen35.rows import LastTokenAdapter
 from models.qwen35.served import QwenServed
 
@@ -33,12 +34,20 @@ class CuaS1Model(QwenServed):
         self.letter_rows = np.load(os.path.join(directory, LETTER_ROWS)).astype(np.float32)
         self.letter_rows64 = self.letter_rows.astype(np.float64)      # exact: float32 values, widened once
         self.limits_ = limits or CuaLimits()
-        self.adapter = LastTokenAdapter(self.pad_id, key=self.family)
+        self.adapter = LastTokenAdapter(self.pad_id, key=self.family, head=self._baked_head(manifest))
         # The registry has routed the request here; its served name and upstream's name both pass.
         self.names = tuple(dict.fromkeys((self.name, MODEL_NAME)))
 
+    def _baked_head(self, manifest: Mapping[str, Any]) -> list[int]:
+        """The prompt head the graph has baked in (export.py), which every row must start with:
+        refused at load, not per request, when this server's prompt and tokenizer give another."""
+        baked = list((manifest.get("prefix") or {}).get("ids") or [])
+        if baked:
+            check_head(manifest, head_ids(self.tok), self.name)
+        return baked
+
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
-        return prepare(body, self.tok, self.limits_, names=self.names)
+        return prepare(body, self.tok, self.limits_, names=self.names, baked=len(self.adapter.head))
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
                requested: str | None = None) -> dict:

@@ -78,14 +78,15 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
 
 
 @torch.library.custom_op("omni_qwen35::seqlens_k", mutates_args=())
-def seqlens_k(x: torch.Tensor) -> torch.Tensor:
-    """GroupQueryAttention's `seqlens_k` for x [B, T, ...]: T - 1 for every row (int32 [B]). Made
-    once a pass from the embeddings and read by every attention layer."""
-    return torch.full((x.shape[0],), x.shape[1] - 1, dtype=torch.int32, device=x.device)
+def seqlens_k(x: torch.Tensor, head: int = 0) -> torch.Tensor:
+    """GroupQueryAttention's `seqlens_k` for x [B, T, ...] after a prompt head of `head` tokens:
+    head + T - 1 for every row (int32 [B]). Made once a pass from the embeddings and read by
+    every attention layer."""
+    return torch.full((x.shape[0],), head + x.shape[1] - 1, dtype=torch.int32, device=x.device)
 
 
 @seqlens_k.register_fake
-def _(x):
+def _(x, head=0):
     return x.new_empty((x.shape[0],), dtype=torch.int32)
 
 
@@ -138,7 +139,7 @@ def translations() -> dict:
                                                        stash_type=1, _outputs=2)
         return y
 
-    def lengths(x):
+    def lengths(x, head=0):
         # Every row is treated as full length: trailing pads sit after each real row's last
         # token, and causality keeps them out of it (graph.py). T - 1 per row is counted on the
         # device from x itself: computed on the host from Shape it would need a host-to-device
@@ -148,7 +149,7 @@ def translations() -> dict:
                          op.Constant(value_ints=[2]))                         # [B, T, 1]
         count = op.ReduceSum(op.Cast(op.Not(op.IsNaN(first)), to=1), op.Constant(value_ints=[1, 2]),
                              keepdims=0)                                     # [B] = T
-        return op.Cast(op.Sub(count, op.Constant(value_float=1.0)), to=6)
+        return op.Cast(op.Add(count, op.Constant(value_float=float(head - 1))), to=6)
 
     def attention(q, k, v, seqlens_k, scale):
         hq, d, hkv = q.shape[2], q.shape[3], k.shape[2]

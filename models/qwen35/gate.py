@@ -63,21 +63,26 @@ def reference_device(requested: str) -> str:
 
 def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") -> list[np.ndarray]:
     """Final-norm hidden states [T, H] (float64) of each id row, computed in float32 one layer at
-    a time from `module`'s weights (any dtype)."""
+    a time from `module`'s weights (any dtype). A module with a baked prompt head reads each row
+    after it: the reference runs the whole prompt, head included, from scratch (the head's
+    positions are left out of what it returns)."""
     import torch
 
+    head = list(getattr(module, "prefix_ids", []))
     with torch.no_grad(), _exact_float32():
         weight = module.embed_tokens.weight
-        xs = [weight[torch.from_numpy(r[0])].to(device=device, dtype=torch.float32)[None] for r in rows]
+        xs = [weight[torch.tensor(head + r[0].tolist(), dtype=torch.long)].to(device=device, dtype=torch.float32)[None]
+              for r in rows]
         rope = [module.rope(x.shape[1], device, torch.float32) for x in xs]
         for layer in module.layers:          # Layer.forward: the reference maths, unfused
             ref = copy.deepcopy(layer).to(device=device, dtype=torch.float32)
+            (ref.linear_attn if ref.kind == "linear_attention" else ref.self_attn).set_prefix(None, None)
             if ref.kind == "linear_attention":
                 ref.linear_attn.gdn_dtype = None        # the reference reads float32 throughout
             xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope)]
             del ref
         norm = copy.deepcopy(module.norm).to(device=device, dtype=torch.float32)
-        out = [norm(x)[0].double().cpu().numpy() for x in xs]
+        out = [norm(x)[0, len(head):].double().cpu().numpy() for x in xs]
     if device == "cuda":
         torch.cuda.empty_cache()
     return out

@@ -17,10 +17,13 @@ in batch and sequence and lets the exporter emit ONNX Runtime's own kernels
 Inputs (one layer): q, k [B, T, Hk, Dk] after the causal conv (not yet normalised) and v [B, T,
 Hv, Dv], in the model's dtype; g (log decay) and beta [B, T, Hv], float32. Output [B, T, Hv, Dv]
 in v's dtype; the recurrence itself runs in fp32 (GatedDeltaNet takes half-precision q/k/v
-directly; LinearAttention gets them cast). The state starts at zero: a decision model reads one
-prefill, nothing carries over.
+directly; LinearAttention gets them cast). The state starts at zero, or at a given state: the
+fixed prompt head's, computed once at export (prefix.py). A state is V-major, [B, Hv, Dv, Dk]
+float32, as ONNX Runtime's GatedDeltaNet holds it.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 
@@ -53,10 +56,10 @@ def _l2norm(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + EPS)
 
 
-@torch.library.custom_op("omni_qwen35::gated_delta", mutates_args=())
-def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
-                beta: torch.Tensor) -> torch.Tensor:
-    """Token-by-token reference recurrence (models.md §6.2 step 5), used when torch runs the graph."""
+def recurrence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+               state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-by-token reference recurrence (models.md §6.2 step 5) from `state` (V-major; None:
+    zeros): the output [B, T, Hv, Dv] in v's dtype and the state after the last token (fp32)."""
     b, t, hk, dk = q.shape
     hv, dv = v.shape[-2:]
     rep = hv // hk
@@ -64,7 +67,8 @@ def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tens
     q = _l2norm(q.float()).repeat_interleave(rep, dim=2) * dk ** -0.5
     k = _l2norm(k.float()).repeat_interleave(rep, dim=2)
     v, g, beta = v.float(), g.float(), beta.float()
-    state = q.new_zeros(b, hv, dk, dv)
+    # Held K-major here ([B, Hv, Dk, Dv]): the sums below read it that way.
+    state = q.new_zeros(b, hv, dk, dv) if state is None else state.float().transpose(-1, -2).expand(b, -1, -1, -1)
     out = q.new_empty(b, t, hv, dv)
     for i in range(t):
         state = state * g[:, i].exp()[..., None, None]
@@ -72,11 +76,18 @@ def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tens
         delta = (v[:, i] - memory) * beta[:, i, :, None]
         state = state + k[:, i, :, :, None] * delta[:, :, None, :]
         out[:, i] = (state * q[:, i, :, :, None]).sum(-2)
-    return out.to(dtype)
+    return out.to(dtype), state.transpose(-1, -2).contiguous()
+
+
+@torch.library.custom_op("omni_qwen35::gated_delta", mutates_args=())
+def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
+                beta: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The recurrence's output (what torch runs; exported as `translation(kernel)`)."""
+    return recurrence(q, k, v, g, beta, state)[0]
 
 
 @gated_delta.register_fake
-def _(q, k, v, g, beta):
+def _(q, k, v, g, beta, state=None):
     return torch.empty_like(v)
 
 
@@ -98,31 +109,35 @@ def gates(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.
 @torch.library.custom_op("omni_qwen35::gated_delta_fused", mutates_args=())
 def gated_delta_fused(qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor,
                       dt_bias: torch.Tensor, key_heads: int, key_dim: int, value_heads: int,
-                      value_dim: int) -> torch.Tensor:
+                      value_dim: int, state: Optional[torch.Tensor] = None) -> torch.Tensor:
     """`gated_delta` over the conv output [B, T, 2·Hk·Dk + Hv·Dv] (q | k | v) and the raw gate
     logits a, b [B, T, Hv]; returns [B, T, Hv, Dv]. The same maths as splitting, gating and
     calling `gated_delta`, which is what torch runs."""
     g, beta = gates(a, b, a_log, dt_bias)
-    return gated_delta(*split_qkv(qkv, key_heads, key_dim, value_heads, value_dim), g, beta)
+    return gated_delta(*split_qkv(qkv, key_heads, key_dim, value_heads, value_dim), g, beta, state)
 
 
 @gated_delta_fused.register_fake
-def _(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim):
+def _(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, state=None):
     return qkv.new_empty(qkv.shape[0], qkv.shape[1], value_heads, value_dim)
 
 
 @torch.library.custom_op("omni_qwen35::causal_conv_silu", mutates_args=())
-def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """silu(causal depthwise conv1d) over [B, T, C] (channels last), weight [C, 1, K], no bias.
-    Exported as ORT's fused CausalConvWithState: no cuDNN algorithm search per new shape and no
-    transposes around it (the Conv it replaces needed both)."""
-    k = weight.shape[-1]
-    y = torch.nn.functional.conv1d(x.transpose(1, 2), weight, padding=k - 1, groups=weight.shape[0])
-    return torch.nn.functional.silu(y[:, :, : x.shape[1]]).transpose(1, 2).contiguous()
+def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """silu(causal depthwise conv1d) over [B, T, C] (channels last), weight [C, 1, K], no bias;
+    `state` [B, K-1, C]: the K-1 inputs before x (None: zeros). Exported as ORT's fused
+    CausalConvWithState: no cuDNN algorithm search per new shape and no transposes around it
+    (the Conv it replaces needed both)."""
+    k, t = weight.shape[-1], x.shape[1]
+    if state is None:
+        state = x.new_zeros(x.shape[0], k - 1, x.shape[2])
+    y = torch.nn.functional.conv1d(torch.cat([state.to(x.dtype), x], 1).transpose(1, 2), weight,
+                                   groups=weight.shape[0])
+    return torch.nn.functional.silu(y[:, :, :t]).transpose(1, 2).contiguous()
 
 
 @causal_conv_silu.register_fake
-def _(x, weight):
+def _(x, weight, state=None):
     return torch.empty_like(x)
 
 
@@ -131,8 +146,8 @@ def conv_translation():
 
     ms, _ = onnx_ops.opsets()
 
-    def causal_conv(x, weight):
-        outputs = ms.CausalConvWithState(x, weight, None, None, activation="silu", channels_last=1, ndim=1,
+    def causal_conv(x, weight, state=None):
+        outputs = ms.CausalConvWithState(x, weight, None, state, activation="silu", channels_last=1, ndim=1,
                                          _outputs=2)
         return outputs[0]
 
@@ -144,9 +159,11 @@ def _leading(op, x, n: int):
     return op.Slice(op.Shape(x), op.Constant(value_ints=[0]), op.Constant(value_ints=[n]))
 
 
-def _zero_state(op, like, value_heads: int, value_dim: int, key_dim: int):
-    """GatedDeltaNet's initial state, zeros [B, Hv, Dv, Dk] (B from `like`): a decision model
-    reads one prefill, nothing carries over."""
+def _zero_state(op, like, value_heads: int, value_dim: int, key_dim: int, state=None):
+    """GatedDeltaNet's initial state [B, Hv, Dv, Dk]: `state` (the prompt head's) where given,
+    else zeros (B from `like`)."""
+    if state is not None:
+        return state
     return op.ConstantOfShape(op.Concat(_leading(op, like, 1), op.Constant(value_ints=[value_heads, value_dim, key_dim]),
                                         axis=0))
 
@@ -159,7 +176,7 @@ def translation(kernel: str):
 
     ms, _ = onnx_ops.opsets()
 
-    def linear_attention(q, k, v, g, beta):
+    def linear_attention(q, k, v, g, beta, state=None):
         # Packed [B, T, H*D] layout with q/k expanded to the value heads (LinearAttention's GQA
         # shares kv heads among query heads, the opposite of GDN's grouping).
         hk, dk = q.shape[2], q.shape[3]
@@ -176,13 +193,14 @@ def translation(kernel: str):
 
         q, k, v32 = (op.Cast(x, to=1) for x in (q, k, v))                 # LinearAttention: one dtype, fp32
         packed_v = op.Reshape(v32, op.Concat(bt, op.Constant(value_ints=[hv * dv]), axis=0))
-        out, _state = ms.LinearAttention(expand(q), expand(k), packed_v, None, g, beta,
+        past = None if state is None else op.Transpose(state, perm=[0, 1, 3, 2])       # K-major here
+        out, _state = ms.LinearAttention(expand(q), expand(k), packed_v, past, g, beta,
                                          q_num_heads=hv, kv_num_heads=hv, update_rule="gated_delta",
                                          scale=float(dk ** -0.5), _outputs=2)
         return op.CastLike(op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0)), v)
 
-    def gated_delta_net(q, k, v, g, beta):
-        outputs = ms.GatedDeltaNet(q, k, v, None, g, beta, _zero_state(op, q, v.shape[2], v.shape[3], q.shape[3]),
+    def gated_delta_net(q, k, v, g, beta, state=None):
+        outputs = ms.GatedDeltaNet(q, k, v, None, g, beta, _zero_state(op, q, v.shape[2], v.shape[3], q.shape[3], state),
                                    qk_l2_norm=1, update_rule="gated_delta", _outputs=2)
         return outputs[0]
 
@@ -201,12 +219,12 @@ def fused_translation():
 
     ms, _ = onnx_ops.opsets()
 
-    def gated_delta_net_fused(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim):
+    def gated_delta_net_fused(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, state=None):
         tokens = op.Constant(value_ints=[-1, 2 * key_heads * key_dim + value_heads * value_dim])
         per_head = op.Constant(value_ints=[-1, value_heads])
         outputs = ms.GatedDeltaNet(op.Reshape(qkv, tokens), None, None, None,
                                    op.Reshape(op.Cast(a, to=1), per_head), op.Reshape(op.Cast(b, to=1), per_head),
-                                   _zero_state(op, qkv, value_heads, value_dim, key_dim), op.Cast(a_log, to=1),
+                                   _zero_state(op, qkv, value_heads, value_dim, key_dim, state), op.Cast(a_log, to=1),
                                    op.Cast(dt_bias, to=1), qk_l2_norm=1,
                                    update_rule="gated_delta", gate_activation="qwen", beta_activation="sigmoid",
                                    _outputs=2)

@@ -6,6 +6,11 @@ keeps trailing pads out of every real position, in attention and in the GDN recu
 attention mask is needed and padding never changes a real row. The GDN recurrence is the
 `gated_delta` custom op (gdn.py); everything else is standard ops.
 
+A fixed prompt head (Cua-S1's system turn) can be baked in (`Backbone.set_prefix`, prefix.py):
+each GDN layer then starts from the head's conv inputs and recurrent state, and each attention
+layer reads the head's keys and values before the row's own, so a row holds only the tokens after
+the head and its positions start at the head's length.
+
 Readouts (what the decision models read, §6.4):
 * "last": `hidden [B, H]`, the final-norm hidden state at `positions[b]` (last real token);
 * "letters": `hidden` plus `letter_logits [B, n]` = hidden · embed[letter_ids]ᵀ (Cua-S1);
@@ -20,7 +25,13 @@ from torch.nn import functional as F
 from models.projections import parts, rows
 from models.qwen35 import fused
 from models.qwen35.dims import TextDims
-from models.qwen35.gdn import causal_conv_silu, gated_delta, gated_delta_fused, gates, split_qkv
+from models.qwen35.gdn import causal_conv_silu, gated_delta, gated_delta_fused, gates, recurrence, split_qkv
+
+
+def _last(x: torch.Tensor, n: int, before: torch.Tensor | None) -> torch.Tensor:
+    """The last n positions of x [B, T, C], with `before` (or zeros) ahead of it when T < n."""
+    ahead = x.new_zeros(x.shape[0], n, x.shape[2]) if before is None else before.to(x.dtype)
+    return torch.cat([ahead, x], 1)[:, -n:]
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
@@ -86,6 +97,15 @@ class GatedDeltaNet(nn.Module):
         self.out_proj = nn.Linear(d.value_dim, d.hidden_size, bias=False)
         self.fused = False         # one `gated_delta_fused` op from the conv output on (export_program)
         self.gdn_dtype = None      # a dtype the recurrence's inputs are cast to (export_program; gdn.input_dtype)
+        self.headed = False        # rows start after a prompt head (set_prefix)
+
+    def set_prefix(self, conv, state) -> None:
+        """Start every row after a prompt head whose last K-1 conv inputs and recurrent state
+        these are (None, None: from zeros). Buffers, so they move with the module and export as
+        constants."""
+        self.headed = conv is not None
+        for name, value in (("prefix_conv", conv), ("prefix_state", state)):
+            self.register_buffer(name, value, persistent=False)
 
     def merge_projections(self, separate: bool) -> None:
         self.separate = separate
@@ -94,9 +114,14 @@ class GatedDeltaNet(nn.Module):
         self.in_proj = _merged(*linears)
         del self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a
 
-    def forward(self, x):
+    def forward(self, x, capture: list | None = None):
+        """`capture`: a list that gets (conv inputs, state) after x's last token (prefix.py)."""
         d = self.d
         b, t, _ = x.shape
+        conv_state = state = None
+        if self.headed:
+            conv_state = self.prefix_conv.expand(b, -1, -1)
+            state = self.prefix_state.expand(b, -1, -1, -1)
         if self.separate:
             # b and a as one product: each alone is a 32-to-48-column product that takes as long
             # as a wide one. Cast once (the GatedDeltaNet kernels read fp32 gates), then split.
@@ -105,17 +130,23 @@ class GatedDeltaNet(nn.Module):
             b_logits, a_logits = ba.float().split([nb, na], dim=-1)
         else:
             qkv, z, b_logits, a_logits = parts(self.in_proj, x, self.in_proj_sizes, False)
-        qkv = causal_conv_silu(qkv, self.conv1d.weight)                     # causal depthwise conv
+        if capture is not None:
+            capture.append(_last(qkv, self.conv1d.weight.shape[-1] - 1, conv_state))
+        qkv = causal_conv_silu(qkv, self.conv1d.weight, conv_state)          # causal depthwise conv
         # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
         # as transformers' own GDN does); the gates are fp32.
         heads = (d.linear_num_key_heads, d.linear_key_head_dim, d.linear_num_value_heads, d.linear_value_head_dim)
         dtype = qkv.dtype
         if self.gdn_dtype is not None:
             qkv = qkv.to(self.gdn_dtype)
-        if self.fused:
-            o = gated_delta_fused(qkv, a_logits, b_logits, self.A_log, self.dt_bias, *heads)
+        if capture is not None:         # the reference recurrence, for its final state
+            o, final = recurrence(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias),
+                                  state)
+            capture.append(final)
+        elif self.fused:
+            o = gated_delta_fused(qkv, a_logits, b_logits, self.A_log, self.dt_bias, *heads, state)
         else:
-            o = gated_delta(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias))
+            o = gated_delta(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias), state)
         o = o.to(dtype)
         # o: [B, T, Hv, Dv]
         z = z.reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim)
@@ -136,6 +167,14 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(d.num_attention_heads * hd, d.hidden_size, bias=False)
         self.q_norm = Norm(hd, d.rms_norm_eps)
         self.k_norm = Norm(hd, d.rms_norm_eps)
+        self.headed = False        # rows start after a prompt head (set_prefix)
+
+    def set_prefix(self, keys, values) -> None:
+        """Read a prompt head's keys (rotated) and values, [1, P, Hkv, hd] each, ahead of every
+        row's (None, None: no head)."""
+        self.headed = keys is not None
+        for name, value in (("prefix_k", keys), ("prefix_v", values)):
+            self.register_buffer(name, value, persistent=False)
 
     def merge_projections(self, separate: bool) -> None:
         self.separate = separate
@@ -143,9 +182,11 @@ class Attention(nn.Module):
         self.qkv_proj = _merged(self.q_proj, self.k_proj, self.v_proj)
         del self.q_proj, self.k_proj, self.v_proj
 
-    def forward(self, x, cos, sin, lengths=None):
+    def forward(self, x, cos, sin, lengths=None, capture: list | None = None):
         """`lengths`: fused.seqlens_k of the pass, made once for all layers (Backbone); without
-        it (the reference maths, Layer.forward) the layer makes its own."""
+        it (the reference maths, Layer.forward) the layer makes its own. cos and sin cover x's
+        positions (after a prompt head's). `capture`: a list that gets x's (rotated) keys and
+        values (prefix.py)."""
         d = self.d
         b, t, _ = x.shape
         hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
@@ -165,10 +206,23 @@ class Attention(nn.Module):
         q = rotate(self.q_norm(q), cos, sin)                                   # [B, T, Hq, hd]
         k = rotate(self.k_norm(k.view(b, t, hkv, hd)), cos, sin)
         v = v.view(b, t, hkv, hd)
+        if capture is not None:
+            capture += [k, v]
+        head = 0
+        if self.headed:
+            # The head's keys and values ahead of the row's, and zero queries at the head's
+            # positions, whose outputs are dropped: the one causal kernel then reads the whole
+            # prompt at any batch size (its past-key input takes several new tokens at batch 1 only).
+            head = self.prefix_k.shape[1]
+            k = torch.cat([self.prefix_k.expand(b, -1, -1, -1), k], 1)
+            v = torch.cat([self.prefix_v.expand(b, -1, -1, -1), v], 1)
+            q = torch.cat([q.new_zeros(b, head, hq, hd), q], 1)
         if self.kernel == "gqa":
-            o = fused.causal_attention(q, k, v, fused.seqlens_k(x) if lengths is None else lengths, hd ** -0.5)
+            o = fused.causal_attention(q, k, v, fused.seqlens_k(x, head) if lengths is None else lengths, hd ** -0.5)
         else:
             o = fused.attention_reference(q, k, v, hd ** -0.5)
+        if head:
+            o = o[:, head:]
         return self.o_proj(o * torch.sigmoid(gate.reshape(b, t, hq * hd)))
 
 
@@ -217,18 +271,27 @@ class Backbone(nn.Module):
         self.register_buffer("inv_freq", 1.0 / (d.rope_theta ** (torch.arange(0, rot, 2).float() / rot)),
                              persistent=False)
         self.letter_ids = list(letter_ids or [])
+        self.prefix_ids: list[int] = []     # a baked prompt head (set_prefix): rows start after it
 
-    def rope(self, t: int, device, dtype):
-        """cos, sin [T, rot/2] at positions 0..T-1 (one column per frequency: fused.rope pairs
-        dims i and i + rot/2), computed in fp32, once a pass. Text positions are 0..T-1 on all
-        three MRoPE axes, which reduces to plain 1-D RoPE."""
-        freqs = torch.arange(t, device=device).float()[:, None] * self.inv_freq.to(device).float()[None, :]
+    def set_prefix(self, ids: list[int], layers: list[tuple]) -> None:
+        """Bake a prompt head in: `layers` holds, per layer, what prefix.capture took from it
+        (GDN: conv inputs and state; attention: keys and values), or ([], []) to remove it."""
+        self.prefix_ids = list(ids)
+        for layer, states in zip(self.layers, layers or [(None, None)] * len(self.layers)):
+            (layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn).set_prefix(*states)
+
+    def rope(self, t: int, device, dtype, start: int = 0):
+        """cos, sin [T, rot/2] at positions start..start+T-1 (one column per frequency: fused.rope
+        pairs dims i and i + rot/2), computed in fp32, once a pass. Text positions are the same on
+        all three MRoPE axes, which reduces to plain 1-D RoPE."""
+        freqs = (torch.arange(t, device=device).float() + start)[:, None] * self.inv_freq.to(device).float()[None, :]
         return freqs.cos().to(dtype), freqs.sin().to(dtype)
 
     def hidden_states(self, input_ids):
         x = self.embed_tokens(input_ids)
-        cos, sin = self.rope(input_ids.shape[1], input_ids.device, x.dtype)
-        lengths = fused.seqlens_k(x) if self.attention == "gqa" else None
+        head = len(self.prefix_ids)
+        cos, sin = self.rope(input_ids.shape[1], input_ids.device, x.dtype, head)
+        lengths = fused.seqlens_k(x, head) if self.attention == "gqa" else None
         # Layer by layer, the same sums as Layer.forward, but each residual add runs inside the norm
         # that follows it: the MLP's output is added by the next layer's input norm (the last
         # one's by the final norm).

@@ -16,6 +16,8 @@ overhead (on the H200, a 9B pass costs ~6 ms plus ~32 µs a token), and one batc
 (benchmarks/padding_estimate.py). `positions` reads each row at its last real token; causality
 keeps the trailing pads out of every real row, so answers do not depend on what a row was
 batched with. Outputs come back in request order.
+A graph with a baked prompt head (models/qwen35/prefix.py) takes each row without it: the
+adapter cuts it off (`head`), and lengths, buckets and budgets count what the graph runs.
 
 The micro-batches are cut longest first but run in the order of the oldest request each holds
 (FIFO, as the executor takes requests; shortest first among equals), and `Packed.ready` tells
@@ -31,14 +33,16 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from models.base import Packed, Prepared
+from models.errors import InferenceFailed
 
 Rows = list  # one work item: a list of token-id lists, one per row
 
 
 class LastTokenAdapter:
     def __init__(self, pad_id: int, key: str, max_rows: int = 64, max_tokens: int = 32768, pad_to: int = 16,
-                 max_row_padding: int = 256):
+                 max_row_padding: int = 256, head: Sequence[int] = ()):
         self.pad_id, self.key = pad_id, key
+        self.head = list(head)
         self.max_rows, self.max_tokens, self.pad_to = max_rows, max_tokens, pad_to
         self.max_row_padding = max_row_padding
 
@@ -68,6 +72,8 @@ class LastTokenAdapter:
         """`static` changes nothing here: the length buckets already bound the shapes, and the
         policy (QwenServed.cuda_graphs) captures only those that recur."""
         rows = [r for work in works for r in work]
+        if self.head:
+            rows = [self._strip(r) for r in rows]
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
         owner = [w for w, work in enumerate(works) for _ in work]
@@ -89,6 +95,12 @@ class LastTokenAdapter:
         return Packed(parts[0], rows=sum(p["input_ids"].shape[0] for p in parts), real_tokens=sum(lengths),
                       padded_tokens=padded, parts=parts, layout=where, ready=ready,
                       meta={"micro_batches": len(parts), "seq_len": max(int(p["input_ids"].shape[1]) for p in parts)})
+
+    def _strip(self, row):
+        n = len(self.head)
+        if len(row) <= n or list(row[:n]) != self.head:
+            raise InferenceFailed("a row does not start with the graph's baked prompt head (%d tokens)" % n)
+        return row[n:]
 
     def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed,
                only: Sequence[int] | None = None) -> list:

@@ -106,3 +106,21 @@ def test_each_request_is_complete_after_its_own_micro_batches():
     # Two parts that hold requests equally old: the shorter runs first.
     packed = adapter.pack([[[1] * 2000, [2] * 50]])
     assert [p["input_ids"].shape[1] for p in packed.parts] == [64, 2048] and packed.ready == [1]
+
+
+def test_a_baked_head_is_cut_off_every_row_and_a_row_without_it_is_refused():
+    import pytest
+
+    from models.errors import InferenceFailed
+
+    head = [7, 8, 9]
+    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=8, head=head)
+    works = [[head + [1] * 5, head + [2] * 20], [head + [3]]]
+    packed = adapter.pack(works)
+    out = adapter.unpack(_echo(packed), works, packed)
+    assert [o[0][:, 0].tolist() for o in out] == [[5, 20], [1]]      # lengths after the head
+    assert packed.real_tokens == 26
+    assert all(not np.isin(p["input_ids"], head).any() for p in packed.parts)
+    for bad in ([[1, 8, 9, 4]], [head]):                  # another head; the head alone
+        with pytest.raises(InferenceFailed, match="prompt head"):
+            adapter.pack([bad])

@@ -1,0 +1,72 @@
+"""A fixed prompt head computed once at export and baked into the graph.
+
+Every Cua-S1 prompt starts with the same ~100 tokens (the system turn), 45% of a 218-token
+prompt. A causal model's state after them is the same for every request, so the exporter runs
+them once, in float32, and stores what the rest of the prompt reads from them: per GDN layer
+the last K-1 conv inputs and the recurrent state, per attention layer the (rotated) keys and the
+values. The served graph then takes only the tokens after the head, at positions that start at
+its length (graph.py; the served adapter, rows.py, cuts the head off each row). The manifest records the head's ids; the server refuses an export whose
+head its own tokenizer and prompt would not produce (`check_head`).
+
+Public:
+    capture(module, ids, device="cpu") -> per-layer states     # float32 reference, layer by layer
+    bake(module, ids, device="cpu") -> None                      # capture, then module.set_prefix
+    check_head(manifest, head_ids, name) -> None                 # ValueError on a stale export
+"""
+from __future__ import annotations
+
+import copy
+from typing import Mapping, Sequence
+
+
+def capture(module, ids: Sequence[int], device: str = "cpu") -> list[tuple]:
+    """What each layer of `module` (a graph.Backbone, any dtype) keeps from the prompt head `ids`,
+    computed in float32 one layer at a time on `device` (as the parity gate's reference) and
+    returned in the module's dtype (GDN states stay float32, as the kernels hold them), on the CPU."""
+    import torch
+
+    from models.qwen35.gate import _exact_float32
+
+    dtype = module.embed_tokens.weight.dtype
+    out = []
+    with torch.no_grad(), _exact_float32():
+        index = torch.tensor(list(ids), dtype=torch.long)
+        x = module.embed_tokens.weight[index].to(device=device, dtype=torch.float32)[None]
+        cos, sin = module.rope(x.shape[1], device, torch.float32)
+        for layer in module.layers:
+            ref = copy.deepcopy(layer).to(device=device, dtype=torch.float32)
+            mixer = ref.linear_attn if ref.kind == "linear_attention" else ref.self_attn
+            mixer.set_prefix(None, None)
+            if ref.kind == "linear_attention":
+                mixer.gdn_dtype = None
+            taken: list = []
+            h = ref.input_layernorm(x)
+            x = x + (mixer(h, capture=taken) if ref.kind == "linear_attention" else mixer(h, cos, sin, capture=taken))
+            x = x + ref.mlp(ref.post_attention_layernorm(x))
+            if ref.kind == "linear_attention":
+                conv, state = taken
+                out.append((conv.to(dtype).cpu(), state.float().cpu()))
+            else:
+                keys, values = taken
+                out.append((keys.to(dtype).cpu(), values.to(dtype).cpu()))
+            del ref
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def bake(module, ids: Sequence[int], device: str = "cpu") -> None:
+    """Bake the head `ids` into `module`: its rows then start after them."""
+    module.set_prefix([], [])
+    module.set_prefix(list(ids), capture(module, ids, device))
+
+
+def check_head(manifest: Mapping, head_ids: Sequence[int], name: str = "this export") -> None:
+    """Refuse an export whose baked head is not the one this server's prompt and tokenizer give."""
+    baked = (manifest.get("prefix") or {}).get("ids")
+    if baked is not None and list(baked) != list(head_ids):
+        raise ValueError("%s baked in a prompt head of %d tokens that differs from the %d tokens this server's "
+                         "prompt encodes to; run its export command again" % (name, len(baked), len(head_ids)))
+
+
+__all__ = ["capture", "bake", "check_head"]
