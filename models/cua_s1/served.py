@@ -46,6 +46,13 @@ class CuaS1Model(QwenServed):
             check_head(manifest, head_ids(self.tok), self.name)
         return baked
 
+    def notes(self) -> list[str]:
+        out = super().notes()
+        if "prompt_head" not in self.manifest.get("export_options", {}):
+            out.append("its graph runs the system turn in every row; exports since 2026-12-02 bake it in (~0.8 ms "
+                       "less a one-question request on an H200); running its export command again writes that")
+        return out
+
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
         return prepare(body, self.tok, self.limits_, names=self.names, baked=len(self.adapter.head))
 

@@ -125,3 +125,51 @@ def test_the_export_command_refuses_a_gdn_dtype_it_cannot_apply(random_cua, tmp_
         command.main(["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "y"), "--gdn-dtype", "model"])
     assert "--gdn-dtype applies to Qwen3.5-backbone models only" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_the_prompt_head_in_rows_or_baked_and_a_stale_head_refused(random_cua, tmp_path):
+    """`--prompt-head in-rows` writes the graph that runs every row whole (no head recorded or
+    cut). An export from before the option is named at load and written again. A baked head that
+    this server's prompt would not produce is refused at load, before any request."""
+    import json
+    import os
+    import shutil
+
+    import pytest
+
+    from models.cua_s1 import export
+    from models.cua_s1.prepare import head_ids
+    from models.registry import load
+
+    out = str(tmp_path / "cua-rows")
+    export.export(random_cua.base, out, adapter=random_cua.text, prompt_head="in-rows", progress=None)
+    meta = read(out)
+    assert meta["prefix"] is None and meta["export_options"]["prompt_head"] == "in-rows"
+    model = load(out)
+    assert model.adapter.head == [] and model.notes() == []
+    assert model.prepare(model.warmup_request).longest == len(model.prepare(model.warmup_request).work[0])
+    del meta["export_options"]["prompt_head"]
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(meta, f)
+    (note,) = load(out).notes()
+    assert note.startswith("its graph runs the system turn in every row")
+    messages = []
+    export.export(random_cua.base, out, adapter=random_cua.text, prompt_head="in-rows", progress=messages.append)
+    assert messages and not any("up to date" in m for m in messages)
+
+    baked = str(tmp_path / "cua-baked")
+    export.export(random_cua.base, baked, adapter=random_cua.text, progress=None)
+    model = load(baked)
+    head = head_ids(model.tok)
+    assert read(baked)["prefix"] == {"ids": head, "tokens": len(head)} and model.adapter.head == head
+    prepared = model.prepare(model.warmup_request)
+    assert prepared.longest == len(prepared.work[0]) - len(head)          # what the graph runs
+    assert prepared.tokens == len(prepared.work[0])                        # usage: the whole prompt
+    stale = str(tmp_path / "cua-stale")
+    shutil.copytree(baked, stale)
+    meta = read(stale)
+    meta["prefix"]["ids"] = meta["prefix"]["ids"][1:]
+    with open(os.path.join(stale, "manifest.json"), "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(ValueError, match="differs from the %d tokens.*export command again" % len(head)):
+        load(stale)
