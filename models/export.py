@@ -77,9 +77,9 @@ def main(argv=None) -> int:
                            "engines, which take float16 only, serve it) or model (the graph's dtype: a bfloat16 "
                            "graph then runs the slower recurrent engine)")
     qwen.add_argument("--prompt-head", choices=["baked", "in-rows"],
-                      help="cua-s1: the system turn every prompt starts with (~100 tokens) computed once at "
-                           "export and baked into the graph, rows then holding only the tokens after it (baked, "
-                           "default), or run in every row as before (in-rows)")
+                      help="cua-s1, clef-flash: the system turn every prompt starts with computed once at export "
+                           "and baked into the graph, which then runs only the tokens after it (baked, default), "
+                           "or run in every row as before (in-rows)")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 
@@ -88,8 +88,8 @@ def main(argv=None) -> int:
 
     try:
         extra = {k: getattr(args, k) for k in QWEN_OPTIONS if getattr(args, k) is not None}
-        if args.prompt_head and args.model != "cua-s1":
-            ap.error("--prompt-head applies to cua-s1 only")
+        if args.prompt_head and args.model not in ("cua-s1", "clef-flash"):
+            ap.error("--prompt-head applies to cua-s1 and clef-flash only")
         if extra and args.model == "laya":
             ap.error("--%s applies to Qwen3.5-backbone models only" % next(iter(extra)).replace("_", "-"))
         if args.model == "laya" and args.dtype == "bfloat16":

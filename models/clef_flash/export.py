@@ -8,6 +8,11 @@ the published head's maths with its per-record loops as masked matrix products, 
 them with the BF16 `lm_head` rows of the record's tokens and returns one logit per option
 (models.md §5.5 signature; softmax per question on the host). One record per forward pass: the
 joint head relates every question of a request, so records are never packed together.
+
+`prompt_head="baked"` (the default): the system turn and `STATE:` line every record starts with
+are computed once here, in float32, and baked into the graph (models/qwen35/prefix.py; the
+head's hidden states too, which the joint head reads with the rest): the graph takes the ids
+after them, and the positions and spans of the whole record.
 """
 from __future__ import annotations
 
@@ -16,12 +21,15 @@ import time
 
 from models import hub, manifest as manifests, precision
 from models.clef_flash import gate, head_graph
+from models.clef_flash.prepare import PREFIX
 from models.qwen35 import export as qexport
 from models.qwen35 import fused, gdn
 from models.qwen35 import gate as qgate
+from models.qwen35 import prefix as qprefix
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
+from models.tokenizer import TokenizerHandle
 
 FAMILY = "clef_flash"
 NAME = "clef-flash"
@@ -40,11 +48,12 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
            name: str | None = None, force: bool = False, dtype: str = "float32",
            gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "separate",
            gate_device: str = "auto", parity_gate: str = "enforce",
-           gdn_dtype: str | None = None, progress=print, **_ignored) -> dict:
+           gdn_dtype: str | None = None, prompt_head: str = "baked", progress=print, **_ignored) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
     qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
+    qprefix.check_option(prompt_head)
     gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
     t0 = time.perf_counter()
     progress("[1/5] resolving checkpoint %s" % checkpoint)
@@ -55,7 +64,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     served_name = name or NAME
     options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
                                       "attention": fused.attention_for(dtype, attention), "projections": projections,
-                                      "opset": qexport.OPSET}, dtype, gdn_in)
+                                      "opset": qexport.OPSET, "prompt_head": prompt_head}, dtype, gdn_in)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
@@ -66,6 +75,12 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
              % (len(dims.layer_types), dims.hidden_size))
     backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype,
                                     attention=attention, projections=projections, consume=True)
+    head = None
+    if prompt_head == "baked":
+        head = TokenizerHandle.load(src.path).encode(PREFIX)
+        progress("      baking the prompt head in (%d tokens, float32 on %s)"
+                 % (len(head), qgate.reference_device(gate_device)))
+        qprefix.bake(backbone, head, qgate.reference_device(gate_device))
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
     seq, tokens, questions, opts = (torch.export.Dim("seq_len"), torch.export.Dim("tokens"),
@@ -99,6 +114,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "source": {"checkpoint": src.name, "revision": src.revision, "sha256": sources},
         "dims": dims.as_dict(), "head": head_config, "weights_dtype": dtype, "graph": info, "check": check,
         "inputs": INPUTS, "outputs": ["logits"], "signature": "clef-joint-v1", "export_options": options,
+        "prefix": {"ids": head, "tokens": len(head)} if head else None,
         "exporter": manifests.exporter_info(qexport.OPSET),
     }
     manifests.finalize(out, meta, hash_data=False)

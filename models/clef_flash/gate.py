@@ -1,7 +1,8 @@
 """The parity gate of a half-precision Clef-Flash export (models/qwen35/gate.py for the backbone).
 
 Clef's graph is the backbone and the joint head together, so the gate runs whole records: random
-token rows of 80-400 tokens carrying 4 questions of 2-5 options. The reference is the backbone's
+token rows of 80-400 tokens carrying 4 questions of 2-5 options (after the baked prompt head,
+when the export has one: the reference then runs the head too, from scratch). The reference is the backbone's
 float32 hidden states (streamed one layer at a time) read by the same head, which is float32 in
 the export too; the distributions are each question's softmax over its own options, as served
 (finish.question_probabilities).
@@ -20,14 +21,20 @@ OPTIONS_PER_QUESTION = (5, 2, 3, 2)
 INPUTS = ("input_ids", "token_positions", "question_spans", "question_types", "option_spans", "option_question")
 
 
-def records(vocab: int, n: int = RECORDS, seed: int = 0) -> list[tuple]:
-    """`n` records (the graph's inputs, torch tensors) of 80-400 real tokens, no padding."""
+def records(vocab: int, n: int = RECORDS, seed: int = 0, head: int = 0) -> list[tuple]:
+    """`n` records (the graph's inputs, torch tensors) of 80-400 real tokens after a baked prompt
+    head of `head` tokens, no padding: the ids are those after the head, the positions and spans
+    the whole record's."""
+    import torch
+
     rng = np.random.default_rng(seed)
     out = []
     for i, t in enumerate(rng.integers(qgate.MIN_TOKENS, qgate.MAX_TOKENS + 1, size=n)):
-        _, *inputs = head_graph.example_inputs(8, vocab, seq=int(t), tokens=int(t),
-                                               options_per_question=OPTIONS_PER_QUESTION, seed=seed + i)
-        out.append(tuple(inputs))
+        _, ids, positions, q_spans, q_types, o_spans, o_question = head_graph.example_inputs(
+            8, vocab, seq=int(t), tokens=int(t), options_per_question=OPTIONS_PER_QUESTION, seed=seed + i)
+        if head:
+            positions = torch.arange(head + int(t))
+        out.append((ids, positions, q_spans + head, q_types, o_spans + head, o_question))
     return out
 
 
@@ -48,7 +55,8 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
     reason = qgate.unavailable(dtype, kernel, device)
     if reason:
         return qgate.not_run(reason, mode)
-    cases = records(backbone.d.vocab_size)
+    head = list(backbone.prefix_ids)
+    cases = records(backbone.d.vocab_size, head=len(head))
     where = qgate.reference_device(device)
     progress("parity gate: float32 reference on %s (%d records of %d-%d tokens, %d questions each) ..."
              % (where, len(cases), min(c[0].shape[1] for c in cases), max(c[0].shape[1] for c in cases),
@@ -59,7 +67,8 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
     refs = []
     with torch.no_grad():
         for h, case in zip(hidden, cases):
-            logits = graph.head_graph(torch.from_numpy(h).float()[None], *case).double().numpy()
+            ids = torch.cat([torch.tensor([head], dtype=case[0].dtype), case[0]], 1) if head else case[0]
+            logits = graph.head_graph(torch.from_numpy(h).float()[None], ids, *case[1:]).double().numpy()
             refs += _by_question(logits, case[-1].numpy())
     session, used, engine = qgate.session_for(onnx_path, device, kernel, gdn_in)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)

@@ -207,8 +207,11 @@ class ClefJointGraph(nn.Module):
     def forward(self, input_ids, token_positions, question_spans, question_types, option_spans,
                 option_question):
         hidden = self.backbone(input_ids)
-        return self.head_graph(hidden, input_ids, token_positions, question_spans, question_types,
-                               option_spans, option_question)
+        # A backbone with a baked prompt head (qwen35.graph.Backbone.full_ids) takes the ids after
+        # it and returns every position, the head's included; the head reads the whole record's ids.
+        full_ids = getattr(self.backbone, "full_ids", None)
+        return self.head_graph(hidden, input_ids if full_ids is None else full_ids(input_ids), token_positions,
+                               question_spans, question_types, option_spans, option_question)
 
 
 def load_head(head_dir: str) -> ClefJointHead:

@@ -11,29 +11,41 @@ import numpy as np
 from models.base import Packed, Prepared
 from models.clef_flash import finish as finishing
 from models.clef_flash.export import INPUTS
-from models.clef_flash.prepare import ClefLimits, Record, prepare_record
+from models.clef_flash.prepare import PREFIX, ClefLimits, Record, prepare_record
+from models.errors import InferenceFailed
+from models.qwen35.prefix import check_head
 from models.qwen35.served import QwenServed
 
 PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
 
 
 class RecordAdapter:
-    def __init__(self, pad_id: int, key: str = "clef_flash"):
+    """`head`: the prompt head the graph has baked in (export.py), cut off each record's ids; the
+    positions and spans stay the whole record's."""
+
+    def __init__(self, pad_id: int, key: str = "clef_flash", head: Sequence[int] = ()):
         self.pad_id, self.key = pad_id, key
+        self.head = list(head)
 
     def compatible(self, prepared: Prepared) -> Hashable:
         return self.key
 
+    def width(self, tokens: int) -> int:
+        """The padded length of the ids the graph runs for a record of `tokens` tokens."""
+        return -(-(tokens - len(self.head)) // PAD_TO) * PAD_TO
+
     def feeds(self, record: Record) -> dict[str, np.ndarray]:
-        n = record.tokens
-        ids = np.full((1, -(-n // PAD_TO) * PAD_TO), self.pad_id, dtype=np.int64)
-        ids[0, :n] = record.input_ids
+        n, h = record.tokens, len(self.head)
+        if h and list(record.input_ids[:h]) != self.head:
+            raise InferenceFailed("a record does not start with the graph's baked prompt head (%d tokens)" % h)
+        ids = np.full((1, self.width(n)), self.pad_id, dtype=np.int64)
+        ids[0, :n - h] = record.input_ids[h:]
         return dict(zip(INPUTS, (ids, np.arange(n, dtype=np.int64), record.question_spans,
                                  record.question_types, record.option_spans, record.option_question)))
 
     def pack(self, works: Sequence[Record], static: bool = False) -> Packed:
         parts = [self.feeds(r) for r in works]
-        return Packed(parts[0], rows=len(parts), real_tokens=sum(r.tokens for r in works),
+        return Packed(parts[0], rows=len(parts), real_tokens=sum(r.tokens - len(self.head) for r in works),
                       padded_tokens=sum(p["input_ids"].shape[1] for p in parts), parts=parts,
                       ready=list(range(len(parts))), meta={"micro_batches": len(parts)})
 
@@ -51,11 +63,21 @@ class ClefFlashModel(QwenServed):
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: ClefLimits | None = None):
         super().__init__(directory, manifest, "Clef-Flash")
         self.limits_ = limits or ClefLimits()
-        self.adapter = RecordAdapter(self.pad_id)
+        baked = list((manifest.get("prefix") or {}).get("ids") or [])
+        if baked:
+            check_head(manifest, self.tok.encode(PREFIX), self.name)
+        self.adapter = RecordAdapter(self.pad_id, head=baked)
+
+    def notes(self) -> list[str]:
+        out = super().notes()
+        if "prompt_head" not in self.manifest.get("export_options", {}):
+            out.append("its graph runs the system turn in every record; exports since 2026-12-02 bake it in; "
+                       "running its export command again writes that")
+        return out
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
         record = prepare_record(body, self.tok, self.limits_)
-        return Prepared(rows=1, tokens=record.tokens, longest=-(-record.tokens // PAD_TO) * PAD_TO,
+        return Prepared(rows=1, tokens=record.tokens, longest=self.adapter.width(record.tokens),
                         work=record, context=record, questions=len(record.fields))
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,

@@ -31,7 +31,6 @@ from models.qwen35.export import load_dtype as _load_dtype
 from models.tokenizer import TokenizerHandle
 
 LETTER_ROWS = "letter_rows.npy"
-PROMPT_HEADS = ("baked", "in-rows")
 
 
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
@@ -43,8 +42,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
 
     progress = progress or (lambda m: None)
     qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
-    if prompt_head not in PROMPT_HEADS:
-        raise ValueError("unknown prompt head %r (known: %s)" % (prompt_head, ", ".join(PROMPT_HEADS)))
+    qprefix.check_option(prompt_head)
     gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
     t0 = time.perf_counter()
     progress("[1/5] resolving base %s%s" % (checkpoint, " and adapter %s" % adapter if adapter else ""))

@@ -64,8 +64,8 @@ def reference_device(requested: str) -> str:
 def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") -> list[np.ndarray]:
     """Final-norm hidden states [T, H] (float64) of each id row, computed in float32 one layer at
     a time from `module`'s weights (any dtype). A module with a baked prompt head reads each row
-    after it: the reference runs the whole prompt, head included, from scratch (the head's
-    positions are left out of what it returns)."""
+    after it: the reference runs the whole prompt, head included, from scratch, and returns the
+    positions the module's readout returns (the row's; every one for the "all" readout)."""
     import torch
 
     head = list(getattr(module, "prefix_ids", []))
@@ -82,7 +82,8 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
             xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope)]
             del ref
         norm = copy.deepcopy(module.norm).to(device=device, dtype=torch.float32)
-        out = [norm(x)[0, len(head):].double().cpu().numpy() for x in xs]
+        start = 0 if module.readout == "all" else len(head)
+        out = [norm(x)[0, start:].double().cpu().numpy() for x in xs]
     if device == "cuda":
         torch.cuda.empty_cache()
     return out

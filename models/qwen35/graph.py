@@ -14,7 +14,8 @@ the head and its positions start at the head's length.
 Readouts (what the decision models read, §6.4):
 * "last": `hidden [B, H]`, the final-norm hidden state at `positions[b]` (last real token);
 * "letters": `hidden` plus `letter_logits [B, n]` = hidden · embed[letter_ids]ᵀ (Cua-S1);
-* "all": `hidden_states [B, T, H]`, every position (Clef-Flash's joint head reads them all).
+* "all": `hidden_states [B, T, H]`, every position (Clef-Flash's joint head reads them all;
+  a baked head's positions included, from constants).
 """
 from __future__ import annotations
 
@@ -272,13 +273,26 @@ class Backbone(nn.Module):
                              persistent=False)
         self.letter_ids = list(letter_ids or [])
         self.prefix_ids: list[int] = []     # a baked prompt head (set_prefix): rows start after it
+        self.register_buffer("prefix_hidden", None, persistent=False)
+        self.register_buffer("prefix_tokens", None, persistent=False)
 
-    def set_prefix(self, ids: list[int], layers: list[tuple]) -> None:
+    def set_prefix(self, ids: list[int], layers: list[tuple], hidden=None) -> None:
         """Bake a prompt head in: `layers` holds, per layer, what prefix.capture took from it
-        (GDN: conv inputs and state; attention: keys and values), or ([], []) to remove it."""
+        (GDN: conv inputs and state; attention: keys and values), or ([], []) to remove it;
+        `hidden`, its final-norm hidden states [1, P, H], which the "all" readout puts ahead of
+        the row's (so its positions are the whole prompt's), with the head's ids (`full_ids`)."""
         self.prefix_ids = list(ids)
         for layer, states in zip(self.layers, layers or [(None, None)] * len(self.layers)):
             (layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn).set_prefix(*states)
+        keep = bool(ids) and self.readout == "all"
+        self.register_buffer("prefix_hidden", hidden.float() if keep else None, persistent=False)
+        self.register_buffer("prefix_tokens", torch.tensor([list(ids)]) if keep else None, persistent=False)
+
+    def full_ids(self, input_ids):
+        """The ids of the whole prompt: the baked head's ahead of `input_ids` (an "all" readout's)."""
+        if self.prefix_tokens is None:
+            return input_ids
+        return torch.cat([self.prefix_tokens.expand(input_ids.shape[0], -1), input_ids], 1)
 
     def rope(self, t: int, device, dtype, start: int = 0):
         """cos, sin [T, rot/2] at positions start..start+T-1 (one column per frequency: fused.rope
@@ -305,6 +319,8 @@ class Backbone(nn.Module):
     def forward(self, input_ids, positions=None):
         hs = self.hidden_states(input_ids)
         if self.readout == "all":
+            if self.prefix_hidden is not None:
+                return torch.cat([self.prefix_hidden.expand(hs.shape[0], -1, -1), hs.float()], 1)
             return hs.float()
         idx = positions.view(-1, 1, 1).expand(-1, 1, hs.shape[-1])
         hidden = torch.gather(hs, 1, idx).squeeze(1).float()

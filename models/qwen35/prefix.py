@@ -1,15 +1,17 @@
 """A fixed prompt head computed once at export and baked into the graph.
 
 Every Cua-S1 prompt starts with the same ~100 tokens (the system turn), 45% of a 218-token
-prompt. A causal model's state after them is the same for every request, so the exporter runs
+prompt; every Clef-Flash record with its system turn and `STATE:` line. A causal model's state after them is the same for every request, so the exporter runs
 them once, in float32, and stores what the rest of the prompt reads from them: per GDN layer
 the last K-1 conv inputs and the recurrent state, per attention layer the (rotated) keys and the
-values. The served graph then takes only the tokens after the head, at positions that start at
+values (and, for a graph that returns every position's hidden state, the head's final-norm hidden
+states). The served graph then takes only the tokens after the head, at positions that start at
 its length (graph.py; the served adapter, rows.py, cuts the head off each row). The manifest records the head's ids; the server refuses an export whose
 head its own tokenizer and prompt would not produce (`check_head`).
 
 Public:
-    capture(module, ids, device="cpu") -> per-layer states     # float32 reference, layer by layer
+    capture(module, ids, device="cpu") -> (per-layer states, final-norm hidden [1, P, H] fp32)
+    check_option(prompt_head) -> None                            # "baked" or "in-rows"
     bake(module, ids, device="cpu") -> None                      # capture, then module.set_prefix
     check_head(manifest, head_ids, name) -> None                 # ValueError on a stale export
 """
@@ -19,10 +21,11 @@ import copy
 from typing import Mapping, Sequence
 
 
-def capture(module, ids: Sequence[int], device: str = "cpu") -> list[tuple]:
+def capture(module, ids: Sequence[int], device: str = "cpu") -> tuple[list[tuple], "torch.Tensor"]:
     """What each layer of `module` (a graph.Backbone, any dtype) keeps from the prompt head `ids`,
     computed in float32 one layer at a time on `device` (as the parity gate's reference) and
-    returned in the module's dtype (GDN states stay float32, as the kernels hold them), on the CPU."""
+    returned in the module's dtype (GDN states stay float32, as the kernels hold them), on the CPU;
+    and the head's final-norm hidden states, float32."""
     import torch
 
     from models.qwen35.gate import _exact_float32
@@ -50,15 +53,25 @@ def capture(module, ids: Sequence[int], device: str = "cpu") -> list[tuple]:
                 keys, values = taken
                 out.append((keys.to(dtype).cpu(), values.to(dtype).cpu()))
             del ref
+        hidden = copy.deepcopy(module.norm).to(device=device, dtype=torch.float32)(x).cpu()
     if device == "cuda":
         torch.cuda.empty_cache()
-    return out
+    return out, hidden
+
+
+PROMPT_HEADS = ("baked", "in-rows")
+
+
+def check_option(prompt_head: str) -> None:
+    """An exporter's `prompt_head`: "baked" (the head in the graph) or "in-rows" (run in every row)."""
+    if prompt_head not in PROMPT_HEADS:
+        raise ValueError("unknown prompt head %r (known: %s)" % (prompt_head, ", ".join(PROMPT_HEADS)))
 
 
 def bake(module, ids: Sequence[int], device: str = "cpu") -> None:
     """Bake the head `ids` into `module`: its rows then start after them."""
     module.set_prefix([], [])
-    module.set_prefix(list(ids), capture(module, ids, device))
+    module.set_prefix(list(ids), *capture(module, ids, device))
 
 
 def check_head(manifest: Mapping, head_ids: Sequence[int], name: str = "this export") -> None:
@@ -69,4 +82,4 @@ def check_head(manifest: Mapping, head_ids: Sequence[int], name: str = "this exp
                          "prompt encodes to; run its export command again" % (name, len(baked), len(head_ids)))
 
 
-__all__ = ["capture", "bake", "check_head"]
+__all__ = ["PROMPT_HEADS", "check_option", "capture", "bake", "check_head"]

@@ -38,6 +38,41 @@ def test_export_is_one_checked_graph(clef_export):
     meta = manifest.read(clef_export)
     assert meta["family"] == "clef_flash" and meta["signature"] == "clef-joint-v1"
     assert meta["graph"]["check_max_abs_logit_diff"] < 1e-3
+    # The system turn and STATE: line are baked in (what the reference tests below then check).
+    assert meta["export_options"]["prompt_head"] == "baked" and meta["prefix"]["tokens"] > 20
+
+
+def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_export, clef_dir, tmp_path, tok):
+    """The graph runs the ids after the head, with the whole record's positions and spans; an
+    `in-rows` export runs them all and gives the same logits; a baked head this server's prompt
+    would not produce is refused at load."""
+    import json
+    import os
+    import shutil
+
+    from models.clef_flash import export
+    from models.registry import load
+
+    request = body(CASES[0][1], CASES[0][2], model="clef-flash")
+    baked = Pipeline(clef_export)
+    head = baked.model.adapter.head
+    (prep,), (logits,), packed = baked.outputs([request])
+    feeds = packed.parts[0]
+    assert feeds["input_ids"].shape[1] == prep.longest == -(-(prep.tokens - len(head)) // 64) * 64
+    assert list(feeds["token_positions"]) == list(range(prep.tokens)) and packed.real_tokens == prep.tokens - len(head)
+    rows = str(tmp_path / "clef-rows")
+    export.export(clef_dir, rows, prompt_head="in-rows", progress=None)
+    whole = Pipeline(rows)
+    assert whole.model.adapter.head == [] and whole.model.notes() == []
+    (_,), (want,), _ = whole.outputs([request])
+    assert np.abs(logits - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max()))
+    stale = str(tmp_path / "clef-stale")
+    shutil.copytree(clef_export, stale)
+    meta = json.load(open(os.path.join(stale, "manifest.json")))
+    meta["prefix"]["ids"] = meta["prefix"]["ids"][:-1]
+    json.dump(meta, open(os.path.join(stale, "manifest.json"), "w"))
+    with pytest.raises(ValueError, match="export command again"):
+        load(stale)
 
 
 @pytest.mark.parametrize("name,state,questions", CASES[:4], ids=[c[0] for c in CASES[:4]])

@@ -97,7 +97,8 @@ def test_capture_is_the_float32_reference_whatever_the_module_dtype(qwen_tied):
     full = export.build_module(dims, dict(state), "last")
     half = export.build_module(dims, dict(state), "last", dtype="float16", attention="sdpa")
     head, _ = _rows(dims.vocab_size)
-    exact, rounded = prefix.capture(full, head), prefix.capture(half, head)
+    (exact, hidden), (rounded, _) = prefix.capture(full, head), prefix.capture(half, head)
+    assert hidden.shape == (1, HEAD, dims.hidden_size) and hidden.dtype == torch.float32
     for layer, a, b in zip(full.layers, exact, rounded):
         if layer.kind == "linear_attention":
             assert b[0].dtype == torch.float16 and b[1].dtype == torch.float32
@@ -112,3 +113,20 @@ def test_a_stale_head_is_refused():
     prefix.check_head({}, [1, 2])
     with pytest.raises(ValueError, match="export command again"):
         prefix.check_head({"prefix": {"ids": [1, 2]}}, [1, 2, 3], "cua-s1")
+
+
+def test_the_all_readout_returns_the_heads_positions_too(qwen_tied):
+    """Clef-Flash's readout: every position's hidden state, the baked head's from constants, so
+    the output is the whole prompt's; `full_ids` gives the whole prompt's ids."""
+    dims = TextDims.from_dir(qwen_tied)
+    module = export.build_module(dims, weights.load_text_state(qwen_tied, torch.float32), "all")
+    head, tails = _rows(dims.vocab_size)
+    model = reference(qwen_tied)
+    text = model.model.language_model if hasattr(model.model, "language_model") else model.model
+    prefix.bake(module, head)
+    ids = torch.tensor([tails[1]])
+    with torch.no_grad():
+        want = text(input_ids=torch.tensor([head + tails[1]])).last_hidden_state
+        got = module(ids)
+    assert got.shape == want.shape and _rel(got, want) <= 1e-4
+    assert module.full_ids(ids).tolist() == [head + tails[1]]
