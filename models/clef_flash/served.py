@@ -13,7 +13,6 @@ from models.clef_flash import finish as finishing
 from models.clef_flash.export import INPUTS
 from models.clef_flash.prepare import PREFIX, ClefLimits, Record, prepare_record
 from models.errors import InferenceFailed
-from models.qwen35.prefix import check_head
 from models.qwen35.served import QwenServed
 
 PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
@@ -59,21 +58,12 @@ class ClefFlashModel(QwenServed):
     # Its feeds carry per-record span arrays (every record a new shape), and its graph has not
     # been tried under capture.
     cuda_graphs = None
+    prompt_head_unit = "record"
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: ClefLimits | None = None):
         super().__init__(directory, manifest, "Clef-Flash")
         self.limits_ = limits or ClefLimits()
-        baked = list((manifest.get("prefix") or {}).get("ids") or [])
-        if baked:
-            check_head(manifest, self.tok.encode(PREFIX), self.name)
-        self.adapter = RecordAdapter(self.pad_id, head=baked)
-
-    def notes(self) -> list[str]:
-        out = super().notes()
-        if "prompt_head" not in self.manifest.get("export_options", {}):
-            out.append("its graph runs the system turn in every record; exports since 2026-12-02 bake it in; "
-                       "running its export command again writes that")
-        return out
+        self.adapter = RecordAdapter(self.pad_id, head=self.baked_head(self.tok.encode(PREFIX)))
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
         record = prepare_record(body, self.tok, self.limits_)

@@ -13,7 +13,6 @@ from models.cua_s1.checkpoint import IDENTITY, MODEL_NAME
 from models.cua_s1.export import LETTER_ROWS
 from models.cua_s1.prepare import CuaLimits, head_ids, prepare
 from models.errors import InferenceFailed
-from models.qwen35.prefix import check_head
 from models.qwen35.rows import LastTokenAdapter
 from models.qwen35.served import QwenServed
 
@@ -28,30 +27,16 @@ WARMUP_REQUEST = {
 class CuaS1Model(QwenServed):
     family = "cua_s1"
     warmup_request = WARMUP_REQUEST
+    prompt_head_unit = "row"
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: CuaLimits | None = None):
         super().__init__(directory, manifest, "Cua-S1")
         self.letter_rows = np.load(os.path.join(directory, LETTER_ROWS)).astype(np.float32)
         self.letter_rows64 = self.letter_rows.astype(np.float64)      # exact: float32 values, widened once
         self.limits_ = limits or CuaLimits()
-        self.adapter = LastTokenAdapter(self.pad_id, key=self.family, head=self._baked_head(manifest))
+        self.adapter = LastTokenAdapter(self.pad_id, key=self.family, head=self.baked_head(head_ids(self.tok)))
         # The registry has routed the request here; its served name and upstream's name both pass.
         self.names = tuple(dict.fromkeys((self.name, MODEL_NAME)))
-
-    def _baked_head(self, manifest: Mapping[str, Any]) -> list[int]:
-        """The prompt head the graph has baked in (export.py), which every row must start with:
-        refused at load, not per request, when this server's prompt and tokenizer give another."""
-        baked = list((manifest.get("prefix") or {}).get("ids") or [])
-        if baked:
-            check_head(manifest, head_ids(self.tok), self.name)
-        return baked
-
-    def notes(self) -> list[str]:
-        out = super().notes()
-        if "prompt_head" not in self.manifest.get("export_options", {}):
-            out.append("its graph runs the system turn in every row; exports since 2026-12-02 bake it in (~0.8 ms "
-                       "less a one-question request on an H200); running its export command again writes that")
-        return out
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
         return prepare(body, self.tok, self.limits_, names=self.names, baked=len(self.adapter.head))

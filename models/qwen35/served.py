@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from models.base import ExportedModel, GraphPolicy
+from models.qwen35.prefix import check_head
 from models.qwen35.revision import GRAPH_REVISION, GRAPH_REVISION_NOTE
 from models.tokenizer import TokenizerHandle
 
@@ -22,10 +23,27 @@ class QwenServed(ExportedModel):
         pad = self.tok.tokenizer.token_to_id("<|endoftext|>")
         self.pad_id = pad if pad is not None else 0
 
+    # What a family's graph runs a prompt head in ("row", "record") where its exporter bakes the
+    # head in (prefix.py): an export made before that is named at load.
+    prompt_head_unit: str | None = None
+
     def notes(self) -> list[str]:
         out = super().notes()
-        revision = self.manifest.get("export_options", {}).get("graph_revision", 1)
+        options = self.manifest.get("export_options", {})
+        revision = options.get("graph_revision", 1)
         if revision < GRAPH_REVISION:
             out.append("its graph is revision %d of the Qwen3.5 exporter's, which now writes %d (%s); running its "
                        "export command again writes it" % (revision, GRAPH_REVISION, GRAPH_REVISION_NOTE))
+        if self.prompt_head_unit and "prompt_head" not in options:
+            out.append("its graph runs the system turn in every %s; exports since 2026-12-02 bake it in (Cua-S1 on "
+                       "an H200: ~0.8 ms less a one-question request); running its export command again writes "
+                       "that" % self.prompt_head_unit)
         return out
+
+    def baked_head(self, head_ids: list[int]) -> list[int]:
+        """The prompt head the graph has baked in (prefix.py), which every row must start with;
+        refused at load, not per request, when this server's prompt and tokenizer give `head_ids`."""
+        baked = list((self.manifest.get("prefix") or {}).get("ids") or [])
+        if baked:
+            check_head(self.manifest, head_ids, self.name)
+        return baked
