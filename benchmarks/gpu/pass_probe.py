@@ -53,7 +53,9 @@ def main(argv=None):
     policy = model.cuda_graphs          # which batches the executor captures (models.base.GraphPolicy)
     if args.device == "cpu":
         info = sessions.create(model.onnx_path, "cpu")
-        runner = sessions.GraphRunner(info.session, 0, settings.cuda_graphs, device="cpu")
+        # As on CUDA: a model with a graph policy runs bound through a GraphRunner, one without
+        # (Clef-Flash) on the plain session.
+        runner = sessions.GraphRunner(info.session, 0, settings.cuda_graphs, device="cpu") if policy else info.session
     else:
         # As the executor builds it (app/runtime/executor.py): the model's graph policy, the served
         # GatedDeltaNet engine.
@@ -101,6 +103,14 @@ def main(argv=None):
             per_part = []
             for part in packed.parts or [feeds]:
                 t0 = time.perf_counter()
+                if not hasattr(runner, "_binding"):
+                    # A model without a graph policy (Clef-Flash) runs on a plain session, as on the
+                    # executor: copies in and out are part of the run here.
+                    per_part.append(runner.run(None, part))
+                    t1 = t0
+                    t2 = t3 = time.perf_counter()
+                    bind, run_, out = bind + t1 - t0, run_ + t2 - t1, out + t3 - t2
+                    continue
                 io, _, options = runner._binding(part, -1)
                 t1 = time.perf_counter()
                 runner.session.run_with_iobinding(io, options)

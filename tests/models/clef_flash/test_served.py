@@ -123,3 +123,20 @@ def test_served_over_http(clef_export, tmp_path):
             "q": {"type": "choice", "instructions": "?", "criteria": {"only": "one"}}}, model="clef-flash"), timeout=30)
         assert bad.status_code == 422
         assert bad.headers["content-type"].startswith("application/problem+json")
+
+
+def test_pass_probe_times_a_model_without_a_graph_policy(clef_export, tmp_path):
+    """benchmarks.gpu.pass_probe runs Clef-Flash (no CUDA-graph policy) on its plain session, as
+    the executor does: one record a micro-batch, nothing captured, every stage timed."""
+    import json
+
+    from benchmarks.gpu import pass_probe
+    from benchmarks.make_workloads import HERE
+
+    out = tmp_path / "probe.json"
+    pass_probe.main(["--export", clef_export, "--device", "cpu", "--rows", "1,2", "--iters", "2", "--warmup", "1",
+                     "--workload", HERE + "/clef_1q.jsonl", "--out", str(out)])
+    cases = json.loads(out.read_text())["cases"]
+    for n in ("1", "2"):
+        assert not cases[n]["captured"] and cases[n]["p50_ms"]["run"] > 0
+        assert cases[n]["p50_ms"]["pass"] >= cases[n]["p50_ms"]["run"]
