@@ -40,6 +40,14 @@ class QwenServed(ExportedModel):
                        "that" % self.prompt_head_unit)
         return out
 
+    def describe(self) -> dict:
+        """GET /v1/models' entry, naming the prompt head the graph has baked in (its token count)."""
+        out = super().describe()
+        tokens = (self.manifest.get("prefix") or {}).get("tokens")
+        if tokens:
+            out["baked_prompt_tokens"] = tokens
+        return out
+
     def baked_head(self, head_ids: list[int]) -> list[int]:
         """The prompt head the graph has baked in (prefix.py), which every row must start with;
         refused at load, not per request, when this server's prompt and tokenizer give `head_ids`."""

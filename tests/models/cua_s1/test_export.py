@@ -146,7 +146,7 @@ def test_the_prompt_head_in_rows_or_baked_and_a_stale_head_refused(random_cua, t
     meta = read(out)
     assert meta["prefix"] is None and meta["export_options"]["prompt_head"] == "in-rows"
     model = load(out)
-    assert model.adapter.head == [] and model.notes() == []
+    assert model.adapter.head == [] and model.notes() == [] and "baked_prompt_tokens" not in model.describe()
     assert model.prepare(model.warmup_request).longest == len(model.prepare(model.warmup_request).work[0])
     del meta["export_options"]["prompt_head"]
     with open(os.path.join(out, "manifest.json"), "w") as f:
@@ -162,6 +162,7 @@ def test_the_prompt_head_in_rows_or_baked_and_a_stale_head_refused(random_cua, t
     model = load(baked)
     head = head_ids(model.tok)
     assert read(baked)["prefix"] == {"ids": head, "tokens": len(head)} and model.adapter.head == head
+    assert model.describe()["baked_prompt_tokens"] == len(head)                 # GET /v1/models
     prepared = model.prepare(model.warmup_request)
     assert prepared.longest == len(prepared.work[0]) - len(head)          # what the graph runs
     assert prepared.tokens == len(prepared.work[0])                        # usage: the whole prompt
