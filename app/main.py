@@ -55,13 +55,23 @@ def _on_unexpected(request: Request, exc: Exception) -> Response:
     return _problem_response(request, unexpected(request.method, request.url.path, exc))
 
 
+def _load(directory: str):
+    """A served model, or the server stops with one line saying which export it cannot serve and
+    why (a missing or stale export, another family's), not a traceback from Granian's worker."""
+    try:
+        return model_registry.load(directory)
+    except (ValueError, OSError) as exc:
+        log.error("cannot serve the export in %s: %s", directory, exc)
+        raise SystemExit(1) from None
+
+
 def create_app(settings: Settings | None = None, tracer_provider=None) -> RequestContext:
     """The ASGI app: Litestar routes wrapped in the request-context layer."""
     settings = settings or Settings.from_env()
     # Before any model tokenizes: the tokenizer's pool is built on its first batch call.
     pool = limit_pool(settings.tokenizer_threads)
     log.info("tokenizer thread pool: %s", pool or "one thread per core")
-    models = [model_registry.load(directory) for directory in settings.model_dirs()]
+    models = [_load(directory) for directory in settings.model_dirs()]
     registry = Registry(models, settings.default_model)
     metrics = Metrics()
     tracing = Tracing(provider_from_env() if tracer_provider is None else tracer_provider)

@@ -1,4 +1,5 @@
-"""The app factory's warnings at load: an export that failed its parity gate says so."""
+"""The app factory at load: an export that failed its parity gate is named; one it cannot serve
+stops the server with one line."""
 from __future__ import annotations
 
 import logging
@@ -69,3 +70,14 @@ def test_the_app_sizes_the_tokenizer_pool_before_its_models_load(english, monkey
     assert seen == ["1"]
     with pytest.raises(ValueError, match="tokenizer_threads"):
         Settings(models=(english[1],), tokenizer_threads=-1)
+
+
+def test_an_export_the_server_cannot_serve_stops_it_with_one_line(tmp_path, caplog):
+    """No traceback from Granian's worker: the log names the export and why, and the process
+    exits (a missing export here; a stale baked prompt head the same way, tests/models/cua_s1)."""
+    missing = str(tmp_path / "not-an-export")
+    with caplog.at_level(logging.ERROR, logger="omni"), pytest.raises(SystemExit) as stop:
+        create_app(Settings(models=(missing,)))
+    assert stop.value.code == 1
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert line.startswith("cannot serve the export in %s: " % missing) and "manifest.json" in line
