@@ -6,10 +6,11 @@ keeps trailing pads out of every real position, in attention and in the GDN recu
 attention mask is needed and padding never changes a real row. The GDN recurrence is the
 `gated_delta` custom op (gdn.py); everything else is standard ops.
 
-A fixed prompt head (Cua-S1's system turn, Clef-Flash's system turn and STATE: line) can be baked in (`Backbone.set_prefix`, prefix.py):
-each GDN layer then starts from the head's conv inputs and recurrent state, and each attention
-layer reads the head's keys and values before the row's own, so a row holds only the tokens after
-the head and its positions start at the head's length.
+A fixed prompt head (Cua-S1's system turn; Clef-Flash's system turn and STATE: line) can be
+baked in (`Backbone.set_prefix`, prefix.py): each GDN layer then starts from the head's conv
+inputs and recurrent state, and each attention layer reads the head's keys and values before the
+row's own, so a row holds only the tokens after the head and its positions start at the head's
+length.
 
 Readouts (what the decision models read, §6.4):
 * "last": `hidden [B, H]`, the final-norm hidden state at `positions[b]` (last real token);
