@@ -107,9 +107,7 @@ def main(argv=None):
                     # A model without a graph policy (Clef-Flash) runs on a plain session, as on the
                     # executor: copies in and out are part of the run here.
                     per_part.append(runner.run(None, part))
-                    t1 = t0
-                    t2 = t3 = time.perf_counter()
-                    bind, run_, out = bind + t1 - t0, run_ + t2 - t1, out + t3 - t2
+                    run_ += time.perf_counter() - t0
                     continue
                 io, _, options = runner._binding(part, -1)
                 t1 = time.perf_counter()

@@ -21,7 +21,7 @@ import time
 
 from models import hub, manifest as manifests, precision
 from models.clef_flash import gate, head_graph
-from models.clef_flash.prepare import PREFIX
+from models.clef_flash.prepare import head_ids
 from models.qwen35 import export as qexport
 from models.qwen35 import fused, gdn
 from models.qwen35 import gate as qgate
@@ -29,7 +29,6 @@ from models.qwen35 import prefix as qprefix
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
-from models.tokenizer import TokenizerHandle
 
 FAMILY = "clef_flash"
 NAME = "clef-flash"
@@ -75,12 +74,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
              % (len(dims.layer_types), dims.hidden_size))
     backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype,
                                     attention=attention, projections=projections, consume=True)
-    head = None
-    if prompt_head == "baked":
-        head = TokenizerHandle.load(src.path).encode(PREFIX)
-        progress("      baking the prompt head in (%d tokens, float32 on %s)"
-                 % (len(head), qgate.reference_device(gate_device)))
-        qprefix.bake(backbone, head, qgate.reference_device(gate_device))
+    baked = qprefix.bake_for_export(backbone, prompt_head, src.path, head_ids, qgate.reference_device(gate_device),
+                                    progress)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
     seq, tokens, questions, opts = (torch.export.Dim("seq_len"), torch.export.Dim("tokens"),
@@ -114,7 +109,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "source": {"checkpoint": src.name, "revision": src.revision, "sha256": sources},
         "dims": dims.as_dict(), "head": head_config, "weights_dtype": dtype, "graph": info, "check": check,
         "inputs": INPUTS, "outputs": ["logits"], "signature": "clef-joint-v1", "export_options": options,
-        "prefix": {"ids": head, "tokens": len(head)} if head else None,
+        "prefix": baked,
         "exporter": manifests.exporter_info(qexport.OPSET),
     }
     manifests.finalize(out, meta, hash_data=False)

@@ -2,9 +2,9 @@
 
 Clef's graph is the backbone and the joint head together, so the gate runs whole records: random
 token rows of 80-400 tokens carrying 4 questions of 2-5 options (after the baked prompt head,
-when the export has one: the reference then runs the head too, from scratch). The reference is the backbone's
-float32 hidden states (streamed one layer at a time) read by the same head, which is float32 in
-the export too; the distributions are each question's softmax over its own options, as served
+when the export has one: the reference then runs the head too, from scratch). The reference is
+the backbone's float32 hidden states (streamed one layer at a time) read by the same head, which
+is float32 in the export too; the distributions are each question's softmax over its own options, as served
 (finish.question_probabilities).
 """
 from __future__ import annotations

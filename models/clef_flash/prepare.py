@@ -245,6 +245,12 @@ def encode_record(tok: TokenizerHandle, state: Any, questions: dict, limits: Cle
         fields=fields, state_tokens=len(state_ids), state_tokens_kept=len(kept))
 
 
+def head_ids(tok: TokenizerHandle) -> list[int]:
+    """The ids every record starts with (its system turn and `STATE:` line, encoded as their own
+    fragment): what an export bakes into its graph (models/qwen35/prefix.py)."""
+    return tok.encode(PREFIX)
+
+
 def prepare_record(body: Mapping[str, Any], tok: TokenizerHandle, limits: ClefLimits | None = None) -> Record:
     """Validate the whole request, then encode it. Raises before any forward pass."""
     limits = limits or ClefLimits()
@@ -253,4 +259,4 @@ def prepare_record(body: Mapping[str, Any], tok: TokenizerHandle, limits: ClefLi
 
 
 __all__ = ["ClefLimits", "Field", "Record", "QTYPES", "render", "question_options", "validate",
-           "encode_record", "prepare_record"]
+           "encode_record", "head_ids", "prepare_record"]

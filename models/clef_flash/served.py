@@ -11,8 +11,8 @@ import numpy as np
 from models.base import Packed, Prepared
 from models.clef_flash import finish as finishing
 from models.clef_flash.export import INPUTS
-from models.clef_flash.prepare import PREFIX, ClefLimits, Record, prepare_record
-from models.errors import InferenceFailed
+from models.clef_flash.prepare import ClefLimits, Record, head_ids, prepare_record
+from models.qwen35 import prefix
 from models.qwen35.served import QwenServed
 
 PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
@@ -34,11 +34,9 @@ class RecordAdapter:
         return -(-(tokens - len(self.head)) // PAD_TO) * PAD_TO
 
     def feeds(self, record: Record) -> dict[str, np.ndarray]:
-        n, h = record.tokens, len(self.head)
-        if h and list(record.input_ids[:h]) != self.head:
-            raise InferenceFailed("a record does not start with the graph's baked prompt head (%d tokens)" % h)
+        n = record.tokens
         ids = np.full((1, self.width(n)), self.pad_id, dtype=np.int64)
-        ids[0, :n - h] = record.input_ids[h:]
+        ids[0, :n - len(self.head)] = prefix.cut(record.input_ids, self.head) if self.head else record.input_ids
         return dict(zip(INPUTS, (ids, np.arange(n, dtype=np.int64), record.question_spans,
                                  record.question_types, record.option_spans, record.option_question)))
 
@@ -63,7 +61,7 @@ class ClefFlashModel(QwenServed):
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: ClefLimits | None = None):
         super().__init__(directory, manifest, "Clef-Flash")
         self.limits_ = limits or ClefLimits()
-        self.adapter = RecordAdapter(self.pad_id, head=self.baked_head(self.tok.encode(PREFIX)))
+        self.adapter = RecordAdapter(self.pad_id, head=self.baked_head(head_ids(self.tok)))
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
         record = prepare_record(body, self.tok, self.limits_)

@@ -28,7 +28,6 @@ from models.qwen35 import prefix as qprefix
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
-from models.tokenizer import TokenizerHandle
 
 LETTER_ROWS = "letter_rows.npy"
 
@@ -82,12 +81,8 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections,
                                  consume=True)
     del state
-    head = None
-    if prompt_head == "baked":
-        head = head_ids(TokenizerHandle.load(base.path))
-        progress("      baking the prompt head in (%d tokens, float32 on %s)"
-                 % (len(head), qgate.reference_device(gate_device)))
-        qprefix.bake(model, head, qgate.reference_device(gate_device))
+    baked = qprefix.bake_for_export(model, prompt_head, base.path, head_ids, qgate.reference_device(gate_device),
+                                    progress)
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,
                              device=gate_device, mode=parity_gate, progress=progress, spend=True)
@@ -106,7 +101,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "check": check,
         "lora": lora.summary() if lora else None, "merged_modules": len(merged),
         "inputs": ["input_ids", "positions"], "outputs": ["hidden"],
-        "prefix": {"ids": head, "tokens": len(head)} if head else None,
+        "prefix": baked,
         "export_options": options,
         "exporter": manifests.exporter_info(qexport.OPSET),
     }

@@ -61,6 +61,25 @@ def reference_device(requested: str) -> str:
     return "cuda" if requested != "cpu" and torch.cuda.is_available() else "cpu"
 
 
+def float32_copy(part, device: str):
+    """A float32 copy of a module part on `device` (the reference reads float32 weights)."""
+    import torch
+
+    return copy.deepcopy(part).to(device=device, dtype=torch.float32)
+
+
+def float32_layers(module, device: str):
+    """`module`'s layers one at a time as float32 copies on `device`, for the reference maths: no
+    baked head, float32 GDN inputs. The caller holds torch.no_grad() and _exact_float32()."""
+    for layer in module.layers:
+        ref = float32_copy(layer, device)
+        (ref.linear_attn if ref.kind == "linear_attention" else ref.self_attn).set_prefix(None, None)
+        if ref.kind == "linear_attention":
+            ref.linear_attn.gdn_dtype = None        # the reference reads float32 throughout
+        yield ref
+        del ref
+
+
 def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") -> list[np.ndarray]:
     """Final-norm hidden states [T, H] (float64) of each id row, computed in float32 one layer at
     a time from `module`'s weights (any dtype). A module with a baked prompt head reads each row
@@ -68,20 +87,15 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
     positions the module's readout returns (the row's; every one for the "all" readout)."""
     import torch
 
-    head = list(getattr(module, "prefix_ids", []))
+    head = list(module.prefix_ids)
     with torch.no_grad(), _exact_float32():
         weight = module.embed_tokens.weight
         xs = [weight[torch.tensor(head + r[0].tolist(), dtype=torch.long)].to(device=device, dtype=torch.float32)[None]
               for r in rows]
         rope = [module.rope(x.shape[1], device, torch.float32) for x in xs]
-        for layer in module.layers:          # Layer.forward: the reference maths, unfused
-            ref = copy.deepcopy(layer).to(device=device, dtype=torch.float32)
-            (ref.linear_attn if ref.kind == "linear_attention" else ref.self_attn).set_prefix(None, None)
-            if ref.kind == "linear_attention":
-                ref.linear_attn.gdn_dtype = None        # the reference reads float32 throughout
+        for ref in float32_layers(module, device):      # Layer.forward: the reference maths, unfused
             xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope)]
-            del ref
-        norm = copy.deepcopy(module.norm).to(device=device, dtype=torch.float32)
+        norm = float32_copy(module.norm, device)
         start = 0 if module.readout == "all" else len(head)
         out = [norm(x)[0, start:].double().cpu().numpy() for x in xs]
     if device == "cuda":

@@ -128,12 +128,12 @@ def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: Optional[torc
     `state` [B, K-1, C]: the K-1 inputs before x (None: zeros). Exported as ORT's fused
     CausalConvWithState: no cuDNN algorithm search per new shape and no transposes around it
     (the Conv it replaces needed both)."""
-    k, t = weight.shape[-1], x.shape[1]
     if state is None:
-        state = x.new_zeros(x.shape[0], k - 1, x.shape[2])
+        state = x.new_zeros(x.shape[0], weight.shape[-1] - 1, x.shape[2])
+    # K-1 inputs ahead and no padding: exactly T outputs.
     y = torch.nn.functional.conv1d(torch.cat([state.to(x.dtype), x], 1).transpose(1, 2), weight,
                                    groups=weight.shape[0])
-    return torch.nn.functional.silu(y[:, :, :t]).transpose(1, 2).contiguous()
+    return torch.nn.functional.silu(y).transpose(1, 2).contiguous()
 
 
 @causal_conv_silu.register_fake

@@ -30,10 +30,9 @@ from models.qwen35.dims import TextDims
 from models.qwen35.gdn import causal_conv_silu, gated_delta, gated_delta_fused, gates, recurrence, split_qkv
 
 
-def _last(x: torch.Tensor, n: int, before: torch.Tensor | None) -> torch.Tensor:
-    """The last n positions of x [B, T, C], with `before` (or zeros) ahead of it when T < n."""
-    ahead = x.new_zeros(x.shape[0], n, x.shape[2]) if before is None else before.to(x.dtype)
-    return torch.cat([ahead, x], 1)[:, -n:]
+def _last(x: torch.Tensor, n: int) -> torch.Tensor:
+    """The last n positions of x [B, T, C], zeros ahead of it when T < n (the conv's own padding)."""
+    return torch.cat([x.new_zeros(x.shape[0], n, x.shape[2]), x], 1)[:, -n:]
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
@@ -133,7 +132,7 @@ class GatedDeltaNet(nn.Module):
         else:
             qkv, z, b_logits, a_logits = parts(self.in_proj, x, self.in_proj_sizes, False)
         if capture is not None:
-            capture.append(_last(qkv, self.conv1d.weight.shape[-1] - 1, conv_state))
+            capture.append(_last(qkv, self.conv1d.weight.shape[-1] - 1))      # of a layer with no head
         qkv = causal_conv_silu(qkv, self.conv1d.weight, conv_state)          # causal depthwise conv
         # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
         # as transformers' own GDN does); the gates are fp32.

@@ -1,24 +1,28 @@
 """A fixed prompt head computed once at export and baked into the graph.
 
 Every Cua-S1 prompt starts with the same ~100 tokens (the system turn), 45% of a 218-token
-prompt; every Clef-Flash record with its system turn and `STATE:` line. A causal model's state after them is the same for every request, so the exporter runs
-them once, in float32, and stores what the rest of the prompt reads from them: per GDN layer
-the last K-1 conv inputs and the recurrent state, per attention layer the (rotated) keys and the
-values (and, for a graph that returns every position's hidden state, the head's final-norm hidden
-states). The served graph then takes only the tokens after the head, at positions that start at
-its length (graph.py; the served adapter, rows.py, cuts the head off each row). The manifest records the head's ids; the server refuses an export whose
-head its own tokenizer and prompt would not produce (`check_head`).
+prompt; every Clef-Flash record with its system turn and `STATE:` line. A causal model's state
+after them is the same for every request, so the exporter runs them once, in float32, and stores
+what the rest of the prompt reads from them: per GDN layer the last K-1 conv inputs and the
+recurrent state, per attention layer the (rotated) keys and the values (and, for a graph that
+returns every position's hidden state, the head's final-norm hidden states). The served graph
+then takes only the tokens after the head, at positions that start at its length (graph.py); the
+served adapters cut the head off each row (`cut`). The manifest records the head's ids; the
+server refuses an export whose head its own tokenizer and prompt would not produce (`check_head`).
 
 Public:
     capture(module, ids, device="cpu") -> (per-layer states, final-norm hidden [1, P, H] fp32)
     check_option(prompt_head) -> None                            # "baked" or "in-rows"
     bake(module, ids, device="cpu") -> None                      # capture, then module.set_prefix
+    bake_for_export(module, prompt_head, tokenizer_dir, head_ids, device, progress) -> manifest "prefix"
+    cut(row, head) -> the row after the head                     # InferenceFailed without it
     check_head(manifest, head_ids, name) -> None                 # ValueError on a stale export
 """
 from __future__ import annotations
 
-import copy
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
+
+from models.errors import InferenceFailed
 
 
 def capture(module, ids: Sequence[int], device: str = "cpu") -> tuple[list[tuple], "torch.Tensor"]:
@@ -28,7 +32,7 @@ def capture(module, ids: Sequence[int], device: str = "cpu") -> tuple[list[tuple
     and the head's final-norm hidden states, float32."""
     import torch
 
-    from models.qwen35.gate import _exact_float32
+    from models.qwen35.gate import _exact_float32, float32_copy, float32_layers
 
     dtype = module.embed_tokens.weight.dtype
     out = []
@@ -36,24 +40,15 @@ def capture(module, ids: Sequence[int], device: str = "cpu") -> tuple[list[tuple
         index = torch.tensor(list(ids), dtype=torch.long)
         x = module.embed_tokens.weight[index].to(device=device, dtype=torch.float32)[None]
         cos, sin = module.rope(x.shape[1], device, torch.float32)
-        for layer in module.layers:
-            ref = copy.deepcopy(layer).to(device=device, dtype=torch.float32)
-            mixer = ref.linear_attn if ref.kind == "linear_attention" else ref.self_attn
-            mixer.set_prefix(None, None)
-            if ref.kind == "linear_attention":
-                mixer.gdn_dtype = None
+        for ref in float32_layers(module, device):
+            gdn = ref.kind == "linear_attention"
             taken: list = []
             h = ref.input_layernorm(x)
-            x = x + (mixer(h, capture=taken) if ref.kind == "linear_attention" else mixer(h, cos, sin, capture=taken))
+            x = x + (ref.linear_attn(h, capture=taken) if gdn else ref.self_attn(h, cos, sin, capture=taken))
             x = x + ref.mlp(ref.post_attention_layernorm(x))
-            if ref.kind == "linear_attention":
-                conv, state = taken
-                out.append((conv.to(dtype).cpu(), state.float().cpu()))
-            else:
-                keys, values = taken
-                out.append((keys.to(dtype).cpu(), values.to(dtype).cpu()))
-            del ref
-        hidden = copy.deepcopy(module.norm).to(device=device, dtype=torch.float32)(x).cpu()
+            first, second = taken           # GDN: conv inputs, state; attention: keys, values
+            out.append((first.to(dtype).cpu(), (second.float() if gdn else second.to(dtype)).cpu()))
+        hidden = float32_copy(module.norm, device)(x).cpu()
     if device == "cuda":
         torch.cuda.empty_cache()
     return out, hidden
@@ -70,8 +65,31 @@ def check_option(prompt_head: str) -> None:
 
 def bake(module, ids: Sequence[int], device: str = "cpu") -> None:
     """Bake the head `ids` into `module`: its rows then start after them."""
-    module.set_prefix([], [])
     module.set_prefix(list(ids), *capture(module, ids, device))
+
+
+def bake_for_export(module, prompt_head: str, tokenizer_dir: str, head_ids: Callable, device: str,
+                    progress) -> dict | None:
+    """An exporter's step: under "baked", bake the head `head_ids(tokenizer)` gives (the
+    checkpoint's tokenizer) into `module`; returns what the manifest records as "prefix" (None
+    under "in-rows")."""
+    if prompt_head != "baked":
+        return None
+    from models.tokenizer import TokenizerHandle
+
+    ids = list(head_ids(TokenizerHandle.load(tokenizer_dir)))
+    progress("      baking the prompt head in (%d tokens, float32 on %s)" % (len(ids), device))
+    bake(module, ids, device)
+    return {"ids": ids, "tokens": len(ids)}
+
+
+def cut(row, head: Sequence[int]):
+    """`row` after the graph's baked `head`; InferenceFailed when it does not start with it or
+    holds nothing after it (the server checks the head at load, so this means a bug)."""
+    n = len(head)
+    if len(row) <= n or list(row[:n]) != list(head):
+        raise InferenceFailed("a row does not start with the graph's baked prompt head (%d tokens)" % n)
+    return row[n:]
 
 
 def check_head(manifest: Mapping, head_ids: Sequence[int], name: str = "this export") -> None:
@@ -82,4 +100,4 @@ def check_head(manifest: Mapping, head_ids: Sequence[int], name: str = "this exp
                          "prompt encodes to; run its export command again" % (name, len(baked), len(head_ids)))
 
 
-__all__ = ["PROMPT_HEADS", "check_option", "capture", "bake", "check_head"]
+__all__ = ["PROMPT_HEADS", "check_option", "capture", "bake", "bake_for_export", "cut", "check_head"]

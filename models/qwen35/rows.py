@@ -17,7 +17,7 @@ overhead (on the H200, a 9B pass costs ~6 ms plus ~32 µs a token), and one batc
 keeps the trailing pads out of every real row, so answers do not depend on what a row was
 batched with. Outputs come back in request order.
 A graph with a baked prompt head (models/qwen35/prefix.py) takes each row without it: the
-adapter cuts it off (`head`), and lengths, buckets and budgets count what the graph runs.
+adapter cuts it off (`head`, prefix.cut), and lengths, buckets and budgets count what the graph runs.
 
 The micro-batches are cut longest first but run in the order of the oldest request each holds
 (FIFO, as the executor takes requests; shortest first among equals), and `Packed.ready` tells
@@ -33,7 +33,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from models.base import Packed, Prepared
-from models.errors import InferenceFailed
+from models.qwen35 import prefix
 
 Rows = list  # one work item: a list of token-id lists, one per row
 
@@ -73,7 +73,7 @@ class LastTokenAdapter:
         policy (QwenServed.cuda_graphs) captures only those that recur."""
         rows = [r for work in works for r in work]
         if self.head:
-            rows = [self._strip(r) for r in rows]
+            rows = [prefix.cut(r, self.head) for r in rows]
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
         owner = [w for w, work in enumerate(works) for _ in work]
@@ -95,12 +95,6 @@ class LastTokenAdapter:
         return Packed(parts[0], rows=sum(p["input_ids"].shape[0] for p in parts), real_tokens=sum(lengths),
                       padded_tokens=padded, parts=parts, layout=where, ready=ready,
                       meta={"micro_batches": len(parts), "seq_len": max(int(p["input_ids"].shape[1]) for p in parts)})
-
-    def _strip(self, row):
-        n = len(self.head)
-        if len(row) <= n or list(row[:n]) != self.head:
-            raise InferenceFailed("a row does not start with the graph's baked prompt head (%d tokens)" % n)
-        return row[n:]
 
     def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed,
                only: Sequence[int] | None = None) -> list:
