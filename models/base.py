@@ -30,6 +30,9 @@ class GraphPolicy:
     # request waits for a capture (20-140 ms each for Laya on the H200): models whose shapes are
     # few enough to capture all (OMNI_CUDA_GRAPH_PRECAPTURE turns it off).
     precapture: bool = False
+    # Each work runs as a pass of its own (Packed.parts: Clef-Flash's records), so the executor
+    # checks the bounds (OMNI_CUDA_GRAPH_ROWS, max_tokens) against each work, not the batch.
+    per_work: bool = False
 
 
 @dataclass

@@ -241,11 +241,11 @@ class Executor:
             if slot.session is None:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
-            rows = sum(j.prepared.rows for j in jobs)
             policy = slot.model.cuda_graphs
-            static, run = sessions.batch_runner(
-                slot.session, slot.static_shapes, rows, self.settings.cuda_graph_rows,
-                rows * max(j.prepared.longest for j in jobs), policy.max_tokens if policy is not None else 0)
+            rows, tokens = sessions.bounded_shape(policy, [j.prepared.rows for j in jobs],
+                                                  max(j.prepared.longest for j in jobs))
+            static, run = sessions.batch_runner(slot.session, slot.static_shapes, rows, self.settings.cuda_graph_rows,
+                                                tokens, policy.max_tokens if policy is not None else 0)
             packed: Packed = adapter.pack(works, static=static)
             takes = getattr(slot.session, "takes", None)
             if static and takes is not None and not takes(packed.feeds):

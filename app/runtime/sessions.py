@@ -192,6 +192,14 @@ def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int, token
     return False, session.run_uncaptured
 
 
+def bounded_shape(policy, rows: list[int], longest: int) -> tuple[int, int]:
+    """(rows, tokens) of a batch of works with `rows` rows each and rows of at most `longest`
+    tokens, as batch_runner bounds them: the batch's, or one work's where the model's graph
+    policy runs each work as a pass of its own (GraphPolicy.per_work)."""
+    n = max(rows) if policy is not None and policy.per_work else sum(rows)
+    return n, n * longest
+
+
 # The GatedDeltaNet engine (ORT_GDN_PLAN) while a session is built; sessions are built one at a
 # time, on the executor thread, so setting the process's variable is safe.
 gdn_engine = onnx_ops.gdn_plan

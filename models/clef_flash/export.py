@@ -35,6 +35,10 @@ NAME = "clef-flash"
 REPO = "Cloudflare/clef-flash"
 HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
 INPUTS = ["input_ids", "token_positions", "question_spans", "question_types", "option_spans", "option_question"]
+# The graph reads a record's length from token_positions' values, which may be right-padded with
+# -1 (head_graph.py), so records of one bucketed width share a CUDA graph (served.py). Exports
+# made before this read it from the length; they are served without graphs.
+TOKEN_POSITIONS = "padded"
 
 
 def _example(vocab: int):
@@ -63,7 +67,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     served_name = name or NAME
     options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
                                       "attention": fused.attention_for(dtype, attention), "projections": projections,
-                                      "opset": qexport.OPSET, "prompt_head": prompt_head}, dtype, gdn_in)
+                                      "opset": qexport.OPSET, "prompt_head": prompt_head,
+                                      "token_positions": TOKEN_POSITIONS}, dtype, gdn_in)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):

@@ -8,11 +8,12 @@ upstream head fails there on `GuardOnDataDependentSymNode`):
   * each question's routing softmax runs over its own options by masking a [q, o] score matrix;
   * per-option lookups of their question's vectors are gathers by `option_question`.
 Everything computes in fp32 (weights are published in BF16). Inputs may be right-padded to any
-T ≥ n: positions ≥ n (n = len(token_positions)) are zeroed, masked out of the cross-attention
-memory, never fall in a span, and g is X[n−1], the last REAL token; so padding changes nothing.
+T ≥ n: positions ≥ n (n = the count of token_positions ≥ 0: its length, or fewer where it is
+right-padded with -1) are zeroed, masked out of the cross-attention memory, never fall in a span,
+and g is X[n−1], the last REAL token; so padding changes nothing.
 
     ClefJointHead(hidden_size, width, routing_layers, layers, heads, feedforward, dropout=0.0)
-      .forward(hidden [1,T,H], lexical [1,T,H], token_positions [n], question_spans [q,2],
+      .forward(hidden [1,T,H], lexical [1,T,H], token_positions [n or T], question_spans [q,2],
                question_types [q], option_spans [o,2], option_question [o]) -> logits f32 [o]
       (`lexical` = lm_head rows of the input ids; only rows inside option spans are read)
     ClefHeadGraph(head, lm_head_weight)
@@ -144,13 +145,15 @@ class ClefJointHead(nn.Module):
 
     def forward(self, hidden, lexical, token_positions, question_spans, question_types,
                 option_spans, option_question):
-        n = token_positions.shape[0]
+        # n from the values, not the length: positions padded with -1 give the same n, so records
+        # padded to one bucketed shape share one CUDA graph (served.py).
+        n = (token_positions >= 0).sum()
         positions = torch.arange(hidden.shape[1], device=hidden.device)
         keep = positions < n                                                 # real tokens
         # Zero the pads first: a weight of 0 times a non-finite pad state would still be NaN.
         x = self.hidden_norm(torch.where(keep[:, None], hidden[0].float(), 0.0))   # [T, H]
         memory = self.memory_projection(x)                                   # [T, W]
-        g = x[n - 1]                                                         # last real token
+        g = x.index_select(0, (n - 1).reshape(1))[0]                         # last real token
         question_vectors = _span_means(x, question_spans, positions)         # [q, H]
         contexts = _span_means(x, option_spans, positions)                   # [o, H]
         lexical = _span_means(lexical[0].float(), option_spans, positions)   # [o, H]

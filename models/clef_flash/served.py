@@ -8,9 +8,9 @@ from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from models.base import Packed, Prepared
+from models.base import GraphPolicy, Packed, Prepared
 from models.clef_flash import finish as finishing
-from models.clef_flash.export import INPUTS
+from models.clef_flash.export import INPUTS, TOKEN_POSITIONS
 from models.clef_flash.prepare import ClefLimits, Record, head_ids, prepare_record
 from models.qwen35 import prefix
 from models.qwen35.served import QwenServed
@@ -20,11 +20,16 @@ PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multi
 
 class RecordAdapter:
     """`head`: the prompt head the graph has baked in (export.py), cut off each record's ids; the
-    positions and spans stay the whole record's."""
+    positions and spans stay the whole record's. `padded_positions`: the graph reads a record's
+    length from token_positions' values (export.TOKEN_POSITIONS), so they are right-padded with
+    -1 to the ids' width and every feed's shape depends only on the padded width and the
+    record's question and option counts: records of like shape share one CUDA graph."""
 
-    def __init__(self, pad_id: int, key: str = "clef_flash", head: Sequence[int] = ()):
+    def __init__(self, pad_id: int, key: str = "clef_flash", head: Sequence[int] = (),
+                 padded_positions: bool = False):
         self.pad_id, self.key = pad_id, key
         self.head = list(head)
+        self.padded_positions = padded_positions
 
     def compatible(self, prepared: Prepared) -> Hashable:
         return self.key
@@ -37,7 +42,10 @@ class RecordAdapter:
         n = record.tokens
         ids = np.full((1, self.width(n)), self.pad_id, dtype=np.int64)
         ids[0, :n - len(self.head)] = prefix.cut(record.input_ids, self.head) if self.head else record.input_ids
-        return dict(zip(INPUTS, (ids, np.arange(n, dtype=np.int64), record.question_spans,
+        positions = np.arange(n, dtype=np.int64)
+        if self.padded_positions:
+            positions = np.pad(positions, (0, len(self.head) + ids.shape[1] - n), constant_values=-1)
+        return dict(zip(INPUTS, (ids, positions, record.question_spans,
                                  record.question_types, record.option_spans, record.option_question)))
 
     def pack(self, works: Sequence[Record], static: bool = False) -> Packed:
@@ -53,15 +61,28 @@ class RecordAdapter:
 
 class ClefFlashModel(QwenServed):
     family = "clef_flash"
-    # Its feeds carry per-record span arrays (every record a new shape), and its graph has not
-    # been tried under capture.
-    cuda_graphs = None
+    # One record a pass, so the bounds are a record's. A record's feeds have the shape of its
+    # padded width and its question and option counts: a client's fixed schema over states of
+    # like length recurs, and a one-off never pays for a capture.
+    graph_policy = GraphPolicy(capture_after=2, max_tokens=1024, per_work=True)
     prompt_head_unit = "record"
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: ClefLimits | None = None):
         super().__init__(directory, manifest, "Clef-Flash")
         self.limits_ = limits or ClefLimits()
-        self.adapter = RecordAdapter(self.pad_id, head=self.baked_head(head_ids(self.tok)))
+        padded = self.manifest.get("export_options", {}).get("token_positions") == TOKEN_POSITIONS
+        # An older graph reads a record's length from token_positions' length: every record is a
+        # new shape there, so it runs without CUDA graphs.
+        self.cuda_graphs = self.graph_policy if padded else None
+        self.adapter = RecordAdapter(self.pad_id, head=self.baked_head(head_ids(self.tok)), padded_positions=padded)
+
+    def notes(self) -> list[str]:
+        out = super().notes()
+        if self.cuda_graphs is None:
+            out.append("its graph takes a record's length from the shape of its positions, so every record is a new "
+                       "shape and it runs without CUDA graphs; exports since 2026-12-02 replay them for records of "
+                       "recurring shape; running its export command again writes that")
+        return out
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
         record = prepare_record(body, self.tok, self.limits_)

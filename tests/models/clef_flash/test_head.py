@@ -114,9 +114,14 @@ def test_padding_changes_nothing(which, head, tok):
         padded = head(*_inputs(rec, 5, pad_to=64))
         t = _inputs(rec, 5, pad_to=64)[0].shape[1]
         broken = head(*_inputs(rec, 5, pad_to=64, fill=torch.full((1, t, 64), float("nan"))))
+        # The positions right-padded with -1 to the padded length, as served (served.py).
+        hidden, lexical, positions, *spans = _inputs(rec, 5, pad_to=64)
+        positions = torch.cat([positions, torch.full((t - rec.tokens,), -1)])
+        listed = head(hidden, lexical, positions, *spans)
     assert t % 64 == 0
     assert float((plain - padded).abs().max()) < 1e-5
     assert float((plain - broken).abs().max()) < 1e-5         # even non-finite pad states
+    assert torch.equal(listed, padded)
 
 
 def test_records_never_mix(head, ref_head, ref, tok):

@@ -59,7 +59,10 @@ def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_exp
     (prep,), (logits,), packed = baked.outputs([request])
     feeds = packed.parts[0]
     assert feeds["input_ids"].shape[1] == prep.longest == -(-(prep.tokens - len(head)) // 64) * 64
-    assert list(feeds["token_positions"]) == list(range(prep.tokens)) and packed.real_tokens == prep.tokens - len(head)
+    # The positions are the whole record's, right-padded with -1 to the head and the ids' width.
+    positions = feeds["token_positions"]
+    assert positions.shape == (len(head) + feeds["input_ids"].shape[1],) and packed.real_tokens == prep.tokens - len(head)
+    assert list(positions[:prep.tokens]) == list(range(prep.tokens)) and set(positions[prep.tokens:]) == {-1}
     rows = str(tmp_path / "clef-rows")
     export.export(clef_dir, rows, prompt_head="in-rows", progress=None)
     whole = Pipeline(rows)
@@ -125,9 +128,98 @@ def test_served_over_http(clef_export, tmp_path):
         assert bad.headers["content-type"].startswith("application/problem+json")
 
 
-def test_pass_probe_times_a_model_without_a_graph_policy(clef_export, tmp_path):
-    """benchmarks.gpu.pass_probe runs Clef-Flash (no CUDA-graph policy) on its plain session, as
-    the executor does: one record a micro-batch, nothing captured, every stage timed."""
+def test_padded_positions_give_the_unpadded_answers(clef_export):
+    """The graph reads a record's length from its positions' values: padded with -1 (as served,
+    so that records of one width share a CUDA graph) or not, the logits are the same."""
+    from models import manifest
+
+    assert manifest.read(clef_export)["export_options"]["token_positions"] == "padded"
+    pipe = Pipeline(clef_export)
+    for _, state, questions in CASES[:3]:
+        (prep,), (logits,), packed = pipe.outputs([body(state, questions, model="clef-flash")])
+        feeds = dict(packed.parts[0])
+        assert feeds["token_positions"].shape[0] > prep.tokens             # padding happened
+        feeds["token_positions"] = feeds["token_positions"][:prep.tokens]
+        (plain,) = pipe.session.run(None, feeds)
+        np.testing.assert_array_equal(logits, plain)
+
+
+def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef_export, tmp_path):
+    """An export made before token_positions could be padded: no graph policy, positions as long
+    as the record, a note naming the export command; the same answers."""
+    import json
+    import os
+    import shutil
+
+    older = str(tmp_path / "clef-older")
+    shutil.copytree(clef_export, older)
+    meta = json.load(open(os.path.join(older, "manifest.json")))
+    del meta["export_options"]["token_positions"]
+    json.dump(meta, open(os.path.join(older, "manifest.json"), "w"))
+    old, new = Pipeline(older), Pipeline(clef_export)
+    assert old.model.cuda_graphs is None and new.model.cuda_graphs.per_work
+    assert new.model.notes() == [] and any("without CUDA graphs" in n and "export command" in n
+                                           for n in old.model.notes())
+    request = body(CASES[1][1], CASES[1][2], model="clef-flash")
+    (prep,), (got,), packed = old.outputs([request])
+    assert packed.parts[0]["token_positions"].shape == (prep.tokens,)
+    np.testing.assert_array_equal(got, new.outputs([request])[1][0])
+
+
+def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
+    """Under the executor, each record of a batch is bounded as the pass it runs alone
+    (GraphPolicy.per_work): records whose padded shape recurs are captured and replayed
+    (GraphRunner, bound on the CPU here: the same bookkeeping, no capture) even where the
+    batch's rows × longest row is past the token bound, and the answers are the plain
+    session's. A policy that bounded the batch would have run them uncaptured."""
+    import asyncio
+    import dataclasses
+
+    from app.runtime.sessions import GraphRunner
+    from tests.app.test_executor import Harness
+
+    h = Harness([clef_export])
+    try:
+        slot = h.slot("clef-flash")
+        plain = slot.session
+        # Two states of one padded width and one schema: one shape; a third schema: another.
+        bodies = [body("Please refund the duplicate charge.", CASES[0][2], model="clef-flash"),
+                  body("Please refund the second charge.", CASES[0][2], model="clef-flash"),
+                  body(CASES[1][1], CASES[1][2], model="clef-flash")]
+        prepared = [slot.model.prepare(b) for b in bodies]
+        keys = [GraphRunner.shape_key(slot.model.adapter.pack([p.work]).feeds) for p in prepared]
+        assert keys[0] == keys[1] != keys[2]
+        want = [plain.run(None, slot.model.adapter.pack([p.work]).feeds)[0] for p in prepared]
+
+        def batch(policy):
+            slot.model.cuda_graphs = policy
+            slot.session, slot.static_shapes = GraphRunner(plain, 0, 8, capture_after=2, device="cpu"), True
+
+            async def main():
+                with h.executor._cv:      # queued together: one batch of three records
+                    jobs = [h.executor.submit(slot, slot.model.prepare(b)) for b in bodies]
+                return [await j.future for j in jobs]
+
+            return asyncio.run(main()), slot.session
+
+        bound = prepared[0].longest * 2          # one record fits; the batch of three does not
+        outs, runner = batch(dataclasses.replace(slot.model.graph_policy, max_tokens=bound))
+        assert len(runner.graphs) == 1 and keys[0] in runner.graphs      # the second sighting captured
+        assert runner.sightings == {keys[2]: 1}
+        for got, ref in zip(outs, want):
+            np.testing.assert_array_equal(got, ref)
+        outs, runner = batch(dataclasses.replace(slot.model.graph_policy, max_tokens=bound, per_work=False))
+        assert runner.graphs == {} and runner.sightings == {}             # the batch ran uncaptured
+        for got, ref in zip(outs, want):
+            np.testing.assert_array_equal(got, ref)
+    finally:
+        h.close()
+
+
+def test_pass_probe_replays_each_record_of_a_pass(clef_export, tmp_path):
+    """benchmarks.gpu.pass_probe runs Clef-Flash as the executor does: one record a micro-batch,
+    each replaying its own shape's graph (GraphRunner on the CPU here: no capture, the same
+    bookkeeping), every stage timed, the replay against a plain run."""
     import json
 
     from benchmarks.gpu import pass_probe
@@ -138,5 +230,6 @@ def test_pass_probe_times_a_model_without_a_graph_policy(clef_export, tmp_path):
                      "--workload", HERE + "/clef_1q.jsonl", "--out", str(out)])
     cases = json.loads(out.read_text())["cases"]
     for n in ("1", "2"):
-        assert not cases[n]["captured"] and cases[n]["p50_ms"]["run"] > 0
+        assert cases[n]["captured"] and cases[n]["p50_ms"]["run"] > 0
         assert cases[n]["p50_ms"]["pass"] >= cases[n]["p50_ms"]["run"]
+        assert cases[n]["replay_max_abs_diff"] == 0.0
