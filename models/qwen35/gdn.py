@@ -125,14 +125,14 @@ def _(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, sta
 @torch.library.custom_op("omni_qwen35::causal_conv_silu", mutates_args=())
 def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
     """silu(causal depthwise conv1d) over [B, T, C] (channels last), weight [C, 1, K], no bias;
-    `state` [B, C, K-1] (channels first): the K-1 inputs before x (None: zeros). Exported as ORT's
-    fused CausalConvWithState on channels-first data (conv_translation): no cuDNN algorithm
-    search per new shape (the Conv it replaces needed one)."""
-    xt = x.transpose(1, 2)                                                  # [B, C, T]
+    `state` [B, K-1, C]: the K-1 inputs before x (None: zeros). Exported as ORT's fused
+    CausalConvWithState: no cuDNN algorithm search per new shape and no transposes around it
+    (the Conv it replaces needed both)."""
     if state is None:
-        state = xt.new_zeros(x.shape[0], x.shape[2], weight.shape[-1] - 1)
+        state = x.new_zeros(x.shape[0], weight.shape[-1] - 1, x.shape[2])
     # K-1 inputs ahead and no padding: exactly T outputs.
-    y = torch.nn.functional.conv1d(torch.cat([state.to(x.dtype), xt], 2), weight, groups=weight.shape[0])
+    y = torch.nn.functional.conv1d(torch.cat([state.to(x.dtype), x], 1).transpose(1, 2), weight,
+                                   groups=weight.shape[0])
     return torch.nn.functional.silu(y).transpose(1, 2).contiguous()
 
 
@@ -142,21 +142,14 @@ def _(x, weight, state=None):
 
 
 def conv_translation():
-    """CausalConvWithState between two transposes. Its CUDA kernel runs a block per channel
-    whose threads read consecutive tokens: on channels-last data they are C elements apart and
-    no read coalesces (H200, Cua-S1: 14 µs a layer at one 144-token row, 99 µs at eight, 215 µs
-    at one 2,944-token row), so the data goes channels-first around it. The head's state is a
-    constant in that layout already (GatedDeltaNet.set_prefix)."""
-    from onnxscript import opset18 as op
-
     from models import onnx_ops
 
     ms, _ = onnx_ops.opsets()
 
     def causal_conv(x, weight, state=None):
-        outputs = ms.CausalConvWithState(op.Transpose(x, perm=[0, 2, 1]), weight, None, state, activation="silu",
-                                         channels_last=0, ndim=1, _outputs=2)
-        return op.Transpose(outputs[0], perm=[0, 2, 1])
+        outputs = ms.CausalConvWithState(x, weight, None, state, activation="silu", channels_last=1, ndim=1,
+                                         _outputs=2)
+        return outputs[0]
 
     return causal_conv
 

@@ -101,12 +101,10 @@ class GatedDeltaNet(nn.Module):
         self.headed = False        # rows start after a prompt head (set_prefix)
 
     def set_prefix(self, conv, state) -> None:
-        """Start every row after a prompt head whose last K-1 conv inputs ([1, K-1, C]) and
-        recurrent state these are (None, None: from zeros). Buffers, so they move with the module
-        and export as constants; the conv inputs channels-first, as causal_conv_silu reads them."""
+        """Start every row after a prompt head whose last K-1 conv inputs and recurrent state
+        these are (None, None: from zeros). Buffers, so they move with the module and export as
+        constants."""
         self.headed = conv is not None
-        if conv is not None:
-            conv = conv.transpose(1, 2).contiguous()
         for name, value in (("prefix_conv", conv), ("prefix_state", state)):
             self.register_buffer(name, value, persistent=False)
 
