@@ -1,6 +1,8 @@
-"""The GatedDeltaNet layers' causal conv alone, as exported: ONNX Runtime's CausalConvWithState on
-channels-last data (graph revision 2) against the same op on channels-first data between two
-transposes (revision 3, gdn.conv_translation), at a few (rows, tokens) shapes (GPU machine).
+"""The GatedDeltaNet layers' causal conv alone: ONNX Runtime's CausalConvWithState on channels-last
+data, as exported (gdn.conv_translation), against the same op on channels-first data between two
+transposes, at a few (rows, tokens) shapes (GPU machine). On the H200 the kernel took as long
+either way, so the transposes only added time below ~3,000 tokens (docs/benchmarks.md,
+2026-12-02 graphs session).
 
     python -m benchmarks.gpu.conv_probe [--shapes 1x144,8x144,16x218,1x2944] [--channels 8192] [--out F]
     python -m benchmarks.gpu.conv_probe --device cpu --shapes 2x9 --channels 16      # a dry run here
