@@ -23,17 +23,29 @@ import numpy as np
 K = 4
 
 
+def weights(channels: int, copies: int, seed: int = 0) -> list[np.ndarray]:
+    """Each conv's depthwise weight [C, 1, K], fp16."""
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((channels, 1, K), dtype=np.float32) * 0.5).astype(np.float16) for _ in range(copies)]
+
+
+def reference(x: np.ndarray, state: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """silu(causal depthwise conv) over x [B, T, C] after the K-1 inputs `state` [B, K-1, C], in float64."""
+    padded = np.concatenate([state, x], 1).astype(np.float64)
+    w = weight[:, 0, :].astype(np.float64)                              # [C, K]
+    y = sum(padded[:, k:k + x.shape[1]] * w[:, k] for k in range(K))
+    return y / (1.0 + np.exp(-y))
+
+
 def graph(rows: int, tokens: int, channels: int, copies: int, form: str, seed: int = 0) -> bytes:
     from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(seed)
     last = form == "channels_last"
     nodes, inits, outs = [], [], []
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [rows, tokens, channels])
     state_shape = [rows, K - 1, channels] if last else [rows, channels, K - 1]
     state = helper.make_tensor_value_info("state", TensorProto.FLOAT16, state_shape)
-    for i in range(copies):
-        w = (rng.standard_normal((channels, 1, K), dtype=np.float32) * 0.5).astype(np.float16)
+    for i, w in enumerate(weights(channels, copies, seed)):
         inits.append(numpy_helper.from_array(w, "w%d" % i))
         if not last:                # each layer transposes its own input
             nodes.append(helper.make_node("Transpose", ["x"], ["xt%d" % i], perm=[0, 2, 1]))
@@ -91,6 +103,8 @@ def main(argv=None):
                     sess.run(None, feeds)
                 row[form] = {"us_per_conv": round((time.perf_counter() - t0) * 1e6 / args.iters / args.copies, 2)}
         row["max_abs_diff"] = float(np.abs(outputs["channels_last"] - outputs["channels_first"]).max())
+        want = reference(x, state, weights(args.channels, 1)[0])
+        row["max_abs_diff_reference"] = float(np.abs(outputs["channels_last"] - want).max())
         results.append(row)
         print("%2d x %4d tokens x %d channels: channels-last %.1f us a conv, channels-first with transposes %.1f us; "
               "max |diff| %.2e" % (rows, tokens, args.channels, row["channels_last"]["us_per_conv"],
