@@ -34,7 +34,9 @@ class GraphRunner:
     graph launches them at once (the H200 probe: 11.4 → 4.2 ms for one 96-token row). Each
     captured shape gets its own graph id, device buffers the new request's data is copied into,
     and a graph-owned memory pool. A shape is captured on its `capture_after`-th sighting (before
-    that, and past `max_graphs` shapes, it runs bound but uncaptured, graph id -1).
+    that, and past `max_graphs` shapes, it runs bound but uncaptured, graph id -1). A shape
+    whose capture fails is logged and runs uncaptured from then on: its requests are answered,
+    not failed.
     """
 
     def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda",
@@ -49,7 +51,9 @@ class GraphRunner:
         self.outputs = [o.name for o in session.get_outputs()]
         self.graphs: dict[tuple, Captured] = {}
         self.sightings: dict[tuple, int] = {}     # shapes seen but not captured (bucketed: few)
+        self.refused: set[tuple] = set()           # shapes whose capture failed: never tried again
         self.capture_s = 0.0                        # time the capturing runs took, in all
+        self._ids = 0                               # graph ids handed out (a failed one is not reused)
 
     def _binding(self, feeds: dict, graph_id: int):
         io = self.session.io_binding()
@@ -74,14 +78,16 @@ class GraphRunner:
 
     def takes(self, feeds: dict) -> bool:
         """Whether `run` would replay or count these feeds' shape: False once the budget is full
-        and the shape is not among the captured ones, when padding it buys nothing."""
-        return len(self.graphs) < self.max_graphs or self.shape_key(feeds) in self.graphs
+        and the shape is not among the captured ones, or where its capture failed, when padding
+        it buys nothing."""
+        key = self.shape_key(feeds)
+        return key in self.graphs or (len(self.graphs) < self.max_graphs and key not in self.refused)
 
     def run(self, output_names, feeds: dict):
         key = self.shape_key(feeds)
         entry = self.graphs.get(key)
         if entry is None:
-            if len(self.graphs) >= self.max_graphs:      # full: nothing more to count or capture
+            if len(self.graphs) >= self.max_graphs or key in self.refused:   # nothing to count or capture
                 return self.run_uncaptured(output_names, feeds)
             seen = self.sightings[key] = self.sightings.get(key, 0) + 1
             if seen < self.capture_after:
@@ -89,10 +95,20 @@ class GraphRunner:
             t0 = time.perf_counter()
             # An uncaptured run first: its outputs' shapes size the block the graph writes to.
             shapes = [(a.dtype, a.shape) for a in self.run_uncaptured(output_names, feeds)]
-            entry = self.graphs[key] = Captured(self, feeds, shapes, len(self.graphs) + 1)
             del self.sightings[key]
-            entry.feed(feeds)
-            entry.run()                     # ONNX Runtime runs, captures, replays
+            self._ids += 1
+            try:
+                entry = Captured(self, feeds, shapes, self._ids)
+                entry.feed(feeds)
+                entry.run()                 # ONNX Runtime runs, captures, replays
+            except Exception as exc:
+                # A graph ONNX Runtime cannot capture (an op that synchronises, say) must not fail
+                # every request of its shape, nor take the model out of service with them.
+                self.refused.add(key)
+                log.warning("capturing CUDA graph %d failed; that shape runs uncaptured from now on (%s): %s",
+                            self._ids, _shapes(key), str(exc)[:300])
+                return self.run_uncaptured(output_names, feeds)
+            self.graphs[key] = entry
             took = time.perf_counter() - t0
             self.capture_s += took
             log.info("captured CUDA graph %d/%d in %.0f ms: %s", len(self.graphs), self.max_graphs,

@@ -54,6 +54,41 @@ def test_first_sight_capture_and_the_cap(session):
     assert runner.sightings == {}
 
 
+class RefusesCapture:
+    """The real session, except that a run naming a CUDA graph id fails, as ONNX Runtime's does
+    for a graph it cannot capture (the capture itself needs a GPU)."""
+
+    def __init__(self, session):
+        self.session = session
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+    def run_with_iobinding(self, io, options=None):
+        if options is not None and int(options.get_run_config_entry("gpu_graph_id")) > 0:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return self.session.run_with_iobinding(io, options)
+
+
+def test_a_shape_whose_capture_fails_runs_uncaptured_from_then_on(session, caplog):
+    runner = sessions.GraphRunner(RefusesCapture(session), 0, max_graphs=8, capture_after=2, device="cpu")
+    with caplog.at_level("WARNING", logger="omni.sessions"):
+        for seed in range(4):
+            feeds = _feeds(2, 16, seed)
+            (y,) = runner.run(None, feeds)          # the second sighting tries to capture, and fails
+            np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
+    key = runner.shape_key(_feeds(2, 16, 0))
+    assert runner.graphs == {} and runner.refused == {key} and runner.sightings == {}
+    assert [r.getMessage() for r in caplog.records if "capturing CUDA graph" in r.getMessage()] == [
+        "capturing CUDA graph 1 failed; that shape runs uncaptured from now on (x[2, 16]): "
+        "operation not permitted when stream is capturing"]
+    assert not runner.takes(_feeds(2, 16, 9)) and runner.takes(_feeds(4, 16, 9))   # others still count
+    runner.run(None, _feeds(4, 16, 9))
+    (y,) = runner.run(None, _feeds(4, 16, 10))      # another shape's capture gets a new graph id
+    np.testing.assert_array_equal(y, _feeds(4, 16, 10)["x"] * 2 + 1)
+    assert "capturing CUDA graph 2 failed" in caplog.text and len(runner.refused) == 2
+
+
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     """Three inputs of three dtypes and two outputs, as an export has: ids int64, a bool mask and
