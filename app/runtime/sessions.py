@@ -235,6 +235,21 @@ def _cuda_available(ort) -> bool:
     return True
 
 
+def without_graphs_if_refused(build, cuda: dict, onnx_path: str):
+    """`build(cuda)`: an InferenceSession with these CUDA provider options. ONNX Runtime refuses
+    to create a session with CUDA graphs enabled for a graph it cannot capture (control-flow
+    nodes, or compute it placed on the CPU): then the session without them, said in the log,
+    and `enable_cuda_graph` dropped from `cuda`, so the model is served uncaptured, not failed."""
+    try:
+        return build(cuda)
+    except Exception as exc:
+        if not cuda.get("enable_cuda_graph") or "CUDA Graph" not in str(exc):
+            raise
+        log.warning("%s cannot be captured as CUDA graphs, so it runs without them: %s", onnx_path, str(exc)[:300])
+        del cuda["enable_cuda_graph"]
+        return build(cuda)
+
+
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
            sdpa_kernel: int = 0, capture_after: int = 1, gdn_plan: str = "auto",
            pinned_buffers: bool = True) -> SessionInfo:
@@ -263,11 +278,13 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
         if sdpa_kernel:
             cuda["sdpa_kernel"] = str(sdpa_kernel)
         with gdn_engine(gdn_plan):
-            session = ort.InferenceSession(onnx_path, sess_options=options,
-                                           providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"])
+            session = without_graphs_if_refused(
+                lambda cuda: ort.InferenceSession(onnx_path, sess_options=options,
+                                                  providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"]),
+                cuda, onnx_path)
         if session.get_providers()[0] != "CUDAExecutionProvider":
             raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
-        if cuda_graphs:
+        if cuda.get("enable_cuda_graph"):
             runner = GraphRunner(session, index, cuda_graphs, capture_after, pinned_buffers=pinned_buffers)
             log.info("CUDA graph replays copy through %s", "pinned host buffers (%s)" % runner.cuda.path
                      if runner.cuda is not None else "pageable host memory")

@@ -89,6 +89,35 @@ def test_a_shape_whose_capture_fails_runs_uncaptured_from_then_on(session, caplo
     assert "capturing CUDA graph 2 failed" in caplog.text and len(runner.refused) == 2
 
 
+def test_a_graph_onnx_runtime_will_not_capture_is_served_without_graphs(session, caplog):
+    """ONNX Runtime fails a session's creation when CUDA graphs are enabled for a graph it cannot
+    capture; the server then builds it without them rather than failing the model. Other
+    failures still fail it."""
+    refusal = ("[ONNXRuntimeError] : 1 : FAIL : This session cannot use the CUDA Graph feature as requested by "
+               "the user as the model has control flow nodes which can't be supported by CUDA Graphs.")
+    asked = []
+
+    def build(cuda):                 # as ORT answers: the refusal with graphs on, a session without
+        asked.append(dict(cuda))
+        if cuda.get("enable_cuda_graph"):
+            raise RuntimeError(refusal)
+        return session
+
+    cuda = {"device_id": 0, "enable_cuda_graph": "1"}
+    with caplog.at_level("WARNING", logger="omni.sessions"):
+        assert sessions.without_graphs_if_refused(build, cuda, "m.onnx") is session
+    assert asked == [{"device_id": 0, "enable_cuda_graph": "1"}, {"device_id": 0}] and cuda == {"device_id": 0}
+    assert "m.onnx cannot be captured as CUDA graphs, so it runs without them" in caplog.text
+
+    def broken(cuda):
+        raise RuntimeError("CUDA out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        sessions.without_graphs_if_refused(broken, {"enable_cuda_graph": "1"}, "m.onnx")
+    with pytest.raises(RuntimeError, match="CUDA Graph feature"):       # graphs were not asked for
+        sessions.without_graphs_if_refused(lambda c: build({"enable_cuda_graph": "1"}), {}, "m.onnx")
+
+
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     """Three inputs of three dtypes and two outputs, as an export has: ids int64, a bool mask and
