@@ -84,6 +84,34 @@ class Pipeline:
         return self.model.finish(prepared, output, profile, self.model.name, requested=body.get("model"))
 
 
+class Harness:
+    """An executor over real exports, driven from one asyncio loop."""
+
+    def __init__(self, exports: list[str], **settings):
+        import threading
+
+        from app.config import Settings
+        from app.runtime.executor import Executor
+        from app.runtime.registry import Registry
+        from models.registry import load
+
+        self.settings = Settings(models=tuple(exports), **settings)
+        self.registry = Registry([load(d) for d in exports])
+        self.loaded = threading.Semaphore(0)
+        self.batches = []
+        self.executor = Executor(self.settings, on_loaded=lambda s: self.loaded.release(),
+                                 on_batch=lambda info, jobs: self.batches.append((info, list(jobs))))
+        self.executor.start(self.registry.slots)
+        for _ in self.registry.slots:
+            assert self.loaded.acquire(timeout=60)
+
+    def slot(self, name):
+        return self.registry.resolve(name)
+
+    def close(self):
+        self.executor.stop()
+
+
 @pytest.fixture(scope="session")
 def pipeline_english(english):
     return Pipeline(english[1])

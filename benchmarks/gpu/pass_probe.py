@@ -26,6 +26,38 @@ def _p50(xs: list[float]) -> float:
     return round(statistics.median(xs), 4)
 
 
+def _run_part(runner, feeds: dict, static: bool) -> tuple[list, tuple[float, float, float]]:
+    """One micro-batch's outputs and the seconds of its three steps: feeds in, run, outputs out.
+    A captured shape replays its graph (a shape not captured yet goes through the runner, which
+    counts or captures it: warm-up only, its steps untimed); an uncaptured one is bound and run
+    at its own shape; on a plain session (no graph policy, or OMNI_CUDA_GRAPHS=0 on CUDA) the
+    copies are part of the run."""
+    from app.runtime import sessions
+
+    if not isinstance(runner, sessions.GraphRunner):
+        t0 = time.perf_counter()
+        outputs = runner.run(None, feeds)
+        return outputs, (0.0, time.perf_counter() - t0, 0.0)
+    if static:
+        entry = runner.graphs.get(runner.shape_key(feeds))
+        if entry is None:
+            return runner.run(None, feeds), (0.0, 0.0, 0.0)
+        t0 = time.perf_counter()
+        entry.feed(feeds)
+        t1 = time.perf_counter()
+        entry.run()
+        t2 = time.perf_counter()
+        outputs = entry.results()
+    else:
+        t0 = time.perf_counter()
+        io, _, options = runner._binding(feeds, -1)
+        t1 = time.perf_counter()
+        runner.session.run_with_iobinding(io, options)
+        t2 = time.perf_counter()
+        outputs = [v.numpy() for v in io.get_outputs()]
+    return outputs, (t1 - t0, t2 - t1, time.perf_counter() - t2)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--export", required=True)
@@ -54,7 +86,7 @@ def main(argv=None):
     if args.device == "cpu":
         info = sessions.create(model.onnx_path, "cpu")
         # As on CUDA: a model with a graph policy runs bound through a GraphRunner, one without
-        # (Clef-Flash) on the plain session.
+        # (an older Clef-Flash export) on the plain session.
         runner = sessions.GraphRunner(info.session, 0, settings.cuda_graphs, device="cpu") if policy else info.session
     else:
         # As the executor builds it (app/runtime/executor.py): the model's graph policy, the served
@@ -86,47 +118,16 @@ def main(argv=None):
         marks = [time.perf_counter()]
         packed = model.adapter.pack(works, static=static)
         marks.append(time.perf_counter())
-        feeds = packed.feeds
-        if static:
-            # Each micro-batch (Packed.parts: Clef-Flash's records) replays its own shape's graph.
-            feed_in = run_ = out = 0.0
-            per_part = []
-            for part in packed.parts or [feeds]:
-                entry = runner.graphs.get(runner.shape_key(part))
-                if entry is None:                  # first sightings: count, then capture (warm-up only)
-                    per_part.append(runner.run(None, part))
-                    continue
-                t0 = time.perf_counter()
-                entry.feed(part)
-                t1 = time.perf_counter()
-                entry.run()
-                t2 = time.perf_counter()
-                per_part.append(entry.results())
-                t3 = time.perf_counter()
-                feed_in, run_, out = feed_in + t1 - t0, run_ + t2 - t1, out + t3 - t2
-            outputs = per_part if packed.parts is not None else per_part[0]
-            marks += [marks[-1] + feed_in, marks[-1] + feed_in + run_, marks[-1] + feed_in + run_ + out]
-        else:
-            # Micro-batches (Packed.parts) run one after another, as on the executor.
-            bind = run_ = out = 0.0
-            per_part = []
-            for part in packed.parts or [feeds]:
-                t0 = time.perf_counter()
-                if not hasattr(runner, "_binding"):
-                    # A model without a graph policy (Clef-Flash) runs on a plain session, as on the
-                    # executor: copies in and out are part of the run here.
-                    per_part.append(runner.run(None, part))
-                    run_ += time.perf_counter() - t0
-                    continue
-                io, _, options = runner._binding(part, -1)
-                t1 = time.perf_counter()
-                runner.session.run_with_iobinding(io, options)
-                t2 = time.perf_counter()
-                per_part.append([v.numpy() for v in io.get_outputs()])
-                t3 = time.perf_counter()
-                bind, run_, out = bind + t1 - t0, run_ + t2 - t1, out + t3 - t2
-            outputs = per_part if packed.parts is not None else per_part[0]
-            marks += [marks[-1] + bind, marks[-1] + bind + run_, marks[-1] + bind + run_ + out]
+        # Micro-batches (Packed.parts: the Qwen rows of like lengths, Clef-Flash's records) run one
+        # after another, as on the executor; each step's time is summed over them.
+        spent, per_part = [0.0, 0.0, 0.0], []
+        for part in packed.parts or [packed.feeds]:
+            outputs, steps = _run_part(runner, part, static)
+            per_part.append(outputs)
+            spent = [a + b for a, b in zip(spent, steps)]
+        outputs = per_part if packed.parts is not None else per_part[0]
+        for step in spent:
+            marks.append(marks[-1] + step)
         model.adapter.unpack(outputs, works, packed)
         marks.append(time.perf_counter())
         if t is not None:

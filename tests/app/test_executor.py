@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import numpy as np
 import pytest
 
 from app.config import Settings
-from app.runtime.executor import Executor, Overloaded
-from app.runtime.registry import Registry, SlotState
+from app.runtime.executor import Overloaded
+from app.runtime.registry import SlotState
 from models.errors import InferenceFailed
 from models.laya.finish import softmax_row
 from models.registry import load
+from tests.conftest import Harness
 from tests.models.laya.cases import CASES
 
 
@@ -40,27 +40,6 @@ def test_answers_are_the_same_alone_or_batched(pipeline_english):
             if pa:
                 assert max(abs(x - y) for x, y in zip(pa.values(), pb.values())) <= 1e-4
         assert a["usage"] == b["usage"]                          # padding never counts
-
-
-class Harness:
-    """An executor over real exports, driven from one asyncio loop."""
-
-    def __init__(self, exports: list[str], **settings):
-        self.settings = Settings(models=tuple(exports), **settings)
-        self.registry = Registry([load(d) for d in exports])
-        self.loaded = threading.Semaphore(0)
-        self.batches = []
-        self.executor = Executor(self.settings, on_loaded=lambda s: self.loaded.release(),
-                                 on_batch=lambda info, jobs: self.batches.append((info, list(jobs))))
-        self.executor.start(self.registry.slots)
-        for _ in self.registry.slots:
-            assert self.loaded.acquire(timeout=60)
-
-    def slot(self, name):
-        return self.registry.resolve(name)
-
-    def close(self):
-        self.executor.stop()
 
 
 @pytest.fixture

@@ -176,7 +176,7 @@ def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
     import dataclasses
 
     from app.runtime.sessions import GraphRunner
-    from tests.app.test_executor import Harness
+    from tests.conftest import Harness
 
     h = Harness([clef_export])
     try:

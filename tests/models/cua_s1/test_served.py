@@ -131,7 +131,7 @@ def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_e
     is what a half-precision export that fails its gate falls back to, is built with ONNX
     Runtime's own choice, and so is a bfloat16 one; float16 exports keep the configured engine."""
     from app.runtime import sessions
-    from tests.app.test_executor import Harness
+    from tests.conftest import Harness
 
     plans = []
     create = sessions.create
