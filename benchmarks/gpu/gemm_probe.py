@@ -1,9 +1,11 @@
 """What one fp16 matrix product of a Qwen3.5 layer costs on the GPU, by row count and by how it is
-expressed: ONNX Runtime's MatMul (as exported), its Gemm with the weight transposed, and torch's
+expressed: ONNX Runtime's MatMul (as exported), its Gemm with the weight transposed, its
+MatMulNBits over 8- or 4-bit weights (`nbits8`, `nbits4`: the CUTLASS mixed-input GEMM, which
+the session option `ep.cuda.fpa_intb_gemm` turns on; `nbits8_plain`: without it), and torch's
 cuBLAS (cuBLASLt) beside them (GPU machine).
 
     python -m benchmarks.gpu.gemm_probe [--dims 4b] [--rows 120,128,144,160,224,256] [--copies 8] [--out F]
-    python -m benchmarks.gpu.gemm_probe --device cpu --dims tiny --forms matmul3d,gemm_t   # a dry run here
+    python -m benchmarks.gpu.gemm_probe --device cpu --dims tiny --forms matmul3d,gemm_t,nbits8,nbits4   # a dry run here
 
 Each (rows, K, N, form) gets its own graph of `--copies` independent products with their own
 weights (so no weight stays in L2 between products, as in the model), fed from graph inputs, so
@@ -20,6 +22,8 @@ import json
 import warnings
 
 import numpy as np
+
+from benchmarks.gpu import weight_bits
 
 # (K, N): how many times a one-row pass of each model runs it (separate projections; graph.py).
 SHAPES = {
@@ -38,23 +42,45 @@ def weights(k: int, n: int, copies: int, seed: int = 0) -> list[np.ndarray]:
     return [(rng.standard_normal((k, n), dtype=np.float32) * k ** -0.5).astype(np.float16) for _ in range(copies)]
 
 
+def nbits(form: str) -> int:
+    """The weight bits of a MatMulNBits form (0 for the fp16 forms)."""
+    return int(form[5]) if form.startswith("nbits") else 0
+
+
+def three_d(form: str) -> bool:
+    """Whether the form's input is [1, rows, K], as the exported model's are."""
+    return form == "matmul3d" or nbits(form) > 0
+
+
+def reference_weight(w: np.ndarray, form: str) -> np.ndarray:
+    """The fp32 weight a form's graph multiplies by: the quantized one for MatMulNBits."""
+    bits = nbits(form)
+    return weight_bits.dequantize(*weight_bits.quantize(w, bits), bits, w.shape[0]) if bits else w.astype(np.float32)
+
+
 def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int = 0) -> bytes:
     import onnx  # noqa: F401  (helper's package)
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits, outs = [], [], []
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, rows, k] if form == "matmul3d" else [rows, k])
+    bits = nbits(form)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, rows, k] if three_d(form) else [rows, k])
     for i, w in enumerate(weights(k, n, copies, seed)):
-        if form == "gemm_t":
+        if bits:
+            packed, scale = weight_bits.quantize(w, bits)
+            inits += [numpy_helper.from_array(packed, "w%d" % i), numpy_helper.from_array(scale, "s%d" % i)]
+            nodes.append(helper.make_node("MatMulNBits", ["x", "w%d" % i, "s%d" % i], ["y%d" % i],
+                                          domain="com.microsoft", **weight_bits.node_attrs(k, n, bits)))
+        elif form == "gemm_t":
             inits.append(numpy_helper.from_array(np.ascontiguousarray(w.T), "w%d" % i))
             nodes.append(helper.make_node("Gemm", ["x", "w%d" % i], ["y%d" % i], transB=1))
         else:
             inits.append(numpy_helper.from_array(w, "w%d" % i))
             nodes.append(helper.make_node("MatMul", ["x", "w%d" % i], ["y%d" % i]))
-        shape = [1, rows, n] if form == "matmul3d" else [rows, n]
+        shape = [1, rows, n] if three_d(form) else [rows, n]
         outs.append(helper.make_tensor_value_info("y%d" % i, TensorProto.FLOAT16, shape))
     graph = helper.make_graph(nodes, "products", [x], outs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
     return model.SerializeToString()
 
@@ -66,8 +92,10 @@ def time_ort(rows, k, n, copies, form, iters):
     from benchmarks.gpu.cupti import gpu_kernel_times
 
     so = ort.SessionOptions()
+    if nbits(form) and not form.endswith("_plain"):
+        so.add_session_config_entry("ep.cuda.fpa_intb_gemm", "1")
     sess = ort.InferenceSession(onnx_products(rows, k, n, copies, form), so, providers=["CUDAExecutionProvider"])
-    shape = [1, rows, k] if form == "matmul3d" else [rows, k]
+    shape = [1, rows, k] if three_d(form) else [rows, k]
     x = torch.randn(*shape, device="cuda", dtype=torch.float16)
     outs = [torch.empty(*(shape[:-1] + [n]), device="cuda", dtype=torch.float16) for _ in range(copies)]
     b = sess.io_binding()
@@ -88,10 +116,10 @@ def time_ort_cpu(rows, k, n, copies, form, iters):
 
     sess = ort.InferenceSession(onnx_products(rows, k, n, copies, form), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(1).standard_normal((rows, k)).astype(np.float16)
-    feed = {"x": x[None] if form == "matmul3d" else x}
+    feed = {"x": x[None] if three_d(form) else x}
     outs = sess.run(None, feed)
     for y, w in zip(outs, weights(k, n, copies)):
-        want = x.astype(np.float32) @ w.astype(np.float32)
+        want = x.astype(np.float32) @ reference_weight(w, form)
         if not np.allclose(y.reshape(rows, n).astype(np.float32), want, atol=2e-2, rtol=2e-2):
             raise RuntimeError("%s %dx%d at %d rows disagrees with numpy" % (form, k, n, rows))
     t0 = time.perf_counter()
