@@ -29,7 +29,7 @@ EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
              "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "gdn_dtype", "max_length", "projections", "prompt_head")
+QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "gdn_dtype", "max_length", "projections", "prompt_head", "records")
 # Attention kernels each family exports ("auto" picks per dtype; see each family's fused.py).
 ATTENTION = {"laya": ("auto", "sdpa", "mha")}
 QWEN_ATTENTION = ("auto", "sdpa", "gqa")
@@ -80,6 +80,9 @@ def main(argv=None) -> int:
                       help="cua-s1, clef-flash: the system turn every prompt starts with computed once at export "
                            "and baked into the graph, which then runs only the tokens after it (baked, default), "
                            "or run in every row as before (in-rows)")
+    qwen.add_argument("--records", choices=["batched", "single"],
+                      help="clef-flash: several records a forward pass, as rows of one batch (batched, default), "
+                           "or the published clef-joint-v1 signature, one record a pass (single)")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 
@@ -90,6 +93,8 @@ def main(argv=None) -> int:
         extra = {k: getattr(args, k) for k in QWEN_OPTIONS if getattr(args, k) is not None}
         if args.prompt_head and args.model not in ("cua-s1", "clef-flash"):
             ap.error("--prompt-head applies to cua-s1 and clef-flash only")
+        if args.records and args.model != "clef-flash":
+            ap.error("--records applies to clef-flash only")
         if extra and args.model == "laya":
             ap.error("--%s applies to Qwen3.5-backbone models only" % next(iter(extra)).replace("_", "-"))
         if args.model == "laya" and args.dtype == "bfloat16":

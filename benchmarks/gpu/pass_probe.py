@@ -118,7 +118,7 @@ def main(argv=None):
         marks = [time.perf_counter()]
         packed = model.adapter.pack(works, static=static)
         marks.append(time.perf_counter())
-        # Micro-batches (Packed.parts: the Qwen rows of like lengths, Clef-Flash's records) run one
+        # Micro-batches (Packed.parts: the Qwen rows of like lengths, Clef-Flash's passes of records) run one
         # after another, as on the executor; each step's time is summed over them.
         spent, per_part = [0.0, 0.0, 0.0], []
         for part in packed.parts or [packed.feeds]:

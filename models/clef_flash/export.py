@@ -6,8 +6,10 @@
 The backbone returns the final-norm hidden state at every position; the head (head_graph.py:
 the published head's maths with its per-record loops as masked matrix products, in fp32) reads
 them with the BF16 `lm_head` rows of the record's tokens and returns one logit per option
-(models.md §5.5 signature; softmax per question on the host). One record per forward pass: the
-joint head relates every question of a request, so records are never packed together.
+(models.md §5.5 signature; softmax per question on the host). The joint head relates every
+question of a request, so records never share a sequence; since the nbits session several run a
+pass as rows of one batch (`records="batched"`: the signature's inputs with a batch axis and
+`question_record`, records.py), each read by the head within its own row.
 
 `prompt_head="baked"` (the default): the system turn and `STATE:` line every record starts with
 are computed once here, in float32, and baked into the graph (models/qwen35/prefix.py; the
@@ -21,6 +23,7 @@ import time
 
 from models import hub, manifest as manifests, precision
 from models.clef_flash import gate, head_graph
+from models.clef_flash import records as batching
 from models.clef_flash.prepare import head_ids
 from models.qwen35 import export as qexport
 from models.qwen35 import fused, gdn
@@ -34,7 +37,12 @@ FAMILY = "clef_flash"
 NAME = "clef-flash"
 REPO = "Cloudflare/clef-flash"
 HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
-INPUTS = ["input_ids", "token_positions", "question_spans", "question_types", "option_spans", "option_question"]
+INPUTS = list(batching.BATCHED_INPUTS)
+# `records`: several records a pass, as rows of one batch (records.py), or "single": the
+# published clef-joint-v1 signature (records.INPUTS), one record a pass, as exports made before
+# the nbits session; those are served one record a pass.
+RECORDS = "batched"
+RECORDS_CHOICES = (RECORDS, "single")
 # The graph reads a record's length from token_positions' values, which may be right-padded with
 # -1 (head_graph.py), so records of one bucketed width share a CUDA graph (served.py). Exports
 # made before this read it from the length; they are served without graphs.
@@ -42,20 +50,43 @@ TOKEN_POSITIONS = "padded"
 
 
 def _example(vocab: int):
-    """A padded record (T = 128, 100 real tokens, 3 questions of 2-4 options) to trace at."""
+    """One padded record (T = 128, 100 real tokens, 3 questions of 2-4 options): clef-joint-v1's
+    inputs, to trace the single-record signature at."""
     _, input_ids, positions, q_spans, q_types, o_spans, o_question = head_graph.example_inputs(8, vocab)
     return input_ids, positions, q_spans, q_types, o_spans, o_question
+
+
+def example_batch(vocab: int, widths=((128, 100, (2, 3, 4)), (128, 90, (3, 2))), seed: int = 0, head: int = 0):
+    """Padded records as one batch (the graph's inputs, torch tensors), one per (width, real
+    tokens, options per question): by default two of 128 tokens, 100 and 90 real, with 3 and
+    2 questions, to trace at. `head`: tokens of a baked prompt head ahead of each (ids after it)."""
+    import torch
+
+    rows, positions, spans, types, o_spans, o_question, record = [], [], [], [], [], [], []
+    for b, (width, tokens, per_question) in enumerate(widths):
+        _, ids, _, qs, qt, os_, oq = head_graph.example_inputs(8, vocab, width, tokens, per_question, seed + b)
+        rows.append(ids)
+        positions.append(torch.cat([torch.arange(head + tokens), torch.full((width - tokens,), -1)]))
+        oq = oq + sum(len(t) for t in types)
+        spans, types, o_spans, o_question = spans + [qs + head], types + [qt], o_spans + [os_ + head], o_question + [oq]
+        record.append(torch.full((len(qt),), b))
+    return (torch.cat(rows), torch.stack(positions), torch.cat(spans), torch.cat(types), torch.cat(o_spans),
+            torch.cat(o_question), torch.cat(record))
 
 
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
            gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "separate",
            gate_device: str = "auto", parity_gate: str = "enforce",
-           gdn_dtype: str | None = None, prompt_head: str = "baked", progress=print, **_ignored) -> dict:
+           gdn_dtype: str | None = None, prompt_head: str = "baked", records: str = RECORDS, progress=print,
+           **_ignored) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
     qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
+    if records not in RECORDS_CHOICES:
+        raise ValueError("records must be one of %s, got %r" % (", ".join(RECORDS_CHOICES), records))
+    batched = records == RECORDS
     qprefix.check_option(prompt_head)
     gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
     t0 = time.perf_counter()
@@ -68,7 +99,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
                                       "attention": fused.attention_for(dtype, attention), "projections": projections,
                                       "opset": qexport.OPSET, "prompt_head": prompt_head,
-                                      "token_positions": TOKEN_POSITIONS}, dtype, gdn_in)
+                                      "token_positions": TOKEN_POSITIONS, "records": records}, dtype, gdn_in)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
@@ -83,17 +114,25 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                                     progress)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
-    seq, tokens, questions, opts = (torch.export.Dim("seq_len"), torch.export.Dim("tokens"),
-                                    torch.export.Dim("questions"), torch.export.Dim("options"))
-    dynamic = {"input_ids": {1: seq}, "token_positions": {0: tokens}, "question_spans": {0: questions},
-               "question_types": {0: questions}, "option_spans": {0: opts}, "option_question": {0: opts}}
+    batch, seq, tokens, questions, opts = (torch.export.Dim("batch"), torch.export.Dim("seq_len"),
+                                           torch.export.Dim("tokens"), torch.export.Dim("questions"),
+                                           torch.export.Dim("options"))
+    dynamic = {"input_ids": {0: batch, 1: seq}, "token_positions": {0: batch, 1: tokens},
+               "question_spans": {0: questions}, "question_types": {0: questions}, "option_spans": {0: opts},
+               "option_question": {0: opts}, "question_record": {0: questions}}
+    if not batched:
+        dynamic = {k: ({1: seq} if k == "input_ids" else {0: tokens} if k == "token_positions" else v)
+                   for k, v in dynamic.items() if k != "question_record"}
+    inputs = INPUTS if batched else list(batching.INPUTS)
     info, check = {"gdn_kernel": gdn_kernel, "gdn_dtype": gdn_in}, {}
     with manifests.staged(out) as tmp:
-        path = qexport.export_program(graph, _example(dims.vocab_size), INPUTS, ["logits"], dynamic,
+        head = (baked or {}).get("tokens", 0)
+        example = example_batch(dims.vocab_size, head=head) if batched else _example(dims.vocab_size)
+        path = qexport.export_program(graph, example, inputs, ["logits"], dynamic,
                                       tmp, gdn_kernel, progress, gdn_in)
         if dtype == "float32" and gdn_kernel == "linear_attention":
             progress("checking ONNX Runtime (CPU) against torch on an untraced record ...")
-            info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size)
+            info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size, head, batched)
         if dtype != "float32":
             check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, device=gate_device,
                                                      mode=parity_gate, progress=progress, spend=True)
@@ -113,7 +152,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "onnx": qexport.ONNX_NAME,
         "source": {"checkpoint": src.name, "revision": src.revision, "sha256": sources},
         "dims": dims.as_dict(), "head": head_config, "weights_dtype": dtype, "graph": info, "check": check,
-        "inputs": INPUTS, "outputs": ["logits"], "signature": "clef-joint-v1", "export_options": options,
+        "inputs": inputs, "outputs": ["logits"], "signature": "clef-joint-v1" + ("+records" if batched else ""),
+        "export_options": options,
         "prefix": baked,
         "exporter": manifests.exporter_info(qexport.OPSET),
     }
@@ -122,18 +162,25 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     return meta
 
 
-def _check(graph, path: str, vocab: int) -> float:
+def _check(graph, path: str, vocab: int, head: int = 0, batched: bool = True) -> float:
+    """ONNX Runtime (CPU) against torch at shapes it was not traced at: a batch of three records,
+    or one record for the single-record signature."""
     import numpy as np
     import onnxruntime as ort
     import torch
 
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    _, ids, pos, qs, qt, os_, oq = head_graph.example_inputs(8, vocab, seq=192, tokens=130,
-                                                              options_per_question=(5, 2, 3, 2), seed=3)
-    feeds = (ids, pos, qs, qt, os_, oq)
+    if batched:
+        feeds = example_batch(vocab, ((192, 130, (5, 2, 3, 2)), (192, 70, (2, 1)), (192, 192, (3,))), seed=3,
+                              head=head)
+    else:
+        _, ids, pos, qs, qt, os_, oq = head_graph.example_inputs(8, vocab, seq=192, tokens=130,
+                                                                  options_per_question=(5, 2, 3, 2), seed=3)
+        feeds = (ids, pos, qs, qt, os_, oq)
     with torch.no_grad():
         want = graph(*feeds).numpy()
-    got = session.run(None, dict(zip(INPUTS, (t.numpy() for t in feeds))))[0]
+    names = INPUTS if batched else batching.INPUTS
+    got = session.run(None, dict(zip(names, (t.numpy() for t in feeds))))[0]
     worst = float(np.abs(want - got).max())
     if not worst < 1e-3:
         raise RuntimeError("exported graph disagrees with torch: max |Δlogit| = %g" % worst)

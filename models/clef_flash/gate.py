@@ -12,13 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from models import precision
-from models.clef_flash import head_graph
+from models.clef_flash import head_graph, records as batching
 from models.qwen35 import export as qexport
 from models.qwen35 import gate as qgate
 
 RECORDS = 6
 OPTIONS_PER_QUESTION = (5, 2, 3, 2)
-INPUTS = ("input_ids", "token_positions", "question_spans", "question_types", "option_spans", "option_question")
 
 
 def records(vocab: int, n: int = RECORDS, seed: int = 0, head: int = 0) -> list[tuple]:
@@ -36,6 +35,15 @@ def records(vocab: int, n: int = RECORDS, seed: int = 0, head: int = 0) -> list[
             positions = torch.arange(head + int(t))
         out.append((ids, positions, q_spans + head, q_types, o_spans + head, o_question))
     return out
+
+
+def feeds(case: tuple, batched: bool) -> dict:
+    """One record's feeds: clef-joint-v1's, or a batch of one for an export of batched records."""
+    arrays = [t.numpy() for t in case]
+    if not batched:
+        return dict(zip(batching.INPUTS, arrays))
+    arrays[1] = arrays[1][None]
+    return dict(zip(batching.BATCHED_INPUTS, arrays + [np.zeros(len(arrays[3]), dtype=np.int64)]))
 
 
 def _by_question(logits: np.ndarray, option_question: np.ndarray) -> list[np.ndarray]:
@@ -73,8 +81,9 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
     session, used, engine = qgate.session_for(onnx_path, device, kernel, gdn_in)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     probs = []
+    batched = "question_record" in {i.name for i in session.get_inputs()}
     for case in cases:
-        (logits,) = session.run(["logits"], dict(zip(INPUTS, (t.numpy() for t in case))))
+        (logits,) = session.run(["logits"], feeds(case, batched))
         probs += _by_question(np.asarray(logits, dtype=np.float64), case[-1].numpy())
     del session
     result = dict(precision.gate_rows(probs, refs), device=used, reference_device=where,

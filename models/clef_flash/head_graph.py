@@ -58,7 +58,7 @@ class _Attention(nn.Module):
         nn.init.xavier_uniform_(self.in_proj_weight)
 
     def forward(self, query, key_value, keep=None):
-        """`keep` [S] bool: which keys may be attended (None: all)."""
+        """`keep` bool, [S] or [L, S]: which keys may be attended (by each query; None: all)."""
         wq, wk, wv = self.in_proj_weight.chunk(3)
         bq, bk, bv = self.in_proj_bias.chunk(3)
         d = query.shape[-1] // self.heads
@@ -106,9 +106,10 @@ class _DecoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(width)
         self.norm3 = nn.LayerNorm(width)
 
-    def forward(self, fields, memory, keep):
+    def forward(self, fields, memory, keep, same=None):
+        """`same` [q, q]: which fields may read each other (those of one record; None: all)."""
         x = self.norm1(fields)
-        fields = fields + self.self_attn(x, x)
+        fields = fields + self.self_attn(x, x, same)
         fields = fields + self.multihead_attn(self.norm2(fields), memory, keep)
         return fields + self.linear2(F.gelu(self.linear1(self.norm3(fields))))
 
@@ -161,36 +162,52 @@ class ClefJointHead(nn.Module):
         self.residual_gate = nn.Parameter(torch.zeros(()))
 
     def forward(self, hidden, lexical, token_positions, question_spans, question_types,
-                option_spans, option_question):
+                option_spans, option_question, question_record=None):
+        """One record ([1, T, H] hidden, positions [n or T]) or several side by side ([B, T, H],
+        positions [B, T], `question_record` [q]: each question's record; spans within a record).
+        The records run as one sequence of B·T positions in which every span, mean and attention
+        stays inside its own record: each record's logits are those it gets alone."""
+        batch, width = hidden.shape[0], hidden.shape[1]
+        if token_positions.dim() == 1:
+            token_positions = token_positions[None]
+        if question_record is None:
+            question_record = torch.zeros_like(question_types)
+        option_record = question_record[option_question]
         # n from the values, not the length: positions padded with -1 give the same n, so records
         # padded to one bucketed shape share one CUDA graph (served.py).
-        n = (token_positions >= 0).sum()
-        positions = torch.arange(hidden.shape[1], device=hidden.device)
-        keep = positions < n                                                 # real tokens
+        n = (token_positions >= 0).sum(-1)                                  # [B]
+        positions = torch.arange(batch * width, device=hidden.device)
+        record = positions // width                                          # each position's record
+        keep = (positions - record * width) < n[record]                     # real tokens
         # Zero the pads first: a weight of 0 times a non-finite pad state would still be NaN.
-        x = self.hidden_norm(torch.where(keep[:, None], hidden[0].float(), 0.0))   # [T, H]
-        memory = self.memory_projection(x)                                   # [T, W]
-        g = x.index_select(0, (n - 1).reshape(1))[0]                         # last real token
-        question_vectors = _span_means(x, question_spans, positions)         # [q, H]
-        contexts = _span_means(x, option_spans, positions)                   # [o, H]
-        lexical = _span_means(lexical[0].float(), option_spans, positions)   # [o, H]
+        x = self.hidden_norm(torch.where(keep[:, None], hidden.reshape(batch * width, -1).float(), 0.0))
+        memory = self.memory_projection(x)                                   # [B·T, W]
+        g = x.index_select(0, torch.arange(batch, device=x.device) * width + n - 1)   # each last real token
+        q_spans = question_spans + (question_record * width)[:, None]
+        o_spans = option_spans + (option_record * width)[:, None]
+        question_vectors = _span_means(x, q_spans, positions)                # [q, H]
+        contexts = _span_means(x, o_spans, positions)                        # [o, H]
+        lexical = _span_means(lexical.reshape(batch * width, -1).float(), o_spans, positions)   # [o, H]
+        option_keep = keep[None, :] & (record[None, :] == option_record[:, None])        # [o, B·T]
+        question_keep = keep[None, :] & (record[None, :] == question_record[:, None])    # [q, B·T]
 
         routed = (self.option_context_projection(contexts) + self.option_lexical_projection(lexical)
                   + self.option_question_projection(question_vectors)[option_question])
         for layer in self.evidence_layers:
-            routed = layer(routed, memory, keep)                             # [o, W]
+            routed = layer(routed, memory, option_keep)                      # [o, W]
 
         base = self.question_projection(question_vectors)                    # [q, W]
         own = option_question[None, :] == torch.arange(base.shape[0], device=x.device)[:, None]
         scores = torch.matmul(base, routed.transpose(0, 1)) / math.sqrt(routed.shape[-1])
         weights = torch.softmax(scores.masked_fill(~own, float("-inf")), dim=-1)   # [q, o]
         fields = (base + self.option_summary_norm(torch.matmul(weights, routed))
-                  + self.global_projection(g) + self.type_embedding(question_types))
+                  + self.global_projection(g)[question_record] + self.type_embedding(question_types))
+        same = question_record[:, None] == question_record[None, :]
         for layer in self.layers:
-            fields = layer(fields, memory, keep)
+            fields = layer(fields, memory, question_keep, same)
         fields = self.field_norm(fields)[option_question]                    # [o, W], per option
 
-        anchor = _normalize(question_vectors + g)[option_question]
+        anchor = _normalize(question_vectors + g[question_record])[option_question]
         prior = self.prior_logit_scale.clamp(max=_LN100).exp() * (_normalize(lexical) * anchor).sum(-1)
         options = self.option_norm(routed)
         cosine = _cosine(fields, options)
@@ -209,10 +226,10 @@ class ClefHeadGraph(nn.Module):
         self.register_buffer("lm_head", lm_head_weight)
 
     def forward(self, hidden, input_ids, token_positions, question_spans, question_types,
-                option_spans, option_question):
+                option_spans, option_question, question_record=None):
         lexical = F.embedding(input_ids, self.lm_head).float()
         return self.head(hidden, lexical, token_positions, question_spans, question_types,
-                         option_spans, option_question)
+                         option_spans, option_question, question_record)
 
 
 class ClefJointGraph(nn.Module):
@@ -225,13 +242,13 @@ class ClefJointGraph(nn.Module):
         self.head_graph = head_graph
 
     def forward(self, input_ids, token_positions, question_spans, question_types, option_spans,
-                option_question):
+                option_question, question_record=None):
         hidden = self.backbone(input_ids)
         # A backbone with a baked prompt head (qwen35.graph.Backbone.full_ids) takes the ids after
         # it and returns every position, the head's included; the head reads the whole record's ids.
         full_ids = getattr(self.backbone, "full_ids", None)
         return self.head_graph(hidden, input_ids if full_ids is None else full_ids(input_ids), token_positions,
-                               question_spans, question_types, option_spans, option_question)
+                               question_spans, question_types, option_spans, option_question, question_record)
 
 
 def load_head(head_dir: str) -> ClefJointHead:

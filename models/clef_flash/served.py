@@ -1,7 +1,11 @@
-"""A Clef-Flash export, served. Each request is ONE record (its questions answered jointly), so
-the adapter runs one record per forward pass: requests batched together by the executor become
-consecutive runs, each answered as its run ends, and no record ever shares a sequence or the head
-with another."""
+"""A Clef-Flash export, served. Each request is ONE record (its questions answered jointly).
+
+An export with batched records (export_options.records, export.py) runs several records a pass,
+as rows of one batch (records.py): the adapter cuts a take into passes of records of like
+length within a row and token budget, and answers each record as its pass ends. An older
+export runs one record a pass; requests batched together by the executor then become
+consecutive runs. Either way no record shares a sequence or the head's attention with another.
+"""
 from __future__ import annotations
 
 from typing import Any, Hashable, Mapping, Sequence
@@ -10,9 +14,11 @@ import numpy as np
 
 from models.base import GraphPolicy, Packed, Prepared
 from models.clef_flash import finish as finishing
-from models.clef_flash.export import INPUTS, TOKEN_POSITIONS
+from models.clef_flash import records as batching
+from models.clef_flash.export import RECORDS, TOKEN_POSITIONS
 from models.clef_flash.prepare import ClefLimits, Record, head_ids, prepare_record
 from models.qwen35 import prefix
+from models.qwen35.rows import chunks
 from models.qwen35.served import QwenServed
 
 PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
@@ -45,8 +51,8 @@ class RecordAdapter:
         positions = np.arange(n, dtype=np.int64)
         if self.padded_positions:
             positions = np.pad(positions, (0, len(self.head) + ids.shape[1] - n), constant_values=-1)
-        return dict(zip(INPUTS, (ids, positions, record.question_spans,
-                                 record.question_types, record.option_spans, record.option_question)))
+        return dict(zip(batching.INPUTS, (ids, positions, record.question_spans,
+                                          record.question_types, record.option_spans, record.option_question)))
 
     def pack(self, works: Sequence[Record], static: bool = False) -> Packed:
         parts = [self.feeds(r) for r in works]
@@ -59,25 +65,72 @@ class RecordAdapter:
         return [outputs[i][0] for i in (range(len(works)) if only is None else only)]
 
 
+class BatchedRecordAdapter(RecordAdapter):
+    """Records as rows of one pass (records.py), at most `max_rows` and `max_tokens` padded
+    tokens a pass, none padded by more than `max_row_padding` tokens (as models/qwen35/rows.py
+    cuts rows). Passes run in the order of the oldest record each holds; each record is answered
+    as its pass ends (`Packed.ready`)."""
+
+    def __init__(self, pad_id: int, key: str = "clef_flash", head: Sequence[int] = (), max_rows: int = 8,
+                 max_tokens: int = 4096, max_row_padding: int = 256):
+        super().__init__(pad_id, key, head, padded_positions=True)
+        self.max_rows, self.max_tokens, self.max_row_padding = max_rows, max_tokens, max_row_padding
+
+    def pack(self, works: Sequence[Record], static: bool = False) -> Packed:
+        """`static` changes nothing: widths are already multiples of 64, and the policy captures
+        only shapes that recur."""
+        lengths = [r.tokens - len(self.head) for r in works]
+        order = sorted(range(len(works)), key=lambda i: -lengths[i])
+        cut = sorted(chunks(lengths, order, lambda n: -(-n // PAD_TO) * PAD_TO, self.max_rows, self.max_tokens,
+                            self.max_row_padding), key=min)
+        parts, ready = [], [0] * len(works)
+        for p, chunk in enumerate(cut):
+            parts.append(batching.pack([works[i] for i in chunk], self.width(works[chunk[0]].tokens), self.pad_id,
+                                       self.head))
+            for i in chunk:
+                ready[i] = p
+        return Packed(parts[0], rows=len(works), real_tokens=sum(lengths),
+                      padded_tokens=sum(int(np.prod(p["input_ids"].shape)) for p in parts), parts=parts,
+                      layout=cut, ready=ready, meta={"micro_batches": len(parts)})
+
+    def unpack(self, outputs, works: Sequence[Record], packed: Packed, only: Sequence[int] | None = None) -> list:
+        """Each record's logits from its pass's (`only`: those records alone, whose passes ran)."""
+        mine: dict[int, np.ndarray] = {}
+        for p, chunk in enumerate(packed.layout[:len(outputs)]):
+            mine.update(zip(chunk, batching.split(outputs[p][0], [works[i] for i in chunk])))
+        return [mine[i] for i in (range(len(works)) if only is None else only)]
+
+
 class ClefFlashModel(QwenServed):
     family = "clef_flash"
-    # One record a pass, so the bounds are a record's. A record's feeds have the shape of its
-    # padded width and its question and option counts: a client's fixed schema over states of
-    # like length recurs, and a one-off never pays for a capture.
+    # An export that runs one record a pass: the bounds are a record's. A record's feeds have the
+    # shape of its padded width and its question and option counts: a client's fixed schema over
+    # states of like length recurs, and a one-off never pays for a capture.
     graph_policy = GraphPolicy(capture_after=2, max_tokens=1024, per_work=True)
     prompt_head_unit = "record"
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: ClefLimits | None = None):
         super().__init__(directory, manifest, "Clef-Flash")
         self.limits_ = limits or ClefLimits()
-        padded = self.manifest.get("export_options", {}).get("token_positions") == TOKEN_POSITIONS
-        # An older graph reads a record's length from token_positions' length: every record is a
-        # new shape there, so it runs without CUDA graphs.
-        self.cuda_graphs = self.graph_policy if padded else None
-        self.adapter = RecordAdapter(self.pad_id, head=self.baked_head(head_ids(self.tok)), padded_positions=padded)
+        options = self.manifest.get("export_options", {})
+        padded = options.get("token_positions") == TOKEN_POSITIONS
+        self.batched = options.get("records") == RECORDS
+        head = self.baked_head(head_ids(self.tok))
+        if self.batched:
+            # Passes of several records: the bounds are the take's, as for the other Qwen models.
+            self.cuda_graphs = QwenServed.cuda_graphs
+            self.adapter = BatchedRecordAdapter(self.pad_id, head=head)
+        else:
+            # An older graph that reads a record's length from token_positions' length makes every
+            # record a new shape, so it runs without CUDA graphs.
+            self.cuda_graphs = self.graph_policy if padded else None
+            self.adapter = RecordAdapter(self.pad_id, head=head, padded_positions=padded)
 
     def notes(self) -> list[str]:
         out = super().notes()
+        if not self.batched:
+            out.append("it runs one record a pass; exports since 2026-12-02 (nbits session) run several records a pass "
+                       "as rows of one batch; running its export command again writes that")
         if self.cuda_graphs is None:
             out.append("its graph takes a record's length from the shape of its positions, so every record is a new "
                        "shape and it runs without CUDA graphs; exports since 2026-12-02 replay them for records of "

@@ -1,6 +1,7 @@
-"""Clef-Flash end to end: the tiny checkpoint exported as ONE clef-joint-v1 graph (our backbone +
-the masked-matmul head), run by ONNX Runtime through the served model, against transformers'
-backbone + Cloudflare's reference head (`systemone`); records of several requests never mix; HTTP."""
+"""Clef-Flash end to end: the tiny checkpoint exported as ONE graph (our backbone + the
+masked-matmul head; several records a pass, or the clef-joint-v1 signature's one), run by ONNX
+Runtime through the served model, against transformers' backbone + Cloudflare's reference head
+(`systemone`); records of several requests never mix, batched or not; HTTP."""
 from __future__ import annotations
 
 import types
@@ -25,6 +26,16 @@ def clef_export(clef_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def clef_single(clef_dir, tmp_path_factory):
+    """The published clef-joint-v1 signature: one record a pass, as exports before batched records."""
+    from models.clef_flash import export
+
+    out = str(tmp_path_factory.mktemp("clef-single"))
+    export.export(clef_dir, out, records="single", progress=None)
+    return out
+
+
+@pytest.fixture(scope="module")
 def reference_model(clef_dir, ref, ref_head):
     from transformers import Qwen3_5ForConditionalGeneration
 
@@ -36,7 +47,8 @@ def test_export_is_one_checked_graph(clef_export):
     from models import manifest
 
     meta = manifest.read(clef_export)
-    assert meta["family"] == "clef_flash" and meta["signature"] == "clef-joint-v1"
+    assert meta["family"] == "clef_flash" and meta["signature"] == "clef-joint-v1+records"
+    assert meta["export_options"]["records"] == "batched" and meta["inputs"][-1] == "question_record"
     assert meta["graph"]["check_max_abs_logit_diff"] < 1e-3
     # The system turn and STATE: line are baked in (what the reference tests below then check).
     assert meta["export_options"]["prompt_head"] == "baked" and meta["prefix"]["tokens"] > 20
@@ -60,8 +72,9 @@ def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_exp
     feeds = packed.parts[0]
     assert feeds["input_ids"].shape[1] == prep.longest == -(-(prep.tokens - len(head)) // 64) * 64
     # The positions are the whole record's, right-padded with -1 to the head and the ids' width.
-    positions = feeds["token_positions"]
-    assert positions.shape == (len(head) + feeds["input_ids"].shape[1],) and packed.real_tokens == prep.tokens - len(head)
+    (positions,) = feeds["token_positions"]
+    assert feeds["token_positions"].shape == (1, len(head) + feeds["input_ids"].shape[1])
+    assert packed.real_tokens == prep.tokens - len(head)
     assert list(positions[:prep.tokens]) == list(range(prep.tokens)) and set(positions[prep.tokens:]) == {-1}
     rows = str(tmp_path / "clef-rows")
     export.export(clef_dir, rows, prompt_head="in-rows", progress=None)
@@ -96,21 +109,62 @@ def test_matches_the_reference(name, state, questions, clef_export, reference_mo
     assert got["usage"]["input_tokens"] == prepared.tokens
 
 
-def test_requests_batched_together_never_mix(clef_export, tok):
-    pipe = Pipeline(clef_export)
+@pytest.mark.parametrize("records", ["batched", "single"])
+def test_requests_batched_together_never_mix(records, clef_export, clef_single):
+    """Records of several requests run as rows of one pass (or one pass each, clef-joint-v1): each
+    record's logits are those it gets alone, within 1e-6 of its largest, and the adapter says
+    after which pass each request is complete."""
+    pipe = Pipeline(clef_export if records == "batched" else clef_single)
     requests = [body(s, q, model="clef-flash") for _, s, q in CASES[:3]]
     prepared, outputs, packed = pipe.outputs(requests)
-    assert packed.meta["micro_batches"] == 3
+    assert packed.meta["micro_batches"] == (1 if records == "batched" else 3)
     for request, prep, logits in zip(requests, prepared, outputs):
         (alone,), (solo,), _ = pipe.outputs([request])
         assert logits.shape == (len(prep.work.option_question),)
-        assert np.abs(logits - solo).max() <= 1e-5
-    # Each record is complete after its own run: the executor answers it then, from the runs so far.
-    assert packed.ready == [0, 1, 2]
-    raw = [pipe.session.run(None, feeds) for feeds in packed.parts]
+        assert np.abs(logits - solo).max() <= 1e-6 * max(1.0, float(np.abs(solo).max()))
+    assert packed.ready == ([0, 0, 0] if records == "batched" else [0, 1, 2])
+
+
+def test_passes_of_records_within_the_budgets_answer_as_they_end(clef_export):
+    """A take cut into passes (here at most two records each): oldest first, each request
+    complete after its own pass and answered from the passes run so far, the same logits."""
+    from models.clef_flash.served import BatchedRecordAdapter
+
+    pipe = Pipeline(clef_export)
+    requests = [body(s, q, model="clef-flash") for _, s, q in CASES[:5]]
+    prepared, want, _ = pipe.outputs(requests)
     works = [p.work for p in prepared]
-    (second,) = pipe.model.adapter.unpack(raw[:2], works, packed, only=[1])
-    np.testing.assert_array_equal(second, outputs[1])
+    adapter = BatchedRecordAdapter(pipe.model.pad_id, head=pipe.model.adapter.head, max_rows=2)
+    packed = adapter.pack(works)
+    assert len(packed.parts) == 3 and all(p["input_ids"].shape[0] <= 2 for p in packed.parts)
+    assert sorted(i for chunk in packed.layout for i in chunk) == list(range(5))
+    assert [min(chunk) for chunk in packed.layout] == sorted(min(chunk) for chunk in packed.layout)
+    raw = [pipe.session.run(None, feeds) for feeds in packed.parts]
+    for p in range(3):
+        done = [i for i, r in enumerate(packed.ready) if r == p]
+        assert done and set(done) == set(packed.layout[p])
+        for i, got in zip(done, adapter.unpack(raw[:p + 1], works, packed, only=done)):
+            assert np.abs(got - want[i]).max() <= 1e-6 * max(1.0, float(np.abs(want[i]).max()))
+    # A record's question and options point at its own row.
+    feeds = packed.parts[0]
+    counts = [len(works[i].question_types) for i in packed.layout[0]]
+    assert list(feeds["question_record"]) == [b for b, n in enumerate(counts) for _ in range(n)]
+
+
+def test_the_budgets_keep_a_long_record_from_padding_short_ones(clef_export):
+    """A record more than max_row_padding tokens longer than the others runs in a pass of its
+    own; records of one width share one."""
+    from models.clef_flash.served import BatchedRecordAdapter
+
+    pipe = Pipeline(clef_export)
+    short = [body("Refund %d, please." % i, CASES[0][2], model="clef-flash") for i in range(3)]
+    long = body("Refund it. " * 150, CASES[0][2], model="clef-flash")
+    prepared, _, _ = pipe.outputs(short + [long])
+    works = [p.work for p in prepared]
+    adapter = BatchedRecordAdapter(pipe.model.pad_id, head=pipe.model.adapter.head, max_row_padding=128)
+    packed = adapter.pack(works)
+    assert sorted(map(sorted, packed.layout)) == [[0, 1, 2], [3]]
+    assert packed.padded_tokens == sum(int(np.prod(p["input_ids"].shape)) for p in packed.parts)
 
 
 def test_served_over_http(clef_export, tmp_path):
@@ -138,36 +192,41 @@ def test_padded_positions_give_the_unpadded_answers(clef_export):
     for _, state, questions in CASES[:3]:
         (prep,), (logits,), packed = pipe.outputs([body(state, questions, model="clef-flash")])
         feeds = dict(packed.parts[0])
-        assert feeds["token_positions"].shape[0] > prep.tokens             # padding happened
-        feeds["token_positions"] = feeds["token_positions"][:prep.tokens]
+        assert feeds["token_positions"].shape[1] > prep.tokens             # padding happened
+        feeds["token_positions"] = feeds["token_positions"][:, :prep.tokens]
         (plain,) = pipe.session.run(None, feeds)
         np.testing.assert_array_equal(logits, plain)
 
 
-def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef_export, tmp_path):
-    """An export made before token_positions could be padded: no graph policy, positions as long
-    as the record, a note naming the export command; the same answers."""
+def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef_export, clef_single, tmp_path):
+    """An export made before token_positions could be padded (one record a pass): no graph
+    policy, positions as long as the record, notes naming the export command; the same answers.
+    A single-record export with padded positions bounds each record as its own pass."""
     import json
     import os
     import shutil
 
     older = str(tmp_path / "clef-older")
-    shutil.copytree(clef_export, older)
+    shutil.copytree(clef_single, older)
     meta = json.load(open(os.path.join(older, "manifest.json")))
-    del meta["export_options"]["token_positions"]
+    del meta["export_options"]["token_positions"], meta["export_options"]["records"]
     json.dump(meta, open(os.path.join(older, "manifest.json"), "w"))
-    old, new = Pipeline(older), Pipeline(clef_export)
-    assert old.model.cuda_graphs is None and new.model.cuda_graphs.per_work
+    old, single, new = Pipeline(older), Pipeline(clef_single), Pipeline(clef_export)
+    assert old.model.cuda_graphs is None and single.model.cuda_graphs.per_work
+    assert new.model.cuda_graphs is not None and not new.model.cuda_graphs.per_work
     assert new.model.notes() == [] and any("without CUDA graphs" in n and "export command" in n
                                            for n in old.model.notes())
+    assert [n for n in single.model.notes() if "one record a pass" in n and "export command" in n]
     request = body(CASES[1][1], CASES[1][2], model="clef-flash")
     (prep,), (got,), packed = old.outputs([request])
     assert packed.parts[0]["token_positions"].shape == (prep.tokens,)
-    np.testing.assert_array_equal(got, new.outputs([request])[1][0])
+    np.testing.assert_array_equal(got, single.outputs([request])[1][0])
+    want = new.outputs([request])[1][0]
+    assert np.abs(got - want).max() <= 1e-6 * max(1.0, float(np.abs(want).max()))
 
 
-def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
-    """Under the executor, each record of a batch is bounded as the pass it runs alone
+def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_single):
+    """A single-record export under the executor: each record of a batch is bounded as the pass it runs alone
     (GraphPolicy.per_work): records whose padded shape recurs are captured and replayed
     (GraphRunner, bound on the CPU here: the same bookkeeping, no capture) even where the
     batch's rows × longest row is past the token bound, and the answers are the plain
@@ -178,7 +237,7 @@ def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
     from app.runtime.sessions import GraphRunner
     from tests.conftest import Harness
 
-    h = Harness([clef_export])
+    h = Harness([clef_single])
     try:
         slot = h.slot("clef-flash")
         plain = slot.session
@@ -216,8 +275,48 @@ def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
         h.close()
 
 
+def test_a_take_of_records_runs_as_one_pass_under_the_executor(clef_export):
+    """Under the executor, records queued together run as one pass (one micro-batch, rows = the
+    records), a take's shape captured on its second sighting and replayed (GraphRunner, bound on
+    the CPU here), and every answer is the record's own, as it gets alone."""
+    import asyncio
+    import time
+
+    from app.runtime.sessions import GraphRunner
+    from tests.conftest import Harness
+
+    h = Harness([clef_export])
+    try:
+        slot = h.slot("clef-flash")
+        plain = slot.session
+        bodies = [body("Please refund the duplicate charge.", CASES[0][2], model="clef-flash"),
+                  body("Please refund the second charge.", CASES[0][2], model="clef-flash"),
+                  body(CASES[1][1], CASES[1][2], model="clef-flash")]
+        want = [plain.run(None, slot.model.adapter.pack([slot.model.prepare(b).work]).feeds)[0] for b in bodies]
+        slot.session, slot.static_shapes = GraphRunner(plain, 0, 8, capture_after=2, device="cpu"), True
+        start = len(h.batches)
+
+        async def main():
+            with h.executor._cv:      # queued together: one take of three records
+                jobs = [h.executor.submit(slot, slot.model.prepare(b)) for b in bodies]
+            return [await j.future for j in jobs]
+
+        for sighting in (1, 2, 3):
+            outs = asyncio.run(main())
+            for got, ref in zip(outs, want):
+                assert np.abs(got - ref).max() <= 1e-6 * max(1.0, float(np.abs(ref).max()))
+            assert len(slot.session.graphs) == (0 if sighting == 1 else 1)
+        for _ in range(100):      # the batch callback runs just after the answers are settled
+            if len(h.batches) - start == 3:
+                break
+            time.sleep(0.05)
+        assert [(b.rows, b.meta["micro_batches"]) for b, _ in h.batches[start:]] == [(3, 1)] * 3
+    finally:
+        h.close()
+
+
 def test_pass_probe_replays_each_record_of_a_pass(clef_export, tmp_path):
-    """benchmarks.gpu.pass_probe runs Clef-Flash as the executor does: one record a micro-batch,
+    """benchmarks.gpu.pass_probe runs Clef-Flash as the executor does: its passes of records,
     each replaying its own shape's graph (GraphRunner on the CPU here: no capture, the same
     bookkeeping), every stage timed, the replay against a plain run."""
     import json
