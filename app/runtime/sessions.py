@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -235,6 +236,12 @@ def _cuda_available(ort) -> bool:
     return True
 
 
+# ONNX Runtime's refusals: "... cannot use the CUDA Graph feature ..." (control flow) and, for a
+# graph with compute placed on the CPU, "... cannot use the graph capture feature ..." (seen on
+# the H200 with onnxruntime-gpu 1.31.1).
+_GRAPH_REFUSAL = re.compile(r"cannot use the (CUDA Graph|graph capture) feature")
+
+
 def without_graphs_if_refused(build, cuda: dict, onnx_path: str):
     """`build(cuda)`: an InferenceSession with these CUDA provider options. ONNX Runtime refuses
     to create a session with CUDA graphs enabled for a graph it cannot capture (control-flow
@@ -243,7 +250,7 @@ def without_graphs_if_refused(build, cuda: dict, onnx_path: str):
     try:
         return build(cuda)
     except Exception as exc:
-        if not cuda.get("enable_cuda_graph") or "CUDA Graph" not in str(exc):
+        if not cuda.get("enable_cuda_graph") or not _GRAPH_REFUSAL.search(str(exc)):
             raise
         log.warning("%s cannot be captured as CUDA graphs, so it runs without them: %s", onnx_path, str(exc)[:300])
         del cuda["enable_cuda_graph"]
