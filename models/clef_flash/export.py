@@ -7,8 +7,8 @@ The backbone returns the final-norm hidden state at every position; the head (he
 the published head's maths with its per-record loops as masked matrix products, in fp32) reads
 them with the BF16 `lm_head` rows of the record's tokens and returns one logit per option
 (models.md §5.5 signature; softmax per question on the host). The joint head relates every
-question of a request, so records never share a sequence; since the nbits session several run a
-pass as rows of one batch (`records="batched"`: the signature's inputs with a batch axis and
+question of a request, so records never share a sequence. `records="batched"` (opt-in) runs
+several a pass as rows of one batch (the signature's inputs with a batch axis and
 `question_record`, records.py), each read by the head within its own row.
 
 `prompt_head="baked"` (the default): the system turn and `STATE:` line every record starts with
@@ -38,11 +38,13 @@ NAME = "clef-flash"
 REPO = "Cloudflare/clef-flash"
 HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
 INPUTS = list(batching.BATCHED_INPUTS)
-# `records`: several records a pass, as rows of one batch (records.py), or "single": the
-# published clef-joint-v1 signature (records.INPUTS), one record a pass, as exports made before
-# the nbits session; those are served one record a pass.
+# `records`: "single" (the default), the published clef-joint-v1 signature (records.INPUTS), one
+# record a pass; or "batched", several records a pass as rows of one batch (records.py). On the
+# H200 ONNX Runtime refuses to capture the batched graph as CUDA graphs (it places some of its
+# nodes on the CPU), so it serves uncaptured: ~1.8x the requests a second of one record a pass
+# at c=8-16, but c=1 ~20 ms against ~13 with graphs (docs/benchmarks.md, nbits session).
 RECORDS = "batched"
-RECORDS_CHOICES = (RECORDS, "single")
+RECORDS_CHOICES = ("single", RECORDS)
 # The graph reads a record's length from token_positions' values, which may be right-padded with
 # -1 (head_graph.py), so records of one bucketed width share a CUDA graph (served.py). Exports
 # made before this read it from the length; they are served without graphs.
@@ -78,7 +80,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
            name: str | None = None, force: bool = False, dtype: str = "float32",
            gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "separate",
            gate_device: str = "auto", parity_gate: str = "enforce",
-           gdn_dtype: str | None = None, prompt_head: str = "baked", records: str = RECORDS, progress=print,
+           gdn_dtype: str | None = None, prompt_head: str = "baked", records: str = "single", progress=print,
            **_ignored) -> dict:
     import torch
 

@@ -1,10 +1,11 @@
 """A Clef-Flash export, served. Each request is ONE record (its questions answered jointly).
 
-An export with batched records (export_options.records, export.py) runs several records a pass,
-as rows of one batch (records.py): the adapter cuts a take into passes of records of like
-length within a row and token budget, and answers each record as its pass ends. An older
-export runs one record a pass; requests batched together by the executor then become
-consecutive runs. Either way no record shares a sequence or the head's attention with another.
+An export of the clef-joint-v1 signature (the default) runs one record a pass: requests batched
+together by the executor become consecutive runs. An export with batched records
+(`--records batched`, export_options.records) runs several records a pass, as rows of one batch
+(records.py): the adapter cuts a take into passes of records of like length within a row and
+token budget, and answers each record as its pass ends. Either way no record shares a sequence
+or the head's attention with another.
 """
 from __future__ import annotations
 
@@ -128,9 +129,6 @@ class ClefFlashModel(QwenServed):
 
     def notes(self) -> list[str]:
         out = super().notes()
-        if not self.batched:
-            out.append("it runs one record a pass; exports since 2026-12-02 (nbits session) run several records a pass "
-                       "as rows of one batch; running its export command again writes that")
         if self.cuda_graphs is None:
             out.append("its graph takes a record's length from the shape of its positions, so every record is a new "
                        "shape and it runs without CUDA graphs; exports since 2026-12-02 replay them for records of "

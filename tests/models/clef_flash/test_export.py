@@ -165,3 +165,19 @@ def test_a_float16_export_passes_its_parity_gate(clef_dir, tmp_path):
     assert result["passes"] and result["device"] == "cpu" and result["mode"] == "enforce"
     assert result["rows"] == gate.RECORDS * len(gate.OPTIONS_PER_QUESTION)
     assert 0 < result["max_prob_drift"] <= precision.MAX_DRIFT
+
+
+def test_the_export_command_takes_records_for_clef_flash_only(clef_dir, tmp_path, capsys):
+    """`--records` reaches the Clef-Flash exporter (a bad value is refused before any work) and
+    no other family's."""
+    import pytest
+
+    from models import export as command
+
+    with pytest.raises(SystemExit) as exit_:
+        command.main(["cua-s1", "--checkpoint", clef_dir, "--out", str(tmp_path / "x"), "--records", "batched"])
+    assert exit_.value.code == 2 and "--records applies to clef-flash only" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        command.main(["clef-flash", "--checkpoint", clef_dir, "--out", str(tmp_path / "y"), "--records", "many"])
+    assert exit_.value.code == 2 and "invalid choice: 'many'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

@@ -26,12 +26,12 @@ def clef_export(clef_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def clef_single(clef_dir, tmp_path_factory):
-    """The published clef-joint-v1 signature: one record a pass, as exports before batched records."""
+def clef_batched(clef_dir, tmp_path_factory):
+    """Several records a pass, as rows of one batch (`--records batched`)."""
     from models.clef_flash import export
 
-    out = str(tmp_path_factory.mktemp("clef-single"))
-    export.export(clef_dir, out, records="single", progress=None)
+    out = str(tmp_path_factory.mktemp("clef-batched"))
+    export.export(clef_dir, out, records="batched", progress=None)
     return out
 
 
@@ -43,12 +43,20 @@ def reference_model(clef_dir, ref, ref_head):
     return ref.ClefModel(backbone, ref_head).eval()
 
 
+def test_batched_records_are_one_checked_graph_of_their_own_signature(clef_batched):
+    from models import manifest
+
+    meta = manifest.read(clef_batched)
+    assert meta["signature"] == "clef-joint-v1+records" and meta["export_options"]["records"] == "batched"
+    assert meta["inputs"][-1] == "question_record" and meta["graph"]["check_max_abs_logit_diff"] < 1e-3
+
+
 def test_export_is_one_checked_graph(clef_export):
     from models import manifest
 
     meta = manifest.read(clef_export)
-    assert meta["family"] == "clef_flash" and meta["signature"] == "clef-joint-v1+records"
-    assert meta["export_options"]["records"] == "batched" and meta["inputs"][-1] == "question_record"
+    assert meta["family"] == "clef_flash" and meta["signature"] == "clef-joint-v1"
+    assert meta["export_options"]["records"] == "single" and meta["inputs"][-1] == "option_question"
     assert meta["graph"]["check_max_abs_logit_diff"] < 1e-3
     # The system turn and STATE: line are baked in (what the reference tests below then check).
     assert meta["export_options"]["prompt_head"] == "baked" and meta["prefix"]["tokens"] > 20
@@ -72,9 +80,8 @@ def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_exp
     feeds = packed.parts[0]
     assert feeds["input_ids"].shape[1] == prep.longest == -(-(prep.tokens - len(head)) // 64) * 64
     # The positions are the whole record's, right-padded with -1 to the head and the ids' width.
-    (positions,) = feeds["token_positions"]
-    assert feeds["token_positions"].shape == (1, len(head) + feeds["input_ids"].shape[1])
-    assert packed.real_tokens == prep.tokens - len(head)
+    positions = feeds["token_positions"]
+    assert positions.shape == (len(head) + feeds["input_ids"].shape[1],) and packed.real_tokens == prep.tokens - len(head)
     assert list(positions[:prep.tokens]) == list(range(prep.tokens)) and set(positions[prep.tokens:]) == {-1}
     rows = str(tmp_path / "clef-rows")
     export.export(clef_dir, rows, prompt_head="in-rows", progress=None)
@@ -110,11 +117,11 @@ def test_matches_the_reference(name, state, questions, clef_export, reference_mo
 
 
 @pytest.mark.parametrize("records", ["batched", "single"])
-def test_requests_batched_together_never_mix(records, clef_export, clef_single):
+def test_requests_batched_together_never_mix(records, clef_export, clef_batched):
     """Records of several requests run as rows of one pass (or one pass each, clef-joint-v1): each
     record's logits are those it gets alone, within 1e-6 of its largest, and the adapter says
     after which pass each request is complete."""
-    pipe = Pipeline(clef_export if records == "batched" else clef_single)
+    pipe = Pipeline(clef_batched if records == "batched" else clef_export)
     requests = [body(s, q, model="clef-flash") for _, s, q in CASES[:3]]
     prepared, outputs, packed = pipe.outputs(requests)
     assert packed.meta["micro_batches"] == (1 if records == "batched" else 3)
@@ -125,12 +132,12 @@ def test_requests_batched_together_never_mix(records, clef_export, clef_single):
     assert packed.ready == ([0, 0, 0] if records == "batched" else [0, 1, 2])
 
 
-def test_passes_of_records_within_the_budgets_answer_as_they_end(clef_export):
+def test_passes_of_records_within_the_budgets_answer_as_they_end(clef_batched):
     """A take cut into passes (here at most two records each): oldest first, each request
     complete after its own pass and answered from the passes run so far, the same logits."""
     from models.clef_flash.served import BatchedRecordAdapter
 
-    pipe = Pipeline(clef_export)
+    pipe = Pipeline(clef_batched)
     requests = [body(s, q, model="clef-flash") for _, s, q in CASES[:5]]
     prepared, want, _ = pipe.outputs(requests)
     works = [p.work for p in prepared]
@@ -151,12 +158,12 @@ def test_passes_of_records_within_the_budgets_answer_as_they_end(clef_export):
     assert list(feeds["question_record"]) == [b for b, n in enumerate(counts) for _ in range(n)]
 
 
-def test_the_budgets_keep_a_long_record_from_padding_short_ones(clef_export):
+def test_the_budgets_keep_a_long_record_from_padding_short_ones(clef_batched):
     """A record more than max_row_padding tokens longer than the others runs in a pass of its
     own; records of one width share one."""
     from models.clef_flash.served import BatchedRecordAdapter
 
-    pipe = Pipeline(clef_export)
+    pipe = Pipeline(clef_batched)
     short = [body("Refund %d, please." % i, CASES[0][2], model="clef-flash") for i in range(3)]
     long = body("Refund it. " * 150, CASES[0][2], model="clef-flash")
     prepared, _, _ = pipe.outputs(short + [long])
@@ -192,31 +199,31 @@ def test_padded_positions_give_the_unpadded_answers(clef_export):
     for _, state, questions in CASES[:3]:
         (prep,), (logits,), packed = pipe.outputs([body(state, questions, model="clef-flash")])
         feeds = dict(packed.parts[0])
-        assert feeds["token_positions"].shape[1] > prep.tokens             # padding happened
-        feeds["token_positions"] = feeds["token_positions"][:, :prep.tokens]
+        assert feeds["token_positions"].shape[0] > prep.tokens             # padding happened
+        feeds["token_positions"] = feeds["token_positions"][:prep.tokens]
         (plain,) = pipe.session.run(None, feeds)
         np.testing.assert_array_equal(logits, plain)
 
 
-def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef_export, clef_single, tmp_path):
+def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef_export, clef_batched, tmp_path):
     """An export made before token_positions could be padded (one record a pass): no graph
     policy, positions as long as the record, notes naming the export command; the same answers.
-    A single-record export with padded positions bounds each record as its own pass."""
+    A single-record export with padded positions bounds each record as its own pass; the batched
+    one, a take. All three give the same answers."""
     import json
     import os
     import shutil
 
     older = str(tmp_path / "clef-older")
-    shutil.copytree(clef_single, older)
+    shutil.copytree(clef_export, older)
     meta = json.load(open(os.path.join(older, "manifest.json")))
     del meta["export_options"]["token_positions"], meta["export_options"]["records"]
     json.dump(meta, open(os.path.join(older, "manifest.json"), "w"))
-    old, single, new = Pipeline(older), Pipeline(clef_single), Pipeline(clef_export)
+    old, single, new = Pipeline(older), Pipeline(clef_export), Pipeline(clef_batched)
     assert old.model.cuda_graphs is None and single.model.cuda_graphs.per_work
     assert new.model.cuda_graphs is not None and not new.model.cuda_graphs.per_work
-    assert new.model.notes() == [] and any("without CUDA graphs" in n and "export command" in n
-                                           for n in old.model.notes())
-    assert [n for n in single.model.notes() if "one record a pass" in n and "export command" in n]
+    assert new.model.notes() == single.model.notes() == []
+    assert any("without CUDA graphs" in n and "export command" in n for n in old.model.notes())
     request = body(CASES[1][1], CASES[1][2], model="clef-flash")
     (prep,), (got,), packed = old.outputs([request])
     assert packed.parts[0]["token_positions"].shape == (prep.tokens,)
@@ -225,7 +232,7 @@ def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef
     assert np.abs(got - want).max() <= 1e-6 * max(1.0, float(np.abs(want).max()))
 
 
-def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_single):
+def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
     """A single-record export under the executor: each record of a batch is bounded as the pass it runs alone
     (GraphPolicy.per_work): records whose padded shape recurs are captured and replayed
     (GraphRunner, bound on the CPU here: the same bookkeeping, no capture) even where the
@@ -237,7 +244,7 @@ def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_single):
     from app.runtime.sessions import GraphRunner
     from tests.conftest import Harness
 
-    h = Harness([clef_single])
+    h = Harness([clef_export])
     try:
         slot = h.slot("clef-flash")
         plain = slot.session
@@ -275,7 +282,7 @@ def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_single):
         h.close()
 
 
-def test_a_take_of_records_runs_as_one_pass_under_the_executor(clef_export):
+def test_a_take_of_records_runs_as_one_pass_under_the_executor(clef_batched):
     """Under the executor, records queued together run as one pass (one micro-batch, rows = the
     records), a take's shape captured on its second sighting and replayed (GraphRunner, bound on
     the CPU here), and every answer is the record's own, as it gets alone."""
@@ -285,7 +292,7 @@ def test_a_take_of_records_runs_as_one_pass_under_the_executor(clef_export):
     from app.runtime.sessions import GraphRunner
     from tests.conftest import Harness
 
-    h = Harness([clef_export])
+    h = Harness([clef_batched])
     try:
         slot = h.slot("clef-flash")
         plain = slot.session
