@@ -12,6 +12,8 @@ EX=/tmp/omni/ex-clef-flash-gdnf
 if [ "$STEP" = prep ]; then
   bash .ortgpu/5/install.sh > $OUT/ort-install.log 2>&1; tail -1 $OUT/ort-install.log
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  # scratch_clef (not kept): the tiny fp16 gdnf exports, single and batched, and place.py, which
+  # opens each as a verbose CUDA session with graphs enabled
   PYTHONPATH=/tmp/ortsite python3 scratch_clef/place.py scratch_clef/single scratch_clef/batched > $OUT/place.log 2>&1
   grep -E "=====|capture OK|FAILED" $OUT/place.log
   mkdir -p /tmp/omni /tmp/omni-out
