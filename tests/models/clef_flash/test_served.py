@@ -232,6 +232,13 @@ def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef
     assert np.abs(got - want).max() <= 1e-6 * max(1.0, float(np.abs(want).max()))
 
 
+def _two_shapes() -> list[dict]:
+    """Two states of one padded width and one schema (one shape), and a third schema (another)."""
+    return [body("Please refund the duplicate charge.", CASES[0][2], model="clef-flash"),
+            body("Please refund the second charge.", CASES[0][2], model="clef-flash"),
+            body(CASES[1][1], CASES[1][2], model="clef-flash")]
+
+
 def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
     """A single-record export under the executor: each record of a batch is bounded as the pass it runs alone
     (GraphPolicy.per_work): records whose padded shape recurs are captured and replayed
@@ -248,10 +255,7 @@ def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
     try:
         slot = h.slot("clef-flash")
         plain = slot.session
-        # Two states of one padded width and one schema: one shape; a third schema: another.
-        bodies = [body("Please refund the duplicate charge.", CASES[0][2], model="clef-flash"),
-                  body("Please refund the second charge.", CASES[0][2], model="clef-flash"),
-                  body(CASES[1][1], CASES[1][2], model="clef-flash")]
+        bodies = _two_shapes()
         prepared = [slot.model.prepare(b) for b in bodies]
         keys = [GraphRunner.shape_key(slot.model.adapter.pack([p.work]).feeds) for p in prepared]
         assert keys[0] == keys[1] != keys[2]
@@ -296,9 +300,7 @@ def test_a_take_of_records_runs_as_one_pass_under_the_executor(clef_batched):
     try:
         slot = h.slot("clef-flash")
         plain = slot.session
-        bodies = [body("Please refund the duplicate charge.", CASES[0][2], model="clef-flash"),
-                  body("Please refund the second charge.", CASES[0][2], model="clef-flash"),
-                  body(CASES[1][1], CASES[1][2], model="clef-flash")]
+        bodies = _two_shapes()
         want = [plain.run(None, slot.model.adapter.pack([slot.model.prepare(b).work]).feeds)[0] for b in bodies]
         slot.session, slot.static_shapes = GraphRunner(plain, 0, 8, capture_after=2, device="cpu"), True
         start = len(h.batches)
