@@ -131,9 +131,14 @@ def _cosine(a, b, eps: float = 1e-8):
     return (a * b).sum(-1) / (_squared_norm(a) * _squared_norm(b)).clamp_min(eps * eps).sqrt().squeeze(-1)
 
 
-def _span_means(values, spans, positions):
-    """Mean of values[start:end] per span: a [spans, T] 0/1 matrix times values, over the length."""
-    inside = ((positions[None, :] >= spans[:, :1]) & (positions[None, :] < spans[:, 1:])).to(values.dtype)
+def _span_means(values, spans, positions, record=None, span_record=None):
+    """Mean of values[start:end] per span: a [spans, T] 0/1 matrix times values, over the length.
+    `positions`: each row's place in its record; `record`, `span_record`: each row's and each
+    span's record (records side by side), or None (one record)."""
+    inside = (positions[None, :] >= spans[:, :1]) & (positions[None, :] < spans[:, 1:])
+    if record is not None:
+        inside = inside & (record[None, :] == span_record[:, None])
+    inside = inside.to(values.dtype)
     return torch.matmul(inside, values) / inside.sum(dim=-1, keepdim=True)
 
 
@@ -176,18 +181,23 @@ class ClefJointHead(nn.Module):
         # n from the values, not the length: positions padded with -1 give the same n, so records
         # padded to one bucketed shape share one CUDA graph (served.py).
         n = (token_positions >= 0).sum(-1)                                  # [B]
-        positions = torch.arange(batch * width, device=hidden.device)
-        record = positions // width                                          # each position's record
-        keep = (positions - record * width) < n[record]                     # real tokens
+        # Each flat position's place in its record and its record, by Range, Expand and Reshape
+        # alone: arithmetic between the shape's sizes and data would run on the CPU in ONNX
+        # Runtime, and a graph with compute there cannot be captured as a CUDA graph.
+        local = torch.arange(width, device=hidden.device)
+        rows = torch.arange(batch, device=hidden.device)
+        positions = local[None, :].expand(batch, width).reshape(-1)          # [B·T]
+        record = rows[:, None].expand(batch, width).reshape(-1)              # [B·T]
+        keep = (local[None, :] < n[:, None]).reshape(-1)                     # real tokens
         # Zero the pads first: a weight of 0 times a non-finite pad state would still be NaN.
         x = self.hidden_norm(torch.where(keep[:, None], hidden.reshape(batch * width, -1).float(), 0.0))
         memory = self.memory_projection(x)                                   # [B·T, W]
-        g = x.index_select(0, torch.arange(batch, device=x.device) * width + n - 1)   # each last real token
-        q_spans = question_spans + (question_record * width)[:, None]
-        o_spans = option_spans + (option_record * width)[:, None]
-        question_vectors = _span_means(x, q_spans, positions)                # [q, H]
-        contexts = _span_means(x, o_spans, positions)                        # [o, H]
-        lexical = _span_means(lexical.reshape(batch * width, -1).float(), o_spans, positions)   # [o, H]
+        last = (local[None, :] == (n - 1)[:, None]).float()                  # [B, T], one-hot
+        g = torch.matmul(last[:, None, :], x.reshape(batch, width, -1))[:, 0]   # each last real token
+        question_vectors = _span_means(x, question_spans, positions, record, question_record)   # [q, H]
+        contexts = _span_means(x, option_spans, positions, record, option_record)              # [o, H]
+        lexical = _span_means(lexical.reshape(batch * width, -1).float(), option_spans, positions, record,
+                              option_record)                                                   # [o, H]
         option_keep = keep[None, :] & (record[None, :] == option_record[:, None])        # [o, B·T]
         question_keep = keep[None, :] & (record[None, :] == question_record[:, None])    # [q, B·T]
 
