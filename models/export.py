@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     qwen.add_argument("--records", choices=["batched", "single"],
                       help="clef-flash: the published clef-joint-v1 signature, one record a pass (single, default), "
                            "or several records a pass as rows of one batch (batched: more requests a second under "
-                           "load, but served without CUDA graphs, so slower at low load)")
+                           "load; not yet measured with CUDA graphs)")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 

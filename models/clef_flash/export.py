@@ -40,9 +40,9 @@ HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_mod
 INPUTS = list(batching.BATCHED_INPUTS)
 # `records`: "single" (the default), the published clef-joint-v1 signature (records.INPUTS), one
 # record a pass; or "batched", several records a pass as rows of one batch (records.py). On the
-# H200 ONNX Runtime refuses to capture the batched graph as CUDA graphs (it places some of its
-# nodes on the CPU), so it serves uncaptured: ~1.8x the requests a second of one record a pass
-# at c=8-16, but c=1 ~20 ms against ~13 with graphs (docs/benchmarks.md, nbits session).
+# H200, uncaptured, batched served ~1.8x the requests a second of one record a pass at c=8-16
+# on one export (docs/benchmarks.md, nbits session); that export could not be captured as CUDA
+# graphs, which its head no longer prevents, but a captured full-size batched graph is unmeasured.
 RECORDS = "batched"
 RECORDS_CHOICES = ("single", RECORDS)
 # The graph reads a record's length from token_positions' values, which may be right-padded with
