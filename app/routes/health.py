@@ -14,7 +14,10 @@ async def livez() -> dict:
 
 def _model_status(slot) -> dict:
     out = {"name": slot.name, "state": slot.state.value, **slot.served_by(),
-           "load_ms": slot.load_ms, "warmup_ms": slot.warmup_ms, "limits": slot.model.limits()}
+           "load_ms": slot.load_ms, "warmup_ms": slot.warmup_ms, "cuda_graphs": slot.cuda_graphs(),
+           "limits": slot.model.limits()}
+    if slot.graphs_refused:
+        out["cuda_graphs_refused"] = slot.graphs_refused
     if slot.error:
         out["error"] = slot.error
     return out

@@ -160,6 +160,7 @@ class Executor:
         else:
             slot.session, slot.device, slot.runtime = info.session, info.device, info.runtime
             slot.provider, slot.static_shapes = info.provider, info.static_shapes
+            slot.graphs_refused = info.graphs_refused
             captured = ""
             # Static shapes only come with a graph policy (graphs above are 0 without one).
             if info.static_shapes and policy.precapture and self.settings.cuda_graph_precapture:

@@ -28,6 +28,7 @@ class ModelSlot:
     runtime: str | None = None
     load_ms: float | None = None           # session creation and, where the policy asks, graph captures
     graphs_captured: int = 0               # CUDA graphs captured as the model loaded
+    graphs_refused: str | None = None      # ONNX Runtime's reason for serving without CUDA graphs
     capture_s: float = 0.0                 # ... and the time they took
     warmup_ms: float | None = None
     created: float = field(default_factory=time.monotonic)
@@ -35,6 +36,12 @@ class ModelSlot:
     @property
     def name(self) -> str:
         return self.model.name
+
+    def cuda_graphs(self) -> str:
+        """"on" (replayed per bucketed shape), "refused" (asked for; ONNX Runtime would not capture
+        this graph: `graphs_refused` says why) or "off" (on the CPU, turned off, or a model whose
+        shapes never recur)."""
+        return "on" if self.static_shapes else "refused" if self.graphs_refused else "off"
 
     def served_by(self) -> dict:
         src = self.model.manifest.get("source", {})

@@ -26,6 +26,7 @@ class SessionInfo:
     provider: str
     runtime: str            # "onnxruntime 1.31.1"
     static_shapes: bool = False   # ask adapters for bucketed shapes (CUDA graphs replay per shape)
+    graphs_refused: str | None = None   # why ONNX Runtime would not capture this graph (served without)
 
 
 class GraphRunner:
@@ -242,19 +243,21 @@ def _cuda_available(ort) -> bool:
 _GRAPH_REFUSAL = re.compile(r"cannot use the (CUDA Graph|graph capture) feature")
 
 
-def without_graphs_if_refused(build, cuda: dict, onnx_path: str):
+def without_graphs_if_refused(build, cuda: dict, onnx_path: str) -> tuple[object, str | None]:
     """`build(cuda)`: an InferenceSession with these CUDA provider options. ONNX Runtime refuses
     to create a session with CUDA graphs enabled for a graph it cannot capture (control-flow
     nodes, or compute it placed on the CPU): then the session without them, said in the log,
-    and `enable_cuda_graph` dropped from `cuda`, so the model is served uncaptured, not failed."""
+    and `enable_cuda_graph` dropped from `cuda`, so the model is served uncaptured, not failed.
+    Returns (session, ONNX Runtime's refusal or None), so /readyz can say why."""
     try:
-        return build(cuda)
+        return build(cuda), None
     except Exception as exc:
         if not cuda.get("enable_cuda_graph") or not _GRAPH_REFUSAL.search(str(exc)):
             raise
-        log.warning("%s cannot be captured as CUDA graphs, so it runs without them: %s", onnx_path, str(exc)[:300])
+        reason = str(exc)[:300]
+        log.warning("%s cannot be captured as CUDA graphs, so it runs without them: %s", onnx_path, reason)
         del cuda["enable_cuda_graph"]
-        return build(cuda)
+        return build(cuda), reason
 
 
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
@@ -285,7 +288,7 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
         if sdpa_kernel:
             cuda["sdpa_kernel"] = str(sdpa_kernel)
         with gdn_engine(gdn_plan):
-            session = without_graphs_if_refused(
+            session, refused = without_graphs_if_refused(
                 lambda cuda: ort.InferenceSession(onnx_path, sess_options=options,
                                                   providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"]),
                 cuda, onnx_path)
@@ -297,7 +300,7 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
                      if runner.cuda is not None else "pageable host memory")
             return SessionInfo(runner, "cuda:%d" % index,
                                "CUDAExecutionProvider", runtime, static_shapes=True)
-        return SessionInfo(session, "cuda:%d" % index, "CUDAExecutionProvider", runtime)
+        return SessionInfo(session, "cuda:%d" % index, "CUDAExecutionProvider", runtime, graphs_refused=refused)
     # Spinning intra-op threads burn the cores the event loop and tokenizer need.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(onnx_path, sess_options=options, providers=["CPUExecutionProvider"])

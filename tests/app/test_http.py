@@ -121,6 +121,7 @@ def test_health_models_schema_metrics(server):
         (m,) = r.json()["models"]
         assert m["state"] == "ready" and m["device"] == "cpu" and m["weights_dtype"] == "float32"
         assert m["warmup_ms"] > 0 and m["limits"]["max_questions"] == 64
+        assert m["cuda_graphs"] == "off" and "cuda_graphs_refused" not in m        # the CPU replays none
         assert m["checkpoint"].startswith("local:") and "/" not in m["checkpoint"]
     models = httpx.get(server.url + "/v1/models").json()["models"]
     assert models[0]["name"] == "english" and "jev-latest" in models[0]["aliases"] and "laya" in models[0]["aliases"]

@@ -108,9 +108,11 @@ def test_a_graph_onnx_runtime_will_not_capture_is_served_without_graphs(refusal,
 
     cuda = {"device_id": 0, "enable_cuda_graph": "1"}
     with caplog.at_level("WARNING", logger="omni.sessions"):
-        assert sessions.without_graphs_if_refused(build, cuda, "m.onnx") is session
+        assert sessions.without_graphs_if_refused(build, cuda, "m.onnx") == (session, refusal[:300])
     assert asked == [{"device_id": 0, "enable_cuda_graph": "1"}, {"device_id": 0}] and cuda == {"device_id": 0}
     assert "m.onnx cannot be captured as CUDA graphs, so it runs without them" in caplog.text
+
+    assert sessions.without_graphs_if_refused(lambda c: session, {"enable_cuda_graph": "1"}, "m.onnx") == (session, None)
 
     def broken(cuda):
         raise RuntimeError("CUDA out of memory")
@@ -201,3 +203,19 @@ def test_gdn_plan_is_set_only_while_a_session_is_built(monkeypatch):
     assert Settings.from_env({"OMNI_CUDA_GDN_PLAN": "auto"}).cuda_gdn_plan == "auto"
     with pytest.raises(ValueError, match="cuda_gdn_plan"):
         Settings(cuda_gdn_plan="fast")
+
+
+def test_readiness_says_whether_each_model_replays_cuda_graphs_and_why_not():
+    """/readyz's per-model `cuda_graphs`: "on" where the session replays them, "refused" with
+    ONNX Runtime's reason where it would not capture the graph, "off" otherwise."""
+    import types
+
+    from app.routes.health import _model_status
+    from app.runtime.registry import ModelSlot
+
+    model = types.SimpleNamespace(name="m", aliases=(), manifest={}, limits=lambda: {})
+    on, refused, off = ModelSlot(model, static_shapes=True), ModelSlot(model, graphs_refused="no capture"), ModelSlot(model)
+    assert [s.cuda_graphs() for s in (on, refused, off)] == ["on", "refused", "off"]
+    status = _model_status(refused)
+    assert status["cuda_graphs"] == "refused" and status["cuda_graphs_refused"] == "no capture"
+    assert "cuda_graphs_refused" not in _model_status(on) and _model_status(on)["cuda_graphs"] == "on"
