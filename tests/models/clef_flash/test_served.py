@@ -4,6 +4,7 @@ Runtime through the served model, against transformers' backbone + Cloudflare's 
 (`systemone`); records of several requests never mix, batched or not; HTTP."""
 from __future__ import annotations
 
+import os
 import types
 
 import httpx
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from models.placement import host_arithmetic
 from tests.conftest import Pipeline, run_server
 
 from .cases import CASES, body
@@ -49,6 +51,9 @@ def test_batched_records_are_one_checked_graph_of_their_own_signature(clef_batch
     meta = manifest.read(clef_batched)
     assert meta["signature"] == "clef-joint-v1+records" and meta["export_options"]["records"] == "batched"
     assert meta["inputs"][-1] == "question_record" and meta["graph"]["check_max_abs_logit_diff"] < 1e-3
+    # No shape arithmetic meets data (the head offset spans by record × width once): ONNX Runtime
+    # ran that on the CPU and refused to capture the graph on the H200.
+    assert host_arithmetic(os.path.join(clef_batched, meta["onnx"])) == []
 
 
 def test_export_is_one_checked_graph(clef_export):
@@ -57,6 +62,7 @@ def test_export_is_one_checked_graph(clef_export):
     meta = manifest.read(clef_export)
     assert meta["family"] == "clef_flash" and meta["signature"] == "clef-joint-v1"
     assert meta["export_options"]["records"] == "single" and meta["inputs"][-1] == "option_question"
+    assert host_arithmetic(os.path.join(clef_export, meta["onnx"])) == []
     assert meta["graph"]["check_max_abs_logit_diff"] < 1e-3
     # The system turn and STATE: line are baked in (what the reference tests below then check).
     assert meta["export_options"]["prompt_head"] == "baked" and meta["prefix"]["tokens"] > 20

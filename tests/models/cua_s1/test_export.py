@@ -6,6 +6,7 @@ import numpy as np
 
 from models import precision
 from models.manifest import read
+from models.placement import host_arithmetic
 
 
 def test_a_float16_export_records_its_parity_gate(random_cua, tmp_path):
@@ -25,6 +26,8 @@ def test_a_float16_export_records_its_parity_gate(random_cua, tmp_path):
     model = load(out)                                  # the export serves as before
     assert model.manifest["weights_dtype"] == "float16"
     assert np.load(f"{out}/letter_rows.npy").shape == (26, meta["dims"]["hidden_size"])
+    # No shape arithmetic meets data: ONNX Runtime would run it on the CPU and not capture the graph.
+    assert host_arithmetic(f"{out}/{meta['onnx']}") == []
 
 
 def test_a_float32_export_has_no_gate_and_an_older_graph_revision_is_written_again(random_cua, tmp_path, caplog):

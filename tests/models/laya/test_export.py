@@ -11,6 +11,7 @@ import pytest
 
 from models import hub
 from models.manifest import read
+from models.placement import host_arithmetic
 from tests.conftest import ROOT
 
 
@@ -27,6 +28,8 @@ def test_manifest_describes_the_export(english):
     assert meta["check"]["max_abs_logit_diff"] < 1e-3
     assert meta["dims"]["hidden_size"] == 64
     assert meta["weights_folded"] is True
+    # No shape arithmetic meets data: ONNX Runtime would run it on the CPU and not capture the graph.
+    assert host_arithmetic(os.path.join(english[1], meta["onnx"])) == []
 
 
 def test_rerun_is_a_noop_and_force_redoes(english, tmp_path, capfd):

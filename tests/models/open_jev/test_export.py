@@ -6,6 +6,7 @@ import os
 
 from models import precision
 from models.manifest import read
+from models.placement import host_arithmetic
 
 
 def test_a_float16_export_records_its_parity_gate(package, tmp_path):
@@ -20,3 +21,5 @@ def test_a_float16_export_records_its_parity_gate(package, tmp_path):
     assert 0 < gate["max_prob_drift"] <= precision.MAX_DRIFT
     assert 0 < gate["final_hidden_rel_err"] < 0.05
     assert os.path.exists(os.path.join(out, "open_jev_export.json"))     # the export completed
+    # No shape arithmetic meets data: ONNX Runtime would run it on the CPU and not capture the graph.
+    assert host_arithmetic(os.path.join(out, meta["onnx"])) == []
