@@ -1,7 +1,7 @@
 """Clef's joint schema head as one export-friendly torch module (export-time only: needs torch).
 
 Same parameter names and maths as `JointSchemaHead` in Cloudflare's joint_schema_model.py
-(models.md §5.3), for ONE record, with its per-record Python loops rewritten as masked matrix
+(models.md §5.3), per record, with its per-record Python loops rewritten as masked matrix
 products so `torch.onnx.export(dynamo=True)` keeps tokens, questions and options dynamic (the
 upstream head fails there on `GuardOnDataDependentSymNode`):
   * span means are a [spans, T] 0/1 matrix times X, over the span length;
@@ -10,18 +10,23 @@ upstream head fails there on `GuardOnDataDependentSymNode`):
 Everything computes in fp32 (weights are published in BF16). Inputs may be right-padded to any
 T ≥ n: positions ≥ n (n = the count of token_positions ≥ 0: its length, or fewer where it is
 right-padded with -1) are zeroed, masked out of the cross-attention memory, never fall in a span,
-and g is X[n−1], the last REAL token; so padding changes nothing.
+and g is X[n−1], the last REAL token; so padding changes nothing. Several records may run side by
+side ([B,T,...] inputs, `question_record` naming each question's record): every span, mean and
+attention then stays inside its own record, and the positions and records are built without
+arithmetic between the input's sizes and data, which ONNX Runtime would run on the CPU and which
+would keep it from capturing the graph as CUDA graphs (models/placement.py).
 
     ClefJointHead(hidden_size, width, routing_layers, layers, heads, feedforward, dropout=0.0)
-      .forward(hidden [1,T,H], lexical [1,T,H], token_positions [n or T], question_spans [q,2],
-               question_types [q], option_spans [o,2], option_question [o]) -> logits f32 [o]
+      .forward(hidden [B,T,H], lexical [B,T,H], token_positions [n or T] or [B,T], question_spans [q,2],
+               question_types [q], option_spans [o,2], option_question [o], question_record [q] = None)
+               -> logits f32 [o]
       (`lexical` = lm_head rows of the input ids; only rows inside option spans are read)
     ClefHeadGraph(head, lm_head_weight)
       .forward(hidden [1,T,H], input_ids [1,T], token_positions, question_spans, question_types,
                option_spans, option_question) -> logits f32 [o]      # gathers `lexical` itself
-    ClefJointGraph(backbone, head_graph)          # the clef-joint-v1 signature (§5.5)
-      .forward(input_ids [1,T], token_positions, question_spans, question_types, option_spans,
-               option_question) -> logits f32 [o]; `backbone(input_ids) -> hidden [1,T,H]`
+    ClefJointGraph(backbone, head_graph)          # the clef-joint-v1 signature (§5.5), or with records
+      .forward(input_ids [B,T], token_positions, question_spans, question_types, option_spans,
+               option_question, question_record=None) -> logits f32 [o]; `backbone(input_ids) -> hidden [B,T,H]`
     load_head(head_dir) -> ClefJointHead                  # joint_head_config.json + .safetensors
     load_lm_head(checkpoint_dir) -> torch.Tensor          # lm_head.weight, as stored (BF16)
     load_head_graph(checkpoint_dir) -> ClefHeadGraph
