@@ -185,6 +185,11 @@ class ExportedModel:
             out.append("a %s export that FAILED its parity gate against float32 at export (max probability drift "
                        "%s, top choice %s); it was exported with --parity-gate record"
                        % (meta.get("weights_dtype"), gate.get("max_prob_drift"), gate.get("top_choice_identical")))
+        if meta.get("host_arithmetic"):
+            nodes = meta["host_arithmetic"]
+            out.append("its graph does arithmetic between input sizes and data at %d node(s) (%s), which ONNX Runtime "
+                       "runs on the CPU: on CUDA it will not capture CUDA graphs and serves without them "
+                       "(models/placement.py)" % (len(nodes), ", ".join(nodes[:5])))
         return out
 
     def describe(self) -> dict:

@@ -130,6 +130,12 @@ def finalize(out: str, meta: dict[str, Any], hash_data: bool = True) -> dict[str
     write the manifest last: its presence marks a complete export."""
     names = sorted(n for n in os.listdir(out) if n != MANIFEST and (hash_data or not n.endswith(".data")))
     meta["files"] = hash_files(out, names)
+    if meta.get("onnx") and os.path.exists(os.path.join(out, meta["onnx"])):
+        from models.placement import host_arithmetic
+
+        # Nodes ONNX Runtime would run on the CPU, which would keep it from capturing CUDA graphs:
+        # the server names them at load (ExportedModel.notes).
+        meta["host_arithmetic"] = [f["node"] for f in host_arithmetic(os.path.join(out, meta["onnx"]))]
     meta.setdefault("weights_folded", True)      # every exporter folds its graph (models.fold)
     write(out, meta)
     return meta

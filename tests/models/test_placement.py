@@ -47,3 +47,24 @@ def test_sizes_that_reach_only_host_inputs_are_not(tmp_path):
         helper.make_node("Expand", ["positions", "s2"], ["grid"]),
         helper.make_node("Add", ["grid", "x"], ["y"])])
     assert host_arithmetic(path) == []
+
+
+def test_exports_record_such_nodes_and_the_server_names_them_at_load(english, tmp_path):
+    """Every export's manifest lists the nodes `host_arithmetic` finds (none for ours); an export
+    that has some is named at load, with what it costs."""
+    import json
+    import os
+    import shutil
+
+    from models.manifest import read
+    from models.registry import load
+
+    assert read(english[1])["host_arithmetic"] == [] and load(english[1]).notes() == []
+    copy = str(tmp_path / "copy")
+    shutil.copytree(english[1], copy)
+    meta = read(copy)
+    meta["host_arithmetic"] = ["node_mul_7", "node_Div_9"]
+    with open(os.path.join(copy, "manifest.json"), "w") as f:
+        json.dump(meta, f)
+    (note,) = load(copy).notes()
+    assert "2 node(s) (node_mul_7, node_Div_9)" in note and "will not capture CUDA graphs" in note
