@@ -37,7 +37,6 @@ FAMILY = "clef_flash"
 NAME = "clef-flash"
 REPO = "Cloudflare/clef-flash"
 HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
-INPUTS = list(batching.BATCHED_INPUTS)
 # `records`: "single" (the default), the published clef-joint-v1 signature (records.INPUTS), one
 # record a pass; or "batched", several records a pass as rows of one batch (records.py). On the
 # H200, uncaptured, batched served ~1.8x the requests a second of one record a pass at c=8-16
@@ -119,13 +118,12 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     batch, seq, tokens, questions, opts = (torch.export.Dim("batch"), torch.export.Dim("seq_len"),
                                            torch.export.Dim("tokens"), torch.export.Dim("questions"),
                                            torch.export.Dim("options"))
-    dynamic = {"input_ids": {0: batch, 1: seq}, "token_positions": {0: batch, 1: tokens},
-               "question_spans": {0: questions}, "question_types": {0: questions}, "option_spans": {0: opts},
-               "option_question": {0: opts}, "question_record": {0: questions}}
-    if not batched:
-        dynamic = {k: ({1: seq} if k == "input_ids" else {0: tokens} if k == "token_positions" else v)
-                   for k, v in dynamic.items() if k != "question_record"}
-    inputs = INPUTS if batched else list(batching.INPUTS)
+    dynamic = {"input_ids": {1: seq}, "token_positions": {0: tokens}, "question_spans": {0: questions},
+               "question_types": {0: questions}, "option_spans": {0: opts}, "option_question": {0: opts}}
+    if batched:
+        dynamic.update(input_ids={0: batch, 1: seq}, token_positions={0: batch, 1: tokens},
+                       question_record={0: questions})
+    inputs = list(batching.BATCHED_INPUTS if batched else batching.INPUTS)
     info, check = {"gdn_kernel": gdn_kernel, "gdn_dtype": gdn_in}, {}
     with manifests.staged(out) as tmp:
         head = (baked or {}).get("tokens", 0)
@@ -181,7 +179,7 @@ def _check(graph, path: str, vocab: int, head: int = 0, batched: bool = True) ->
         feeds = (ids, pos, qs, qt, os_, oq)
     with torch.no_grad():
         want = graph(*feeds).numpy()
-    names = INPUTS if batched else batching.INPUTS
+    names = batching.BATCHED_INPUTS if batched else batching.INPUTS
     got = session.run(None, dict(zip(names, (t.numpy() for t in feeds))))[0]
     worst = float(np.abs(want - got).max())
     if not worst < 1e-3:

@@ -136,14 +136,12 @@ def _cosine(a, b, eps: float = 1e-8):
     return (a * b).sum(-1) / (_squared_norm(a) * _squared_norm(b)).clamp_min(eps * eps).sqrt().squeeze(-1)
 
 
-def _span_means(values, spans, positions, record=None, span_record=None):
-    """Mean of values[start:end] per span: a [spans, T] 0/1 matrix times values, over the length.
+def _span_means(values, spans, positions, record, span_record):
+    """Mean of values[start:end] per span: a [spans, B·T] 0/1 matrix times values, over the length.
     `positions`: each row's place in its record; `record`, `span_record`: each row's and each
-    span's record (records side by side), or None (one record)."""
-    inside = (positions[None, :] >= spans[:, :1]) & (positions[None, :] < spans[:, 1:])
-    if record is not None:
-        inside = inside & (record[None, :] == span_record[:, None])
-    inside = inside.to(values.dtype)
+    span's record (records side by side)."""
+    inside = ((positions[None, :] >= spans[:, :1]) & (positions[None, :] < spans[:, 1:])
+              & (record[None, :] == span_record[:, None])).to(values.dtype)
     return torch.matmul(inside, values) / inside.sum(dim=-1, keepdim=True)
 
 

@@ -25,6 +25,11 @@ from models.qwen35.served import QwenServed
 PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
 
 
+def _padded(n: int) -> int:
+    """`n` ids (after the baked head) rounded up to PAD_TO."""
+    return -(-n // PAD_TO) * PAD_TO
+
+
 class RecordAdapter:
     """`head`: the prompt head the graph has baked in (export.py), cut off each record's ids; the
     positions and spans stay the whole record's. `padded_positions`: the graph reads a record's
@@ -43,7 +48,7 @@ class RecordAdapter:
 
     def width(self, tokens: int) -> int:
         """The padded length of the ids the graph runs for a record of `tokens` tokens."""
-        return -(-(tokens - len(self.head)) // PAD_TO) * PAD_TO
+        return _padded(tokens - len(self.head))
 
     def feeds(self, record: Record) -> dict[str, np.ndarray]:
         n = record.tokens
@@ -82,8 +87,7 @@ class BatchedRecordAdapter(RecordAdapter):
         only shapes that recur."""
         lengths = [r.tokens - len(self.head) for r in works]
         order = sorted(range(len(works)), key=lambda i: -lengths[i])
-        cut = sorted(chunks(lengths, order, lambda n: -(-n // PAD_TO) * PAD_TO, self.max_rows, self.max_tokens,
-                            self.max_row_padding), key=min)
+        cut = sorted(chunks(lengths, order, _padded, self.max_rows, self.max_tokens, self.max_row_padding), key=min)
         parts, ready = [], [0] * len(works)
         for p, chunk in enumerate(cut):
             parts.append(batching.pack([works[i] for i in chunk], self.width(works[chunk[0]].tokens), self.pad_id,
