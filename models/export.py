@@ -81,9 +81,9 @@ def main(argv=None) -> int:
                            "and baked into the graph, which then runs only the tokens after it (baked, default), "
                            "or run in every row as before (in-rows)")
     qwen.add_argument("--records", choices=["batched", "single"],
-                      help="clef-flash: the published clef-joint-v1 signature, one record a pass (single, default), "
-                           "or several records a pass as rows of one batch (batched: more requests a second under "
-                           "load; not yet measured with CUDA graphs)")
+                      help="clef-flash: several records a pass as rows of one batch (batched, default: more "
+                           "requests a second under load), or the published clef-joint-v1 signature, one record "
+                           "a pass (single)")
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 

@@ -9,7 +9,7 @@
 # product and a split per merged projection instead of one product per part, the default). DTYPE (default float16);
 # EX_SUFFIX names that export apart (DTYPE=bfloat16 EX_SUFFIX=-bf16: /tmp/omni/ex-cua-s1-bf16-gdnf), in the
 # prepare and the bench phases alike. GDN_DTYPE passes --gdn-dtype (float16 or model) to the exports,
-# PROMPT_HEAD --prompt-head, RECORDS --records (clef-flash: batched for several records a pass).
+# PROMPT_HEAD --prompt-head, RECORDS --records (clef-flash: single for one record a pass).
 # PARITY_GATE (default record): random full-size stacks amplify rounding past the fp16 gate's 0.02
 # (docs/benchmarks.md), so the exports record the gate instead of refusing. DRIFT=1 adds the
 # layer-by-layer precision probe (benchmarks/gpu/drift.py) to the bench phase. onnxruntime-gpu must already be unpacked in
@@ -52,7 +52,7 @@ SRC=$CK
 EXTRA=()
 [ -n "${GDN_DTYPE:-}" ] && EXTRA=(--gdn-dtype $GDN_DTYPE)
 [ -n "${PROMPT_HEAD:-}" ] && EXTRA+=(--prompt-head $PROMPT_HEAD)      # cua-s1: baked (default) or in-rows
-[ -n "${RECORDS:-}" ] && EXTRA+=(--records $RECORDS)                  # clef-flash: single (default) or batched
+[ -n "${RECORDS:-}" ] && EXTRA+=(--records $RECORDS)                  # clef-flash: batched (default) or single
 ADAPTER=()      # what the export merged: the references merge it too
 [ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-$size/checkpoint; EXTRA+=(--base $CK); ADAPTER=(--adapter $SRC/adapter); }
 [ "$family" = clef-flash ] && SRC=/tmp/omni/clef-9b

@@ -7,7 +7,7 @@ The backbone returns the final-norm hidden state at every position; the head (he
 the published head's maths with its per-record loops as masked matrix products, in fp32) reads
 them with the BF16 `lm_head` rows of the record's tokens and returns one logit per option
 (models.md §5.5 signature; softmax per question on the host). The joint head relates every
-question of a request, so records never share a sequence. `records="batched"` (opt-in) runs
+question of a request, so records never share a sequence. `records="batched"` (the default) runs
 several a pass as rows of one batch (the signature's inputs with a batch axis and
 `question_record`, records.py), each read by the head within its own row.
 
@@ -37,11 +37,10 @@ FAMILY = "clef_flash"
 NAME = "clef-flash"
 REPO = "Cloudflare/clef-flash"
 HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
-# `records`: "single" (the default), the published clef-joint-v1 signature (records.INPUTS), one
-# record a pass; or "batched", several records a pass as rows of one batch (records.py). On the
-# H200, uncaptured, batched served ~1.8x the requests a second of one record a pass at c=8-16
-# on one export (docs/benchmarks.md, nbits session); that export could not be captured as CUDA
-# graphs, which its head no longer prevents, but a captured full-size batched graph is unmeasured.
+# `records`: "batched" (the default), several records a pass as rows of one batch (records.py);
+# or "single", the published clef-joint-v1 signature (records.INPUTS), one record a pass. On the
+# H200, with CUDA graphs, batched served c=1 as fast (12.8-12.9 ms p50) and 97-109 requests/s at
+# c=8-16 against 85-86 one record a take on that export (docs/benchmarks.md, clefbatch session).
 RECORDS = "batched"
 RECORDS_CHOICES = ("single", RECORDS)
 # The graph reads a record's length from token_positions' values, which may be right-padded with
@@ -79,7 +78,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
            name: str | None = None, force: bool = False, dtype: str = "float32",
            gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "separate",
            gate_device: str = "auto", parity_gate: str = "enforce",
-           gdn_dtype: str | None = None, prompt_head: str = "baked", records: str = "single", progress=print,
+           gdn_dtype: str | None = None, prompt_head: str = "baked", records: str = RECORDS, progress=print,
            **_ignored) -> dict:
     import torch
 

@@ -1,8 +1,8 @@
 """A Clef-Flash export, served. Each request is ONE record (its questions answered jointly).
 
-An export of the clef-joint-v1 signature (the default) runs one record a pass: requests batched
-together by the executor become consecutive runs. An export with batched records
-(`--records batched`, export_options.records) runs several records a pass, as rows of one batch
+An export of the clef-joint-v1 signature (`--records single`) runs one record a pass: requests
+batched together by the executor become consecutive runs. An export with batched records (the
+default, `--records batched`, export_options.records) runs several records a pass, as rows of one batch
 (records.py): the adapter cuts a take into passes of records of like length within a row and
 token budget, and answers each record as its pass ends. Either way no record shares a sequence
 or the head's attention with another.

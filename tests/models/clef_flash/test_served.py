@@ -20,20 +20,21 @@ from .cases import CASES, body
 
 @pytest.fixture(scope="module")
 def clef_export(clef_dir, tmp_path_factory):
+    """One record a pass: the published clef-joint-v1 signature (`--records single`)."""
     from models.clef_flash import export
 
     out = str(tmp_path_factory.mktemp("clef-export"))
-    export.export(clef_dir, out, progress=None)
+    export.export(clef_dir, out, records="single", progress=None)
     return out
 
 
 @pytest.fixture(scope="module")
 def clef_batched(clef_dir, tmp_path_factory):
-    """Several records a pass, as rows of one batch (`--records batched`)."""
+    """Several records a pass, as rows of one batch: the exporter's default (`--records batched`)."""
     from models.clef_flash import export
 
     out = str(tmp_path_factory.mktemp("clef-batched"))
-    export.export(clef_dir, out, records="batched", progress=None)
+    export.export(clef_dir, out, progress=None)
     return out
 
 
@@ -104,9 +105,11 @@ def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_exp
         load(stale)
 
 
+@pytest.mark.parametrize("records", ["batched", "single"])
 @pytest.mark.parametrize("name,state,questions", CASES[:4], ids=[c[0] for c in CASES[:4]])
-def test_matches_the_reference(name, state, questions, clef_export, reference_model, ref, hf_tok):
-    pipe = Pipeline(clef_export)
+def test_matches_the_reference(name, state, questions, records, clef_export, clef_batched, reference_model, ref,
+                               hf_tok):
+    pipe = Pipeline(clef_batched if records == "batched" else clef_export)
     request = body(state, questions, model="clef-flash")
     (prepared,), (logits,), _ = pipe.outputs([request])
     want = ref.systemone(reference_model, types.SimpleNamespace(tokenizer=hf_tok), request)
@@ -180,8 +183,8 @@ def test_the_budgets_keep_a_long_record_from_padding_short_ones(clef_batched):
     assert packed.padded_tokens == sum(int(np.prod(p["input_ids"].shape)) for p in packed.parts)
 
 
-def test_served_over_http(clef_export, tmp_path):
-    with run_server(tmp_path, {"OMNI_MODELS": clef_export}) as server:
+def test_served_over_http(clef_batched, tmp_path):
+    with run_server(tmp_path, {"OMNI_MODELS": clef_batched}) as server:
         request = body(CASES[0][1], CASES[0][2], model="Cloudflare/clef-flash")
         r = httpx.post(server.url + "/v1/systemone", json=request, timeout=60)
         assert r.status_code == 200, r.text
