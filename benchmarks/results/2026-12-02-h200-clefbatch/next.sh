@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Not run yet: the measurement the nbits session left for the next one (device time was spent).
+# Run in the clefbatch session (2026-12-02; results in raw/n/, docs/benchmarks.md). Written before it ran:
 # Does the full-size batched Clef-Flash graph, with the head that no longer computes on the CPU
 # (5ddeaff), capture as CUDA graphs, and what does it serve? After the ort-gpu-carry calls:
 #   next.sh $OUT prep    # checkpoint, fp16 gdnf export with --records batched (~250 s), pass_probe with graphs
