@@ -1,29 +1,36 @@
 """What one fp16 matrix product of a Qwen3.5 layer costs on the GPU, by row count and by how it is
 expressed: ONNX Runtime's MatMul (as exported), its Gemm with the weight transposed, its
 MatMulNBits over 8- or 4-bit weights (`nbits8`, `nbits4`: the CUTLASS mixed-input GEMM, which
-the session option `ep.cuda.fpa_intb_gemm` turns on; `nbits8_plain`: without it), and torch's
-cuBLAS (cuBLASLt) beside them (GPU machine).
+the session option `ep.cuda.fpa_intb_gemm` turns on; `nbits8_plain`: without it), its FP8
+products (weight_fp8.py: `fp8w` MatMulBlockQuantizedFp8Weight over E4M3 weights in blocks of 128,
+`fp8w_a8` the same with the activation rounded through E4M3, `gemm8` QuantizeLinear + GemmFloat8,
+both operands E4M3, as the `fp8-products` branch exports them), and torch's cuBLAS (cuBLASLt) beside them (`torch_fp8`: `torch._scaled_mm`
+over E4M3, what the hardware gives FP8) (GPU machine).
 
     python -m benchmarks.gpu.gemm_probe [--dims 4b] [--rows 120,128,144,160,224,256] [--copies 8] [--out F]
+    python -m benchmarks.gpu.gemm_probe --dims 27b --rows 1024,2048 --copies 4 --forms matmul3d,gemm8,torch_fp8
     python -m benchmarks.gpu.gemm_probe --device cpu --dims tiny --forms matmul3d,gemm_t,nbits8,nbits4   # a dry run here
 
 Each (rows, K, N, form) gets its own graph of `--copies` independent products with their own
 weights (so no weight stays in L2 between products, as in the model), fed from graph inputs, so
 every kernel is the product's own (cuBLAS's split-K reductions included). The GPU time per
 product comes from CUPTI (benchmarks/gpu/cupti.py). `predicted_model_ms` weighs each shape by
-how often a one-row pass runs it (the served export: separate products per part). `--device
-cpu` times ONNX Runtime's CPU kernels on the host clock instead, and checks each graph's
-products against numpy's: a dry run of the script (no CUDA, no torch forms).
+how often a one-row pass runs it (the served export: separate products per part). On the GPU
+each ONNX Runtime form's first product is checked against numpy's (`max_rel_err`, relative to
+its largest value). `--device cpu` times ONNX Runtime's CPU kernels on the host clock instead,
+and checks each graph's products against numpy's: a dry run of the script (no CUDA, no torch
+forms, no FP8 forms: ONNX Runtime has no CPU kernel for them at fp16).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import warnings
 
 import numpy as np
 
-from benchmarks.gpu import weight_bits
+from benchmarks.gpu import weight_bits, weight_fp8
 
 # (K, N): how many times a one-row pass of each model runs it (separate projections; graph.py).
 SHAPES = {
@@ -32,8 +39,17 @@ SHAPES = {
         (2560, 8192): 24, (2560, 4096): 24 + 16, (2560, 64): 24, (4096, 2560): 32,   # GDN; attn q, gate; outs
         (2560, 1024): 16,                                    # attention k, v
     },
-    "tiny": {(64, 96): 2, (96, 64): 1},                      # the CPU dry run's
+    "27b": {  # 48 GatedDeltaNet + 16 attention layers, hidden 5120, MLP 17408
+        (5120, 17408): 128, (17408, 5120): 64,               # MLP gate, up; down
+        (5120, 10240): 48, (5120, 6144): 48 + 32, (5120, 96): 48, (6144, 5120): 64,   # GDN; attn q, gate; outs
+        (5120, 1024): 32,                                    # attention k, v
+    },
+    "tiny": {(128, 256): 2, (256, 128): 1},                  # the CPU dry run's (K a multiple of 128)
 }
+FP8_FORMS = ("fp8w", "fp8w_a8", "gemm8")
+# The activation's E4M3 scale in the W8A8 forms: the probe's inputs are standard normal, so
+# |x| <= 6 (448 × this) holds for all but ~1 in 10^9 of them.
+ACT_SCALE = 6.0 / weight_fp8.E4M3_MAX
 
 
 def weights(k: int, n: int, copies: int, seed: int = 0) -> list[np.ndarray]:
@@ -47,15 +63,33 @@ def nbits(form: str) -> int:
     return int(form[5]) if form.startswith("nbits") else 0
 
 
+def weight_bytes(form: str) -> float:
+    """Bytes a weight value takes in the form's graph (what its products read)."""
+    return nbits(form) / 8 if nbits(form) else 1.0 if form in FP8_FORMS + ("torch_fp8",) else 2.0
+
+
 def three_d(form: str) -> bool:
     """Whether the form's input is [1, rows, K], as the exported model's are."""
-    return form == "matmul3d" or nbits(form) > 0
+    return form in ("matmul3d", "fp8w", "fp8w_a8") or nbits(form) > 0
 
 
 def reference_weight(w: np.ndarray, form: str) -> np.ndarray:
-    """The fp32 weight a form's graph multiplies by: the quantized one for MatMulNBits."""
+    """The fp32 weight a form's graph multiplies by: the quantized one for MatMulNBits and FP8."""
     bits = nbits(form)
-    return weight_bits.dequantize(*weight_bits.quantize(w, bits), bits, w.shape[0]) if bits else w.astype(np.float32)
+    if bits:
+        return weight_bits.dequantize(*weight_bits.quantize(w, bits), bits, w.shape[0])
+    if form.startswith("fp8w"):
+        return weight_fp8.dequantize(*weight_fp8.quantize_blocks(w))
+    if form == "gemm8":
+        return weight_fp8.dequantize(*weight_fp8.quantize_tensor(w), block=None)
+    return w.astype(np.float32)
+
+
+def reference_products(x: np.ndarray, w: np.ndarray, form: str) -> np.ndarray:
+    """What a form's product of x [rows, K] and w gives, in fp32 (W8A8 forms round x too)."""
+    if form in ("fp8w_a8", "gemm8"):
+        x = weight_fp8.round_activation(x, ACT_SCALE)
+    return x.astype(np.float32) @ reference_weight(w, form)
 
 
 def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int = 0) -> bytes:
@@ -65,8 +99,26 @@ def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int =
     nodes, inits, outs = [], [], []
     bits = nbits(form)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, rows, k] if three_d(form) else [rows, k])
+    scales = [numpy_helper.from_array(np.array(ACT_SCALE, np.float32), "a_scale")]
+    if form == "gemm8":     # one cast of the activation serves every product, as in a layer
+        scales += [numpy_helper.from_array(np.array(ACT_SCALE, np.float16), "a_scale16"),
+                   weight_fp8.initializer("a_zero", np.zeros((), weight_fp8.E4M3))]
+        nodes.append(helper.make_node("QuantizeLinear", ["x", "a_scale16", "a_zero"], ["x8"]))
+    if form in FP8_FORMS:
+        inits += scales
     for i, w in enumerate(weights(k, n, copies, seed)):
-        if bits:
+        if form.startswith("fp8w"):
+            q, scale = weight_fp8.quantize_blocks(w)
+            inits += [weight_fp8.initializer("w%d" % i, q), numpy_helper.from_array(scale, "s%d" % i)]
+            ins = ["x", "w%d" % i, "s%d" % i] + (["a_scale"] if form == "fp8w_a8" else [])
+            nodes.append(helper.make_node("MatMulBlockQuantizedFp8Weight", ins, ["y%d" % i], domain="com.microsoft",
+                                          block_size=weight_fp8.BLOCK))
+        elif form == "gemm8":
+            q, scale = weight_fp8.quantize_tensor(w)
+            inits += [weight_fp8.initializer("w%d" % i, q), numpy_helper.from_array(np.array(scale), "s%d" % i)]
+            nodes.append(helper.make_node("GemmFloat8", ["x8", "w%d" % i, "", "a_scale", "s%d" % i], ["y%d" % i],
+                                          domain="com.microsoft", transB=1, dtype=TensorProto.FLOAT16))
+        elif bits:
             packed, scale = weight_bits.quantize(w, bits)
             inits += [numpy_helper.from_array(packed, "w%d" % i), numpy_helper.from_array(scale, "s%d" % i)]
             nodes.append(helper.make_node("MatMulNBits", ["x", "w%d" % i, "s%d" % i], ["y%d" % i],
@@ -80,8 +132,8 @@ def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int =
         shape = [1, rows, n] if three_d(form) else [rows, n]
         outs.append(helper.make_tensor_value_info("y%d" % i, TensorProto.FLOAT16, shape))
     graph = helper.make_graph(nodes, "products", [x], outs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 8
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 9      # FLOAT8E4M3FN needs IR 9 and opset 19
     return model.SerializeToString()
 
 
@@ -94,6 +146,9 @@ def time_ort(rows, k, n, copies, form, iters):
     so = ort.SessionOptions()
     if nbits(form) and not form.endswith("_plain"):
         so.add_session_config_entry("ep.cuda.fpa_intb_gemm", "1")
+    # Builds with DeepGEMM run W8A8 blocks of 128 as native FP8 products on SM90 when asked;
+    # others ignore it (the top kernels' names say which ran).
+    os.environ["ORT_FP8_MATMUL_DEEPGEMM"] = "1" if form == "fp8w_a8" else "0"
     sess = ort.InferenceSession(onnx_products(rows, k, n, copies, form), so, providers=["CUDAExecutionProvider"])
     shape = [1, rows, k] if three_d(form) else [rows, k]
     x = torch.randn(*shape, device="cuda", dtype=torch.float16)
@@ -104,8 +159,11 @@ def time_ort(rows, k, n, copies, form, iters):
         b.bind_output("y%d" % i, "cuda", 0, np.float16, list(o.shape), o.data_ptr())
     for _ in range(3):
         sess.run_with_iobinding(b)
+    torch.cuda.synchronize()
+    want = reference_products(x.reshape(rows, k).float().cpu().numpy(), weights(k, n, 1)[0], form)
+    err = float(np.abs(outs[0].reshape(rows, n).float().cpu().numpy() - want).max() / np.abs(want).max())
     t = gpu_kernel_times(lambda: sess.run_with_iobinding(b), iters=iters, top=4)
-    return t["gpu_busy_ms"] / copies, t["kernels_per_call"] / copies, t["top"][:2]
+    return t["gpu_busy_ms"] / copies, t["kernels_per_call"] / copies, t["top"][:2], err
 
 
 def time_ort_cpu(rows, k, n, copies, form, iters):
@@ -114,19 +172,21 @@ def time_ort_cpu(rows, k, n, copies, form, iters):
 
     import onnxruntime as ort
 
+    if form in FP8_FORMS:
+        raise SystemExit("%s needs the GPU: ONNX Runtime has no CPU kernel for it at fp16" % form)
     sess = ort.InferenceSession(onnx_products(rows, k, n, copies, form), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(1).standard_normal((rows, k)).astype(np.float16)
     feed = {"x": x[None] if three_d(form) else x}
     outs = sess.run(None, feed)
     for y, w in zip(outs, weights(k, n, copies)):
-        want = x.astype(np.float32) @ reference_weight(w, form)
+        want = reference_products(x, w, form)
         if not np.allclose(y.reshape(rows, n).astype(np.float32), want, atol=2e-2, rtol=2e-2):
             raise RuntimeError("%s %dx%d at %d rows disagrees with numpy" % (form, k, n, rows))
     t0 = time.perf_counter()
     for _ in range(iters):
         sess.run(None, feed)
     ms = (time.perf_counter() - t0) * 1e3 / iters / copies
-    return ms, None, [("cpu", ms, 1)]
+    return ms, None, [("cpu", ms, 1)], None
 
 
 def time_torch(rows, k, n, copies, iters, layout):
@@ -135,14 +195,22 @@ def time_torch(rows, k, n, copies, iters, layout):
     from benchmarks.gpu.cupti import gpu_kernel_times
 
     x = torch.randn(rows, k, device="cuda", dtype=torch.float16)
-    if layout == "linear":      # weight [N, K], as nn.Linear keeps it
+    if layout == "fp8":         # E4M3 operands, one fp32 scale each; the cast of x once a call
+        e4m3 = torch.float8_e4m3fn
+        inv, sa = torch.tensor(1 / ACT_SCALE, device="cuda", dtype=torch.float16), torch.tensor(ACT_SCALE, device="cuda")
+        ws = [(torch.randn(n, k, device="cuda") * k ** -0.5 / (4 * k ** -0.5 / weight_fp8.E4M3_MAX)).to(e4m3)
+              for _ in range(copies)]
+        sb = torch.tensor(4 * k ** -0.5 / weight_fp8.E4M3_MAX, device="cuda")
+        run = lambda: [torch._scaled_mm(x8, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16)  # noqa: E731
+                       for x8 in [(x * inv).to(e4m3)] for w in ws]
+    elif layout == "linear":      # weight [N, K], as nn.Linear keeps it
         ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * k ** -0.5 for _ in range(copies)]
         run = lambda: [torch.nn.functional.linear(x, w) for w in ws]   # noqa: E731
     else:
         ws = [torch.randn(k, n, device="cuda", dtype=torch.float16) * k ** -0.5 for _ in range(copies)]
         run = lambda: [x @ w for w in ws]                              # noqa: E731
     t = gpu_kernel_times(run, iters=iters, top=4)
-    return t["gpu_busy_ms"] / copies, t["kernels_per_call"] / copies, t["top"][:2]
+    return t["gpu_busy_ms"] / copies, t["kernels_per_call"] / copies, t["top"][:2], None
 
 
 def main(argv=None):
@@ -165,17 +233,18 @@ def main(argv=None):
                 if args.device == "cpu":
                     if form.startswith("torch_"):
                         raise SystemExit("--device cpu times ONNX Runtime's forms only")
-                    ms, kern, top = time_ort_cpu(rows, k, n, args.copies, form, args.iters)
+                    ms, kern, top, err = time_ort_cpu(rows, k, n, args.copies, form, args.iters)
                 elif form.startswith("torch_"):
-                    ms, kern, top = time_torch(rows, k, n, args.copies, args.iters, form[6:])
+                    ms, kern, top, err = time_torch(rows, k, n, args.copies, args.iters, form[6:])
                 else:
-                    ms, kern, top = time_ort(rows, k, n, args.copies, form, args.iters)
+                    ms, kern, top, err = time_ort(rows, k, n, args.copies, form, args.iters)
                 total += ms * count
-                gbs = 2 * k * n / (ms * 1e-3) / 1e9
+                gbs = weight_bytes(form) * k * n / (ms * 1e-3) / 1e9
                 results.append({"rows": rows, "form": form, "k": k, "n": n, "ms": round(ms, 4),
-                                "kernels": kern, "weight_gb_s": round(gbs), "top": top})
-                print("rows %4d %-13s %5dx%-5d %.4f ms  %s kernels  %5.0f GB/s  %s"
-                      % (rows, form, k, n, ms, kern, gbs, top[0][0][:60]), flush=True)
+                                "kernels": kern, "weight_gb_s": round(gbs), "top": top, "max_rel_err": err})
+                print("rows %4d %-13s %5dx%-5d %.4f ms  %s kernels  %5.0f GB/s  err %s  %s"
+                      % (rows, form, k, n, ms, kern, gbs, "-" if err is None else "%.1e" % err, top[0][0][:60]),
+                      flush=True)
             results.append({"rows": rows, "form": form, "predicted_model_ms": round(total, 3)})
             print("rows %4d %-13s predicted one-row pass products: %.3f ms" % (rows, form, total), flush=True)
     if args.out:
