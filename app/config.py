@@ -47,6 +47,9 @@ class Settings:
     # typed-decisions).
     cuda_graphs: int = 320
     cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
+    # Rows × longest row above which a batch runs uncaptured, in place of each model's own bound
+    # (models.base.GraphPolicy.max_tokens: Laya 16 × 512, the Qwen families 1,024); 0: the model's.
+    cuda_graph_tokens: int = 0
     # Capture, as a model loads, every shape its policy lists (models.base.GraphPolicy.precapture:
     # Laya's 218 took 12 s on the H200), so no request waits for a capture. Off: on first sight.
     cuda_graph_precapture: bool = True

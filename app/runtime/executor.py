@@ -164,7 +164,8 @@ class Executor:
             captured = ""
             # Static shapes only come with a graph policy (graphs above are 0 without one).
             if info.static_shapes and policy.precapture and self.settings.cuda_graph_precapture:
-                count, took = precapture(slot.session, slot.model, self.settings.cuda_graph_rows)
+                count, took = precapture(slot.session, slot.model, self.settings.cuda_graph_rows,
+                                         self.settings.cuda_graph_tokens)
                 slot.graphs_captured, slot.capture_s = count, took
                 captured = " (%d CUDA graphs captured in %.0f ms)" % (count, took * 1000.0)
             slot.load_ms = (time.perf_counter() - t0) * 1000.0
@@ -246,7 +247,7 @@ class Executor:
             rows, tokens = sessions.bounded_shape(policy, [j.prepared.rows for j in jobs],
                                                   max(j.prepared.longest for j in jobs))
             static, run = sessions.batch_runner(slot.session, slot.static_shapes, rows, self.settings.cuda_graph_rows,
-                                                tokens, policy.max_tokens if policy is not None else 0)
+                                                tokens, sessions.token_bound(policy, self.settings.cuda_graph_tokens))
             packed: Packed = adapter.pack(works, static=static)
             takes = getattr(slot.session, "takes", None)
             if static and takes is not None and not takes(packed.feeds):
@@ -328,13 +329,13 @@ class Executor:
                 self._on_fatal(slot)
 
 
-def precapture(session, model, graph_rows: int) -> tuple[int, float]:
+def precapture(session, model, graph_rows: int, graph_tokens: int = 0) -> tuple[int, float]:
     """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first) on
     a GraphRunner until its budget is full: (graphs captured, seconds). A failed capture is
     logged and ends it: the shapes left are captured on first sight, as without it."""
     t0, before = time.perf_counter(), len(session.graphs)
     policy = model.cuda_graphs
-    for works in model.adapter.capture_batches(graph_rows, policy.max_tokens):
+    for works in model.adapter.capture_batches(graph_rows, sessions.token_bound(policy, graph_tokens)):
         if len(session.graphs) >= session.max_graphs:
             break
         feeds = model.adapter.pack(works, static=True).feeds

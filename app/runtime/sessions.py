@@ -210,6 +210,12 @@ def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int, token
     return False, session.run_uncaptured
 
 
+def token_bound(policy, override: int = 0) -> int:
+    """The rows × longest row above which a batch runs uncaptured: `override`
+    (OMNI_CUDA_GRAPH_TOKENS) where set, else the model's policy's (0: no bound)."""
+    return override or (policy.max_tokens if policy is not None else 0)
+
+
 def bounded_shape(policy, rows: list[int], longest: int) -> tuple[int, int]:
     """(rows, tokens) of a batch of works with `rows` rows each and rows of at most `longest`
     tokens, as batch_runner bounds them: the batch's, or one work's where the model's graph

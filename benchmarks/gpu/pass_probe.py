@@ -110,7 +110,8 @@ def main(argv=None):
         rows, tokens = sessions.bounded_shape(policy, [p.rows for p in prepared], max(p.longest for p in prepared))
         # Bucketed shapes where the runner replays graphs (none with OMNI_CUDA_GRAPHS=0).
         static, _ = sessions.batch_runner(runner, isinstance(runner, sessions.GraphRunner), rows,
-                                          settings.cuda_graph_rows, tokens, policy.max_tokens if policy else 0)
+                                          settings.cuda_graph_rows, tokens,
+                                          sessions.token_bound(policy, settings.cuda_graph_tokens))
         cases[n] = (works, static)
 
     def one(n: int, t: dict | None):

@@ -314,6 +314,33 @@ def test_a_models_token_bound_sends_larger_batches_uncaptured(english, harness, 
     assert kind_three == "uncaptured" and shape_three[0] == 3
 
 
+def test_the_operator_token_bound_takes_the_models_place(english, harness, monkeypatch):
+    """OMNI_CUDA_GRAPH_TOKENS replaces a model's bound, lower or higher."""
+    from models.base import GraphPolicy
+
+    one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
+
+    def kinds(tokens, rows):
+        h = harness([english[1]], cuda_graph_rows=16, cuda_graph_tokens=tokens)
+        slot = h.slot("english")
+        slot.session, slot.static_shapes = _RecordingGraphs(slot.session), True
+        longest = slot.model.prepare(one).longest
+        monkeypatch.setattr(slot.model, "cuda_graphs", GraphPolicy(capture_after=2, max_tokens=2 * longest))
+
+        async def main():
+            with h.executor._cv:
+                jobs = [h.executor.submit(slot, slot.model.prepare(one)) for _ in range(rows)]
+            return [await j.future for j in jobs]
+
+        asyncio.run(main())
+        return [kind for kind, _ in slot.session.calls], longest
+
+    (kind,), longest = kinds(0, 3)
+    assert kind == "uncaptured"                                  # the model's bound: 2 rows
+    assert kinds(4 * longest, 3)[0] == ["replay"]                # raised: 3 rows fit
+    assert kinds(longest, 2)[0] == ["uncaptured"]                # lowered: 2 rows no longer fit
+
+
 def test_graph_captures_are_reported_with_their_batch(english, harness):
     """A GraphRunner (bound on the CPU here: same bookkeeping, no capture) under the executor:
     the batch in which a shape reaches its sighting count reports one capture and its time,
