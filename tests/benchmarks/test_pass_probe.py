@@ -35,3 +35,22 @@ def test_a_workload_file_sets_the_rows_lengths(english, tmp_path, monkeypatch):
                      "--warmup", "1", "--workload", HERE + "/laya_48.jsonl", "--out", str(out)])
     cases = json.loads(out.read_text())["cases"]
     assert cases["3"]["shape"] == [3, 48] and not cases["3"]["captured"]   # 48 tokens, unpadded
+
+
+def test_a_shape_whose_capture_failed_is_reported_not_captured(english, tmp_path, monkeypatch):
+    """Bucketed for capture is not captured: where the capture fails (ONNX Runtime refusing it,
+    as for GemmFloat8 graphs on the H200), the shape runs uncaptured and the report says so."""
+    from app.runtime import sessions
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("this graph cannot be captured")
+
+    monkeypatch.setenv("OMNI_CUDA_GRAPH_ROWS", "2")
+    monkeypatch.setattr(sessions, "Captured", refuse)
+    out = tmp_path / "probe.json"
+    pass_probe.main(["--export", english[1], "--device", "cpu", "--rows", "1", "--iters", "2",
+                     "--warmup", "1", "--out", str(out)])
+    case = json.loads(out.read_text())["cases"]["1"]
+    assert case["bucketed"] and not case["captured"] and "replay_max_abs_diff" not in case
+    p50 = case["p50_ms"]
+    assert 0 < p50["run"] <= p50["pass"] and p50["unpack"] < p50["run"]     # the uncaptured run, timed as one
