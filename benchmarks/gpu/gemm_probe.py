@@ -47,6 +47,7 @@ SHAPES = {
     "tiny": {(128, 256): 2, (256, 128): 1},                  # the CPU dry run's (K a multiple of 128)
 }
 FP8_FORMS = ("fp8w", "fp8w_a8", "gemm8")
+E4M3_ACTIVATIONS = ("fp8w_a8", "gemm8")        # the forms that round the activation through E4M3 too
 # The activation's E4M3 scale in the W8A8 forms: the probe's inputs are standard normal, so
 # |x| <= 6 (448 × this) holds for all but ~1 in 10^9 of them.
 ACT_SCALE = 6.0 / weight_fp8.E4M3_MAX
@@ -65,7 +66,9 @@ def nbits(form: str) -> int:
 
 def weight_bytes(form: str) -> float:
     """Bytes a weight value takes in the form's graph (what its products read)."""
-    return nbits(form) / 8 if nbits(form) else 1.0 if form in FP8_FORMS + ("torch_fp8",) else 2.0
+    if nbits(form):
+        return nbits(form) / 8
+    return 1.0 if form in FP8_FORMS + ("torch_fp8",) else 2.0
 
 
 def three_d(form: str) -> bool:
@@ -87,7 +90,7 @@ def reference_weight(w: np.ndarray, form: str) -> np.ndarray:
 
 def reference_products(x: np.ndarray, w: np.ndarray, form: str) -> np.ndarray:
     """What a form's product of x [rows, K] and w gives, in fp32 (W8A8 forms round x too)."""
-    if form in ("fp8w_a8", "gemm8"):
+    if form in E4M3_ACTIVATIONS:
         x = weight_fp8.round_activation(x, ACT_SCALE)
     return x.astype(np.float32) @ reference_weight(w, form)
 
@@ -99,13 +102,12 @@ def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int =
     nodes, inits, outs = [], [], []
     bits = nbits(form)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, rows, k] if three_d(form) else [rows, k])
-    scales = [numpy_helper.from_array(np.array(ACT_SCALE, np.float32), "a_scale")]
+    if form in E4M3_ACTIVATIONS:
+        inits.append(numpy_helper.from_array(np.array(ACT_SCALE, np.float32), "a_scale"))
     if form == "gemm8":     # one cast of the activation serves every product, as in a layer
-        scales += [numpy_helper.from_array(np.array(ACT_SCALE, np.float16), "a_scale16"),
-                   weight_fp8.initializer("a_zero", np.zeros((), weight_fp8.E4M3))]
+        inits += [numpy_helper.from_array(np.array(ACT_SCALE, np.float16), "a_scale16"),
+                  weight_fp8.initializer("a_zero", np.zeros((), weight_fp8.E4M3))]
         nodes.append(helper.make_node("QuantizeLinear", ["x", "a_scale16", "a_zero"], ["x8"]))
-    if form in FP8_FORMS:
-        inits += scales
     for i, w in enumerate(weights(k, n, copies, seed)):
         if form.startswith("fp8w"):
             q, scale = weight_fp8.quantize_blocks(w)

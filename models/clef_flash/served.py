@@ -119,9 +119,8 @@ class ClefFlashModel(QwenServed):
         self.limits_ = limits or ClefLimits()
         options = self.manifest.get("export_options", {})
         padded = options.get("token_positions") == TOKEN_POSITIONS
-        self.batched = options.get("records") == RECORDS
         head = self.baked_head(head_ids(self.tok))
-        if self.batched:
+        if options.get("records") == RECORDS:
             # Passes of several records: the bounds are the take's, as for the other Qwen models.
             self.cuda_graphs = QwenServed.cuda_graphs
             self.adapter = BatchedRecordAdapter(self.pad_id, head=head)

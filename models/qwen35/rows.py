@@ -55,9 +55,6 @@ class LastTokenAdapter:
             return _round(n, self.pad_to)
         return _round(n, 1 << (n.bit_length() - 5))         # 1/16 of the octave n falls in
 
-    def _chunks(self, lengths: list[int], order: list[int]):
-        return chunks(lengths, order, self._width, self.max_rows, self.max_tokens, self.max_row_padding)
-
     def pack(self, works: Sequence[Rows], static: bool = False) -> Packed:
         """`static` changes nothing here: the length buckets already bound the shapes, and the
         policy (QwenServed.cuda_graphs) captures only those that recur."""
@@ -67,7 +64,7 @@ class LastTokenAdapter:
         lengths = [len(r) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: -lengths[i])
         owner = [w for w, work in enumerate(works) for _ in work]
-        cut = list(self._chunks(lengths, order))
+        cut = list(chunks(lengths, order, self._width, self.max_rows, self.max_tokens, self.max_row_padding))
         parts, padded = [], 0
         where = [(0, 0)] * len(rows)          # where each row ran: (part, place in it)
         ready = [0] * len(works)              # the part after which each work is complete
