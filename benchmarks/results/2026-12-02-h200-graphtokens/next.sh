@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Not run yet (the clefbatch session's device time was spent): does capturing passes past the
+# Run in the graphtokens session (2026-12-02; results in raw/, README.md, docs/benchmarks.md). Written
+# before it ran, in the clefbatch session: does capturing passes past the
 # Qwen families' 1,024-token graph bound serve more at c=8-16? OMNI_CUDA_GRAPH_TOKENS (app/config.py)
 # raises the bound. On the H200 an eight-row Cua-S1 pass (8 x 144 tokens after the baked head)
 # ran 29.9 ms uncaptured against 27.8 ms of GPU time. After the ort-gpu-carry calls:
