@@ -82,6 +82,8 @@ class GraphRunner:
         """Whether `run` would replay or count these feeds' shape: False once the budget is full
         and the shape is not among the captured ones, or where its capture failed, when padding
         it buys nothing."""
+        if len(self.graphs) < self.max_graphs and not self.refused:
+            return True          # the common case, every pass: no shape key to build
         key = self.shape_key(feeds)
         return key in self.graphs or (len(self.graphs) < self.max_graphs and key not in self.refused)
 
