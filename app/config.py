@@ -53,6 +53,9 @@ class Settings:
     # Capture, as a model loads, every shape its policy lists (models.base.GraphPolicy.precapture:
     # Laya's 218 took 12 s on the H200), so no request waits for a capture. Off: on first sight.
     cuda_graph_precapture: bool = True
+    # Once every model is warm, freeze the objects alive then out of Python's garbage collection
+    # (gc.freeze): a full collection then walks only what requests left behind (app/gc_pauses.py).
+    gc_freeze: bool = True
     # A replay's inputs and outputs go through page-locked host buffers (app/runtime/pinned.py).
     pinned_host_buffers: bool = True
     # ONNX Runtime's CUDA attention backends (bitmask); 19 = flash | memory-efficient | unfused,

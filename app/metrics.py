@@ -90,6 +90,12 @@ class Metrics:
                                              "Time spent capturing CUDA graphs, as the model loaded or in forward passes", ["model"],
                                              registry=r)
 
+        # Full collections of Python's garbage collector stop the whole worker (app/gc_pauses.py).
+        self.gc_full_collections = Histogram("omni_gc_full_collection_seconds",
+                                             "Pause of each full collection of Python's cyclic garbage collector",
+                                             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1),
+                                             registry=r)
+
         # Labelled children, looked up once: `labels()` validates and locks on every call.
         self._children: dict[tuple, object] = {}
 

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, Awaitable, Callable, Mapping
 
+from app import gc_pauses
 from app.config import Settings
 from app.cpu_latency import CpuLatency
 from app.metrics import Metrics
@@ -41,6 +42,8 @@ class Engine:
         self._warm_task: asyncio.Task | None = None
         self._preparing: dict[ModelSlot, PrepareBatch] = {}
         self.cpu_latency = CpuLatency()
+        self.gc_pauses = gc_pauses.FullCollections(metrics.gc_full_collections)
+        self.frozen_objects = 0
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -51,6 +54,7 @@ class Engine:
             sys.setswitchinterval(self.settings.gil_switch_interval_ms / 1000.0)
             log.info("GIL switch interval: %g ms", self.settings.gil_switch_interval_ms)
         self.cpu_latency.hold(self.settings.cpu_dma_latency_us)
+        self.gc_pauses.start()
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
         self._preparing = {slot: PrepareBatch(slot.model, self._loop) for slot in self.registry.slots}
         for slot in self.registry.slots:      # every series exists from the start, at 0
@@ -66,6 +70,10 @@ class Engine:
         await asyncio.to_thread(self.executor.stop)
         await asyncio.to_thread(self.tracing.shutdown)     # flush what the batches recorded
         self.cpu_latency.release()
+        self.gc_pauses.stop()
+        if self.frozen_objects:
+            gc_pauses.unfreeze()           # what the server froze can be collected again
+            self.frozen_objects = 0
 
     def _loaded_from_thread(self, slot: ModelSlot) -> None:
         if slot.graphs_captured:
@@ -98,6 +106,12 @@ class Engine:
             note = " (RANDOM WEIGHTS: answers are random)" if slot.model.manifest.get("random_weights") else ""
             log.info("model %s ready on %s: load %.0f ms, warm-up %.1f ms%s", slot.name, slot.device,
                      slot.load_ms or 0, slot.warmup_ms, note)
+        if self.settings.gc_freeze:
+            # Loaded and warm: what is alive now lives as long as the server.
+            t0 = time.perf_counter()
+            self.frozen_objects = gc_pauses.freeze()
+            log.info("froze %d objects out of garbage collection in %.0f ms", self.frozen_objects,
+                     (time.perf_counter() - t0) * 1000.0)
 
     def _failed(self, slot: ModelSlot, span, exc: Exception, detail: str) -> Problem:
         """500 `inference_failed`: counted, logged with the cause, recorded on the span; the
