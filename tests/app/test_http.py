@@ -208,13 +208,22 @@ def test_too_many_questions_is_413(server):
 
 
 def _raw(server, request: bytes, wait: float = 0.0) -> bytes:
+    """The response's head to `request`. A server that answers and closes before it has read the
+    whole request (a refused oversized head) can break the send: its answer, sent before its
+    close, is still in this socket's receive queue, so it is read all the same."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=15) as s:
-        s.sendall(request)
+        try:
+            s.sendall(request)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
         if wait:
             time.sleep(wait)
         data = b""
         while b"\r\n\r\n" not in data or len(data) < 60:
-            chunk = s.recv(65536)
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
             if not chunk:
                 break
             data += chunk
