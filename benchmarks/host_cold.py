@@ -96,8 +96,8 @@ def main(argv=None) -> dict:
     report = measure(args.export, bodies, args.iters, args.sleep_ms, args.profile, args.wait)
     for name in STEPS:
         print("%-8s back to back %8.1f µs   after %.1f ms (%s) %8.1f µs   x%.2f"
-              % (name, report["back_to_back_us"][name], args.sleep_ms, args.wait, report["after_sleep_us"][name],
-                 report["ratio"][name] or 0.0))
+              % (name, report["back_to_back_us"][name], args.sleep_ms, args.wait,
+                 report["after_sleep_us"][name], report["ratio"][name] or 0.0))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)
