@@ -97,8 +97,9 @@ async def read_chunks(next_chunk, settings: Settings) -> bytes:
 
     def expire() -> None:
         nonlocal expired
-        expired = True
-        task.cancel()
+        if task is not None:
+            expired = True
+            task.cancel()
 
     timer = asyncio.get_running_loop().call_later(settings.body_timeout_s, expire)
     try:
@@ -119,6 +120,9 @@ async def read_chunks(next_chunk, settings: Settings) -> bytes:
                       headers={"Connection": "close"}) from None
     finally:
         timer.cancel()
+        # A loop may keep a cancelled timer's callback until it falls due (rloop does): `expire`
+        # must not hold the request's task for body_timeout_s after the body is read.
+        task = None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 

@@ -25,6 +25,22 @@ def ensure_demo(root: str = DEMO_ROOT) -> str:
                  "`export` extra or point OMNI_MODELS at exported models" % exc)
 
 
+def event_loop(env=None) -> str:
+    """The event loop Granian runs the app on: GRANIAN_LOOP where the operator set it, else uvloop
+    where it is installed (a dependency off Windows), else asyncio's own. Never Granian's `auto`,
+    which takes rloop wherever that is installed: rloop keeps each cancelled timer's callback
+    until it falls due, so every request's timers stayed alive for up to request_timeout_s and
+    full garbage collections grew to 100+ ms (docs/benchmarks.md, cudasync session)."""
+    env = os.environ if env is None else env
+    if env.get("GRANIAN_LOOP"):
+        return env["GRANIAN_LOOP"]
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
@@ -34,7 +50,7 @@ def main(argv=None) -> None:
         os.environ["OMNI_MODELS"] = ensure_demo()
         print("serving the DEMO model (random weights: answers are random) from %s"
               % os.environ["OMNI_MODELS"], file=sys.stderr, flush=True)
-    cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1",
+    cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1", "--loop", event_loop(),
            "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30", "app.main:app"]
     os.execv(sys.executable, cmd)
 

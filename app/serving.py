@@ -50,6 +50,9 @@ class Engine:
         """Start loading and warming in the background; returns at once so /livez answers."""
         self._loop = asyncio.get_running_loop()
         log.info("event loop: %s.%s", type(self._loop).__module__, type(self._loop).__name__)
+        warning = loop_warning(self._loop, self.settings.request_timeout_s)
+        if warning:
+            log.warning(warning)
         if self.settings.gil_switch_interval_ms > 0:
             sys.setswitchinterval(self.settings.gil_switch_interval_ms / 1000.0)
             log.info("GIL switch interval: %g ms", self.settings.gil_switch_interval_ms)
@@ -203,6 +206,16 @@ class Engine:
 # disconnect: at low load the pass starts first, and the watcher (a task, a receive() into the
 # server, its cancellation) would cost the loop more than the whole queue wait. A job still
 # queued past it is watched, so a client that leaves before dispatch still frees its slot.
+def loop_warning(loop: asyncio.AbstractEventLoop, timeout_s: float) -> str | None:
+    """What to tell the operator about the event loop Granian runs the app on, if anything."""
+    if type(loop).__module__.split(".")[0] != "rloop":
+        return None
+    return ("serving on rloop, which keeps each cancelled timer's callback until it falls due: each request's "
+            "body and deadline timers then stay alive for up to %g s, and every full garbage collection walks "
+            "them (at c=64, 100+ ms pauses that stall every request; docs/benchmarks.md, cudasync session). "
+            "Serve on uvloop: GRANIAN_LOOP=uvloop or granian --loop uvloop (make serve and the image do)" % timeout_s)
+
+
 WATCH_AFTER_S = Settings.disconnect_watch_ms / 1000.0
 
 
@@ -225,7 +238,7 @@ class _Guard:
     def _fire(self) -> None:
         job = self.job
         self.handle = None
-        if job.future.done():
+        if job is None or job.future.done():        # called off (a loop may still fire it)
             return
         if not self.watch_next:
             _expire(job)
@@ -242,6 +255,11 @@ class _Guard:
             self.handle.cancel()
         if self.watch is not None:
             self.watch.cancel()
+        # A loop may keep a cancelled timer's callback (this guard's `_fire`) until it falls due,
+        # up to request_timeout_s later: rloop does, and with these references it kept every
+        # request's job, watcher task and protocol alive, so full garbage collections grew to
+        # 100+ ms at c=64 (docs/benchmarks.md, cudasync session). Only this small object stays.
+        self.job = self.disconnected = self.watch = self.handle = None
 
 
 def _abandon(job: Job, watch: asyncio.Task) -> None:

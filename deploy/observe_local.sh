@@ -9,7 +9,7 @@ PY=${PY:-.venv/bin/python}
 MINUTES=${1:-3}
 PORT=18090; PROM_PORT=19090; WORK=$(mktemp -d)
 export OMNI_MODELS=${OMNI_MODELS:-$($PY -c 'from app.launch import ensure_demo; print(ensure_demo())')}
-$PY -m granian --interface rsgi --workers 1 --host 127.0.0.1 --port $PORT --log-level warning app.main:app \
+$PY -m granian --interface rsgi --workers 1 --loop uvloop --host 127.0.0.1 --port $PORT --log-level warning app.main:app \
   > "$WORK/server.log" 2>&1 &
 SERVER=$!
 cat > "$WORK/prometheus.yml" <<YML

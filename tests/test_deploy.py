@@ -168,3 +168,13 @@ def test_export_script_falls_back_only_for_the_gate(tmp_path, status):
     proc, calls = _run_failing_half(tmp_path, status, OMNI_MODELS="open-jev-9b,english", OMNI_EXPORT_DTYPE="float16")
     assert proc.returncode == status
     assert len(calls) == 1 and "exporting float32 instead" not in proc.stderr
+
+
+def test_the_image_serves_on_uvloop():
+    """Granian's `auto` loop is rloop wherever rloop is installed (app/launch.py says why not):
+    the runtime stage names uvloop, which the project installs, where an operator can override it."""
+    runtime = [lines for name, _, lines in _stages(os.path.join(ROOT, "Dockerfile")) if name == "runtime"][0]
+    assert "ENV GRANIAN_LOOP=uvloop" in runtime
+    assert not any("--loop" in line for line in runtime if line.startswith("ENTRYPOINT"))   # the env can override
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        assert '"uvloop>=' in f.read()

@@ -10,7 +10,7 @@
 # checkout of another commit carried along, exports with that commit's code). SERVERS names the
 # HTTP servers the bench runs side by side, LABEL:CUDA_GRAPHS[:SDPA_KERNEL[:LOOP[:CODE_DIR[:ENV]]]]
 # each (one port per server, from 18080; SDPA_KERNEL is OMNI_CUDA_SDPA_KERNEL, the server's default
-# when left out; LOOP is Granian's event loop, asyncio|uvloop|rloop, its auto choice when left out;
+# when left out; LOOP is Granian's event loop, asyncio|uvloop|rloop, uvloop (as served) when left out;
 # CODE_DIR serves another commit's app, carried along; ENV, NAME=VALUE[,NAME=VALUE...], more
 # settings of that server, GRANIAN_INTERFACE=asgi among them for Granian's ASGI interface instead
 # of RSGI, as served); WORKLOADS3Q the servers that also get the
@@ -18,7 +18,8 @@
 # (default laya_1q; laya_48 is the targets' 48-token row), each into http_<name less laya_>_SERVER.json.
 # After its load, each server's CPU time per request at c=64 is measured
 # (benchmarks.loop_profile --url --pid --no-spy) into cpu_SERVER.json; after every load, each
-# server's GPU memory into gpu_mem_after_load.txt. ITERS sets the in-process calls.
+# server's GPU memory into gpu_mem_after_load.txt. ITERS sets the in-process calls; LOAD_ARGS go to
+# benchmarks.load (e.g. --per-request).
 # PROFILE=LABEL:CUDA_GRAPHS[:SDPA_KERNEL] runs benchmarks.loop_profile (py-spy, c=64) on that export
 # (PROFILE_ARGS: more of its options, e.g. --workload; PROFILE_LINES: how much of its report to print).
 # DRIFT=1 (prepare) measures each export's fp16 drift on CUDA against the fp32 torch model
@@ -88,7 +89,7 @@ for s in $SERVERS; do
   IFS=, read -r -a extra <<< "${extra:-}"
   # SDPA_KERNEL and LOOP left out: the server's defaults.
   (cd "$code" && OMNI_MODELS=/tmp/omni/ex-$label OMNI_DEVICE=cuda OMNI_CUDA_GRAPHS=$graphs PYTHONPATH=/tmp/ortsite:/tmp/site:$code \
-    exec env GRANIAN_INTERFACE=${GRANIAN_INTERFACE:-rsgi} ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} ${loop:+GRANIAN_LOOP=$loop} \
+    exec env GRANIAN_INTERFACE=${GRANIAN_INTERFACE:-rsgi} ${sdpa:+OMNI_CUDA_SDPA_KERNEL=$sdpa} GRANIAN_LOOP=${loop:-${GRANIAN_LOOP:-uvloop}} \
     "${extra[@]}" python3 -m granian --workers 1 --host 127.0.0.1 --port $port --log-level warning \
     app.main:app) > "$OUT/server-$(name "$s").log" 2>&1 &
   pids+=($!); ports+=($port); port=$((port + 1))
@@ -116,7 +117,7 @@ for s in $SERVERS; do
   port=${ports[$i]}; i=$((i + 1))
   for w in $WORKLOADS1Q; do
     python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/$w.jsonl \
-      --concurrency 1,8,16,64 --out "$OUT/http_${w#laya_}_$(name "$s").json" --label "$w, server $s" | tail -4
+      --concurrency 1,8,16,64 ${LOAD_ARGS:-} --out "$OUT/http_${w#laya_}_$(name "$s").json" --label "$w, server $s" | tail -4
   done
   case " $WORKLOADS3Q " in *" $s "*)
     python3 -m benchmarks.load --url http://127.0.0.1:$port --workload benchmarks/workloads/laya_3q.jsonl \

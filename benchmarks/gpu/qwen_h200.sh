@@ -103,14 +103,17 @@ fi
 # K=ENTRY among the settings serves that KERNELS entry's export (default: the last one), and
 # K=/DIR the export in DIR (another DTYPE's, prepared with its EX_SUFFIX);
 # CODE=DIR serves another commit's app (a `git archive` directory carried along); GRANIAN_INTERFACE=asgi
-# serves through Granian's ASGI interface instead of RSGI, as served.
+# serves through Granian's ASGI interface instead of RSGI, as served. Servers run on uvloop, as served
+# (GRANIAN_LOOP, in the environment or a server's settings, picks another: Granian's own `auto`
+# takes rloop, which .whl carries).
 for serve in ${SERVES:-default}; do
   label=${serve%%:*}; settings=; [ "$serve" != "${serve#*:}" ] && settings=${serve#*:}
   tag=$family; [ "$serve" != default ] && tag=$family-$label
   best=${KERNELS##* }; k=$(echo ",$settings," | sed -n 's/.*,K=\([^,]*\),.*/\1/p'); [ -n "$k" ] && best=$k
   t0=$(python3 -c 'import time; print(time.time())')
   code=$(echo ",$settings," | sed -n 's/.*,CODE=\([^,]*\),.*/\1/p'); code=$(cd "${code:-.}" && pwd)
-  (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env GRANIAN_INTERFACE=${GRANIAN_INTERFACE:-rsgi} ${settings//,/ } \
+  (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env GRANIAN_INTERFACE=${GRANIAN_INTERFACE:-rsgi} \
+    GRANIAN_LOOP=${GRANIAN_LOOP:-uvloop} ${settings//,/ } \
     OMNI_MODELS=$(case $best in /*) echo $best ;; *) echo $EX-$best ;; esac) OMNI_DEVICE=cuda python3 -m granian --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
     app.main:app) > "$OUT/server-$tag.log" 2>&1 &
   S=$!

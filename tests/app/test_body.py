@@ -140,3 +140,39 @@ def test_the_body_timer_cancels_only_its_own_wait():
         assert not [h for h in loop._scheduled[before:] if not h.cancelled()]
 
     asyncio.run(arrives())
+
+
+def test_a_kept_body_timer_holds_no_task():
+    """rloop keeps a cancelled timer's callback until it falls due (body_timeout_s): once the body
+    is read, the callback must not hold the request's task, nor cancel it if called."""
+    import gc
+    import weakref
+
+    kept = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        call_later = loop.call_later
+
+        def keeping(delay, callback, *args):
+            kept.append(callback)
+            return call_later(delay, callback, *args)
+        loop.call_later = keeping
+
+        async def receive():
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def request():
+            assert await read_raw(receive, Settings(body_timeout_s=30)) == b"{}"
+            kept[0]()                           # fired late: nothing to cancel any more
+            await asyncio.sleep(0)              # would raise CancelledError had it cancelled us
+            return "answered"
+
+        task = asyncio.ensure_future(request())
+        assert await task == "answered"
+        alive = weakref.ref(task)
+        del task
+        gc.collect()
+        return alive
+
+    assert asyncio.run(main())() is None and len(kept) == 1

@@ -9,7 +9,14 @@ import time
 
 import httpx
 
+from app.launch import event_loop
 from tests.conftest import ROOT, free_port
+
+
+def test_the_event_loop_is_uvloop_unless_the_operator_says():
+    assert event_loop({}) == "uvloop"                     # a dependency off Windows
+    assert event_loop({"GRANIAN_LOOP": "asyncio"}) == "asyncio"
+    assert event_loop({"GRANIAN_LOOP": ""}) == "uvloop"
 
 
 def test_launch_serves_the_demo(tmp_path):
@@ -38,6 +45,7 @@ def test_launch_serves_the_demo(tmp_path):
         assert ready["models"][0]["random_weights"] is True
         text = open(tmp_path / "launch.log").read()
         assert "RANDOM WEIGHTS" in text and "DEMO" in text
+        assert "event loop: uvloop.Loop" in text          # never Granian's auto choice (rloop)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)

@@ -160,3 +160,44 @@ def test_the_deadline_follows_the_watch_and_ends_a_job_still_waiting():
     assert watched and job.cancelled and job.outcome == "expired"
     job, watched, received = _guarded(dispatch_after=None, gone_after=3600, budget_s=0.0005)
     assert not watched and not received and job.outcome == "expired"      # the deadline came first
+
+
+def test_a_called_off_guard_lets_go_of_its_request():
+    """rloop keeps a cancelled timer's callback until it falls due (up to request_timeout_s): the
+    guard's `_fire` may outlive the request, so calling the guard off drops the job, its watcher
+    and the client's receive, and a late `_fire` does nothing."""
+    import gc
+    import weakref
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        job = _job(loop)
+
+        async def disconnected():
+            await asyncio.sleep(3600)
+
+        guard = _Guard(job, disconnected, 30.0, watch_after_s=0.0)
+        await asyncio.sleep(0.01)                 # the watch has started; the deadline timer is set
+        assert guard.watch is not None and guard.handle is not None
+        kept = guard._fire                        # what such a loop holds after the cancel
+        watch, alive = guard.watch, weakref.ref(job)
+        job.future.set_result("answer")
+        guard.cancel()
+        for _ in range(3):                        # the watcher's cancellation and its done callback run
+            await asyncio.sleep(0)
+        assert watch.cancelled()
+        assert guard.job is guard.watch is guard.disconnected is guard.handle is None
+        del job, watch
+        gc.collect()
+        assert alive() is None                    # nothing of the request is left through `kept`
+        kept()                                    # a late firing is harmless
+
+    asyncio.run(main())
+
+
+def test_rloop_is_named_at_start():
+    """Granian's `auto` loop is rloop wherever rloop is installed; the engine says what that costs."""
+    rloop_like = type("RLoop", (), {"__module__": "rloop.loop"})()
+    note = serving.loop_warning(rloop_like, 30.0)
+    assert note.startswith("serving on rloop") and "up to 30 s" in note and "GRANIAN_LOOP=uvloop" in note
+    assert serving.loop_warning(asyncio.new_event_loop(), 30.0) is None
