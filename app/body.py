@@ -120,8 +120,8 @@ async def read_chunks(next_chunk, settings: Settings) -> bytes:
                       headers={"Connection": "close"}) from None
     finally:
         timer.cancel()
-        # A loop may keep a cancelled timer's callback until it falls due (rloop does): `expire`
-        # must not hold the request's task for body_timeout_s after the body is read.
+        # A loop may keep a cancelled timer's callback alive (rloop 0.5 never lets it go): `expire`
+        # must not hold the request's task once the body is read.
         task = None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 

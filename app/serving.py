@@ -210,10 +210,11 @@ def loop_warning(loop: asyncio.AbstractEventLoop, timeout_s: float) -> str | Non
     """What to tell the operator about the event loop Granian runs the app on, if anything."""
     if type(loop).__module__.split(".")[0] != "rloop":
         return None
-    return ("serving on rloop, which keeps each cancelled timer's callback until it falls due: each request's "
-            "body and deadline timers then stay alive for up to %g s, and every full garbage collection walks "
-            "them (at c=64, 100+ ms pauses that stall every request; docs/benchmarks.md, cudasync session). "
-            "Serve on uvloop: GRANIAN_LOOP=uvloop or granian --loop uvloop (make serve and the image do)" % timeout_s)
+    return ("serving on rloop, which keeps every cancelled timer's callback alive: each request's body timer "
+            "and deadline (%g s) timer then stay in memory for good, and each full garbage collection walks "
+            "them all, longer and longer (past 100 ms at c=64, stalling every request; docs/benchmarks.md, "
+            "cudasync session). Serve on uvloop: GRANIAN_LOOP=uvloop or granian --loop uvloop (make serve "
+            "and the image do)" % timeout_s)
 
 
 WATCH_AFTER_S = Settings.disconnect_watch_ms / 1000.0
@@ -255,10 +256,10 @@ class _Guard:
             self.handle.cancel()
         if self.watch is not None:
             self.watch.cancel()
-        # A loop may keep a cancelled timer's callback (this guard's `_fire`) until it falls due,
-        # up to request_timeout_s later: rloop does, and with these references it kept every
-        # request's job, watcher task and protocol alive, so full garbage collections grew to
-        # 100+ ms at c=64 (docs/benchmarks.md, cudasync session). Only this small object stays.
+        # A loop may keep a cancelled timer's callback (this guard's `_fire`) alive: rloop 0.5
+        # never lets it go, and with these references it kept every request's job, watcher task
+        # and protocol, so full garbage collections grew past 100 ms at c=64 (docs/benchmarks.md,
+        # cudasync session). Only this small object stays.
         self.job = self.disconnected = self.watch = self.handle = None
 
 

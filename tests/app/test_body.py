@@ -143,8 +143,8 @@ def test_the_body_timer_cancels_only_its_own_wait():
 
 
 def test_a_kept_body_timer_holds_no_task():
-    """rloop keeps a cancelled timer's callback until it falls due (body_timeout_s): once the body
-    is read, the callback must not hold the request's task, nor cancel it if called."""
+    """rloop keeps a cancelled timer's callback alive: once the body is read, the callback must
+    not hold the request's task, nor cancel it if called."""
     import gc
     import weakref
 

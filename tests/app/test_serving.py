@@ -163,9 +163,9 @@ def test_the_deadline_follows_the_watch_and_ends_a_job_still_waiting():
 
 
 def test_a_called_off_guard_lets_go_of_its_request():
-    """rloop keeps a cancelled timer's callback until it falls due (up to request_timeout_s): the
-    guard's `_fire` may outlive the request, so calling the guard off drops the job, its watcher
-    and the client's receive, and a late `_fire` does nothing."""
+    """rloop keeps a cancelled timer's callback alive: the guard's `_fire` may outlive the request,
+    so calling the guard off drops the job, its watcher and the client's receive, and a late
+    `_fire` does nothing."""
     import gc
     import weakref
 
@@ -199,5 +199,5 @@ def test_rloop_is_named_at_start():
     """Granian's `auto` loop is rloop wherever rloop is installed; the engine says what that costs."""
     rloop_like = type("RLoop", (), {"__module__": "rloop.loop"})()
     note = serving.loop_warning(rloop_like, 30.0)
-    assert note.startswith("serving on rloop") and "up to 30 s" in note and "GRANIAN_LOOP=uvloop" in note
+    assert note.startswith("serving on rloop") and "deadline (30 s)" in note and "GRANIAN_LOOP=uvloop" in note
     assert serving.loop_warning(asyncio.new_event_loop(), 30.0) is None
