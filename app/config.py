@@ -15,6 +15,7 @@ PROFILES = ("reference", "jev")
 
 
 GDN_PLANS = ("auto", "chunked", "chunked_split", "recurrent")
+CUDA_SYNC_MODES = ("auto", "spin", "yield", "blocking")   # app/runtime/cuda_sync.py's MODES
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ class Settings:
     # engine runs (app/cpu_latency.py); 0: idle cores poll. -1: the kernel's own choice. At c=1 the
     # host work of every request lands on threads that slept through its forward pass.
     cpu_dma_latency_us: int = -1
+    # How the executor thread waits for the GPU at the end of a run (app/runtime/cuda_sync.py):
+    # auto (CUDA's heuristic), spin, yield or blocking.
+    cuda_sync: str = "auto"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -86,6 +90,8 @@ class Settings:
             raise ValueError("profile must be one of %s, got %r" % (PROFILES, self.profile))
         if self.cuda_gdn_plan not in GDN_PLANS:
             raise ValueError("cuda_gdn_plan must be one of %s, got %r" % (GDN_PLANS, self.cuda_gdn_plan))
+        if self.cuda_sync not in CUDA_SYNC_MODES:
+            raise ValueError("cuda_sync must be one of %s, got %r" % (CUDA_SYNC_MODES, self.cuda_sync))
         if self.disconnect_watch_ms < 0:
             raise ValueError("disconnect_watch_ms must be 0 or positive")
         if self.gil_switch_interval_ms < 0:

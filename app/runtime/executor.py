@@ -153,7 +153,8 @@ class Executor:
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
                                    graphs, self.settings.cuda_sdpa_kernel,
                                    capture_after=policy.capture_after if policy is not None else 1,
-                                   gdn_plan=plan, pinned_buffers=self.settings.pinned_host_buffers)
+                                   gdn_plan=plan, pinned_buffers=self.settings.pinned_host_buffers,
+                                   cuda_sync=self.settings.cuda_sync)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc

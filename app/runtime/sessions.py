@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.runtime import cuda_sync as cuda_sync_mode
 from app.runtime import pinned
 from models import onnx_ops
 
@@ -270,12 +271,13 @@ def without_graphs_if_refused(build, cuda: dict, onnx_path: str) -> tuple[object
 
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
            sdpa_kernel: int = 0, capture_after: int = 1, gdn_plan: str = "auto",
-           pinned_buffers: bool = True) -> SessionInfo:
+           pinned_buffers: bool = True, cuda_sync: str = "auto") -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
     which sighting a shape is captured (GraphRunner); `pinned_buffers`: replays copy through
     page-locked host memory (pinned.py). `sdpa_kernel`: the CUDA provider's attention
     backends (bitmask: 1 flash, 2 memory-efficient, 4 TensorRT fused, 8 cuDNN flash, 16 unfused);
-    0 leaves the choice to ONNX Runtime. `gdn_plan`: the GatedDeltaNet engine (app.config)."""
+    0 leaves the choice to ONNX Runtime. `gdn_plan`: the GatedDeltaNet engine (app.config).
+    `cuda_sync`: how a run waits for the GPU (cuda_sync.py), set before the first CUDA session."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -290,6 +292,7 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
     runtime = "onnxruntime %s" % ort.__version__
     if want_cuda:
         index = int(device.split(":", 1)[1]) if ":" in device else 0
+        cuda_sync_mode.apply(cuda_sync, index)
         cuda = {"device_id": index}
         if cuda_graphs:
             cuda["enable_cuda_graph"] = "1"
