@@ -14,7 +14,8 @@ default every earlier report used; uvloop; or `blocking`, one plain socket per c
 the least a Python client can add at c=1).
 Reports p50/p95/p99 (nearest rank), requests/s, decisions/s (questions answered per second),
 errors by status, and the median of each Server-Timing stage; `--per-request` also keeps each
-request's workload line, latency and status. Where the server's `/metrics` answers, each pass
+request's workload line, latency, status, when it was sent (s after the pass started) and its
+Server-Timing header: whether the slowest requests came together (one stall) or apart. Where the server's `/metrics` answers, each pass
 also reports its forward passes, rows and padding tokens per pass (the counters' change over the
 pass), and the wall time of a pass's session runs (the device's work and the executor thread's
 wait for the GIL after it): how the load was batched, which latency alone does not show.
@@ -72,7 +73,7 @@ async def _client(host, port, bodies, count, start_index, results):
     try:
         for i in range(count):
             index, data, decisions = _request(host, bodies, start_index + i)
-            t0 = time.perf_counter()
+            sent, t0 = time.time(), time.perf_counter()
             writer.write(data)
             await writer.drain()
             status_line = await reader.readline()
@@ -84,7 +85,7 @@ async def _client(host, port, bodies, count, start_index, results):
                     break
                 length, timing = _header(line, length, timing)
             await reader.readexactly(length)
-            results.append((time.perf_counter() - t0, status, decisions, timing, index))
+            results.append((time.perf_counter() - t0, status, decisions, timing, index, sent))
     finally:
         writer.close()
 
@@ -111,10 +112,10 @@ def _blocking_client(host, port, bodies, count, start_index, results):
         f = sock.makefile("rb")
         for i in range(count):
             index, data, decisions = _request(host, bodies, start_index + i)
-            t0 = time.perf_counter()
+            sent, t0 = time.time(), time.perf_counter()
             sock.sendall(data)
             status, timing = _read_response(f)
-            results.append((time.perf_counter() - t0, status, decisions, timing, index))
+            results.append((time.perf_counter() - t0, status, decisions, timing, index, sent))
 
 
 def _proc(args):
@@ -173,14 +174,14 @@ def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool 
     per_client = max(1, requests // concurrency)
     procs = max(1, min(procs, concurrency))
     split = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     parts = pool.map(_proc, [(u.hostname, u.port, bodies, per_client, n, i * 131, client_loop)
                              for i, n in enumerate(split) if n])
     wall = time.perf_counter() - t0
     results = [r for part in parts for r in part]
     lat = [r[0] * 1000.0 for r in results if r[1] == 200]
     stages: dict[str, list[float]] = {}
-    for _, status, _, timing, _ in results:
+    for _, status, _, timing, _, _ in results:
         if status == 200 and timing:
             for part in timing.split(","):
                 name, _, dur = part.strip().partition(";dur=")
@@ -196,8 +197,9 @@ def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool 
            "requests_per_s": len(ok) / wall, "decisions_per_s": sum(r[2] for r in ok) / wall,
            "server_timing_p50_ms": {k: statistics.median(v) for k, v in stages.items()},
            **batching(counters, batch_counters(url))}
-    if per_request:     # [workload line, ms, status], in completion order within each client
-        out["per_request"] = [[r[4], round(r[0] * 1000.0, 3), r[1]] for r in results]
+    if per_request:     # [workload line, ms, status, s from the pass's start to its send, Server-Timing]
+        out["per_request"] = [[r[4], round(r[0] * 1000.0, 3), r[1], round(r[5] - started, 6), r[3]]
+                              for r in results]
     return out
 
 
@@ -221,7 +223,7 @@ def main(argv=None):
     ap.add_argument("--out")
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=0, help="warm-up requests (default max(c, requests/4))")
-    ap.add_argument("--per-request", action="store_true", help="keep each request's line, ms and status")
+    ap.add_argument("--per-request", action="store_true", help="keep each request's line, ms, status, send time and Server-Timing")
     ap.add_argument("--client-loop", choices=("asyncio", "uvloop", "blocking"), default="asyncio",
                     help="the clients' event loop, or blocking sockets (one thread per client)")
     args = ap.parse_args(argv)

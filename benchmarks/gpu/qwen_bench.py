@@ -6,8 +6,10 @@ plus the fp16/bf16 parity gate against transformers in fp32.
         --lengths 139,218,292 --out results.json
 
 Timings are p50/p95 of `--iters` synchronized calls after `--warmup`, variants interleaved per
-length; `--batch 1,16` times each length at each batch size (rows of equal length). The parity
-gate is models.precision's, here over the 26 letter logits of each prompt.
+length; `--batch 1,16` times each length at each batch size (rows of equal length). A length is
+the whole prompt's: an export with a baked prompt head (models/qwen35/prefix.py) runs the tokens
+after it, transformers the head and those tokens, as a served request does. The parity gate is
+models.precision's, here over the 26 letter logits of each prompt.
 """
 from __future__ import annotations
 
@@ -15,6 +17,13 @@ import argparse
 import json
 import statistics
 import time
+
+
+def baked_head(directory: str) -> list[int]:
+    """The prompt head an export has baked into its graph (empty: none), which every row starts with."""
+    from models import manifest
+
+    return list((manifest.read(directory).get("prefix") or {}).get("ids") or [])
 
 
 def _stats(samples):
@@ -81,7 +90,7 @@ def main(argv=None):
     exports = dict(kv.split("=", 1) for kv in args.exports.split(","))
     lengths = [int(x) for x in args.lengths.split(",")]
     rng = np.random.default_rng(0)
-    runners = {}
+    runners, heads = {}, {}
     kernels = [int(x) for x in args.sdpa_kernels.split(",")]
     plans = args.gdn_plans.split(",")
     for base, directory, sdpa, plan in [(b, d, k, p) for b, d in exports.items() for k in kernels for p in plans]:
@@ -89,6 +98,7 @@ def main(argv=None):
         label = label if len(plans) == 1 else "%s@%s" % (label, plan)
         t0 = time.perf_counter()
         runners[label] = sessions.create(directory + "/model.onnx", "cuda", sdpa_kernel=sdpa, gdn_plan=plan).session
+        heads[label] = heads[label + "+graphs"] = baked_head(directory)
         if not args.no_graphs:
             try:
                 runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
@@ -105,10 +115,16 @@ def main(argv=None):
     results = {"lengths": {}, "gpu": torch.cuda.get_device_name(0)}
     for n, batch in [(n, int(b)) for n in lengths for b in args.batch.split(",")]:
         ids = rng.integers(0, 1000, size=(batch, n), dtype=np.int64)
-        feeds = {"input_ids": ids, "positions": np.full((batch,), n - 1, dtype=np.int64)}
-        calls = {label: (lambda r=r: r.run(None, feeds)) for label, r in runners.items()}
+
+        def after_head(label):          # the feeds of the prompt's tokens after this export's baked head
+            rest = ids[:, len(heads[label]):]
+            return {"input_ids": rest, "positions": np.full((batch,), rest.shape[1] - 1, dtype=np.int64)}
+        calls = {label: (lambda r=r, f=after_head(label): r.run(None, f)) for label, r in runners.items()}
         if hf is not None:
-            tids = torch.from_numpy(ids).cuda()
+            # The same prompts, each starting with the baked head where an export has one.
+            head = next((h for h in heads.values() if h), [])
+            tids = torch.from_numpy(np.concatenate([np.tile(np.array(head, dtype=np.int64), (batch, 1)),
+                                                    ids[:, len(head):]], axis=1)).cuda()
 
             def hf_call():
                 with torch.no_grad():
@@ -143,7 +159,7 @@ def main(argv=None):
     torch.cuda.empty_cache()
     if args.parity_prompts:
         try:
-            results["parity"] = parity(args.checkpoint, runners, args.parity_prompts, rng, args.adapter)
+            results["parity"] = parity(args.checkpoint, runners, args.parity_prompts, rng, args.adapter, heads)
         except Exception as exc:
             results["parity"] = {"error": repr(exc)}
         print("parity", json.dumps(results["parity"]), flush=True)
@@ -207,8 +223,10 @@ def profile(path: str, length: int = 218) -> dict:
     return out
 
 
-def parity(checkpoint: str, runners: dict, prompts: int, rng, adapter: str | None = None) -> dict:
-    """Reduced-precision exports against transformers fp32 on the letter logits (A-Z rows)."""
+def parity(checkpoint: str, runners: dict, prompts: int, rng, adapter: str | None = None,
+           heads: dict | None = None) -> dict:
+    """Reduced-precision exports against transformers fp32 on the letter logits (A-Z rows), each
+    prompt run whole by transformers and after its baked head (`heads`, by label) by the export."""
     import numpy as np
     import torch
 
@@ -218,21 +236,29 @@ def parity(checkpoint: str, runners: dict, prompts: int, rng, adapter: str | Non
     ref = hf_model(checkpoint, torch.float32, adapter)
     rows = ref.lm_head.weight[32:58].float().detach()
     out = {}
+    heads = heads or {}
     cases = [rng.integers(0, 1000, size=(1, int(n)), dtype=np.int64) for n in rng.integers(80, 400, size=prompts)]
-    want = []
-    with torch.no_grad():
-        for ids in cases:
-            h = ref.model(input_ids=torch.from_numpy(ids).cuda()).last_hidden_state[0, -1].float()
-            want.append(torch.softmax(h @ rows.T, -1).double().cpu().numpy())
+    wants: dict[tuple, list] = {}
+
+    def want(head: tuple) -> list:
+        if head not in wants:
+            wants[head] = []
+            with torch.no_grad():
+                for ids in cases:
+                    whole = np.concatenate([np.array([head], dtype=np.int64).reshape(1, -1), ids], axis=1)
+                    h = ref.model(input_ids=torch.from_numpy(whole).cuda()).last_hidden_state[0, -1].float()
+                    wants[head].append(torch.softmax(h @ rows.T, -1).double().cpu().numpy())
+        return wants[head]
     for label, runner in runners.items():
         if label.endswith("+graphs"):
             continue
+        expected = want(tuple(heads.get(label, ())))
         probs = []
         for ids in cases:
             hidden = runner.run(None, {"input_ids": ids, "positions": np.array([ids.shape[1] - 1])})[0]
             logits = torch.from_numpy(hidden.astype(np.float32)).cuda() @ rows.T
             probs.append(torch.softmax(logits, -1).double().cpu().numpy()[0])
-        out[label] = precision.gate_rows(probs, want)
+        out[label] = precision.gate_rows(probs, expected)
     return out
 
 

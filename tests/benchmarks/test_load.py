@@ -27,6 +27,12 @@ def test_load_report_with_per_request_records(server, tmp_path, capsys):
             assert p["decisions_per_s"] == 2 * p["requests_per_s"]
             assert sorted(r[0] for r in p["per_request"]) == [0, 0, 1, 1, 2, 2]     # each line twice
             assert all(r[2] == 200 and r[1] > 0 for r in p["per_request"])
+            # Sent within the pass, in order within a client (one client at c=1), each with its stages.
+            sent = [r[3] for r in p["per_request"]]
+            assert all(0 <= t <= p["wall_s"] for t in sent)
+            if level["concurrency"] == 1:
+                assert sent == sorted(sent)
+            assert all("prepare;dur=" in r[4] and "total;dur=" in r[4] for r in p["per_request"])
             assert p["p50_ms"] <= p["p99_ms"] and set(p["server_timing_p50_ms"]) >= {"prepare", "infer", "total"}
             # The server's counters over the pass: each of its 6 requests has 2 rows, in 1-6 passes.
             assert 1 <= p["batches"] <= 6 and p["rows_per_batch"] * p["batches"] == 12
