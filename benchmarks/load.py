@@ -15,10 +15,11 @@ the least a Python client can add at c=1).
 Reports p50/p95/p99 (nearest rank), requests/s, decisions/s (questions answered per second),
 errors by status, and the median of each Server-Timing stage; `--per-request` also keeps each
 request's workload line, latency, status, when it was sent (s after the pass started) and its
-Server-Timing header: whether the slowest requests came together (one stall) or apart. Where the server's `/metrics` answers, each pass
-also reports its forward passes, rows and padding tokens per pass (the counters' change over the
-pass), and the wall time of a pass's session runs (the device's work and the executor thread's
-wait for the GIL after it): how the load was batched, which latency alone does not show.
+Server-Timing header: whether the slowest requests came together (one stall) or apart. Where the
+server's `/metrics` answers, each pass also reports its forward passes, rows and padding tokens
+per pass (the counters' change over the pass), and the wall time of a pass's session runs (the
+device's work and the executor thread's wait for the GIL after it): how the load was batched,
+which latency alone does not show.
 """
 from __future__ import annotations
 
@@ -223,7 +224,8 @@ def main(argv=None):
     ap.add_argument("--out")
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=0, help="warm-up requests (default max(c, requests/4))")
-    ap.add_argument("--per-request", action="store_true", help="keep each request's line, ms, status, send time and Server-Timing")
+    ap.add_argument("--per-request", action="store_true",
+                    help="keep each request's line, ms, status, send time and Server-Timing")
     ap.add_argument("--client-loop", choices=("asyncio", "uvloop", "blocking"), default="asyncio",
                     help="the clients' event loop, or blocking sockets (one thread per client)")
     args = ap.parse_args(argv)

@@ -48,8 +48,8 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
     full_env["PYTHONUNBUFFERED"] = "1"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1", "--loop", event_loop(full_env),
-             "--host", "127.0.0.1", "--port", str(port), "app.main:app"],
+            [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",
+             "--loop", event_loop(full_env), "--host", "127.0.0.1", "--port", str(port), "app.main:app"],
             cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = Server(proc, port, log_path)
     try:
