@@ -11,11 +11,13 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from app.runtime import cuda_sync
+
 PROFILES = ("reference", "jev")
 
 
 GDN_PLANS = ("auto", "chunked", "chunked_split", "recurrent")
-CUDA_SYNC_MODES = ("auto", "spin", "yield", "blocking")   # app/runtime/cuda_sync.py's MODES
+CUDA_SYNC_MODES = tuple(cuda_sync.MODES)
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,15 @@
 
 ONNX Runtime's run ends in a CUDA synchronize, and how the calling thread waits there is the
 context's choice: spin on a core, spin yielding it, or sleep on an interrupt. `auto` leaves it
-to CUDA, whose heuristic spins only with fewer active contexts than cores. A thread that slept
-through a pass wakes on a cold core, and its next steps (unpacking the outputs, answering) cost
-several times their warm time (docs/benchmarks.md, graphtokens session); a spinning one keeps its
-core for the pass, which is one core of the host while the GPU works.
+to CUDA, whose heuristic spins with fewer active contexts than cores. On the H200 machine `auto`
+spins already (the thread's CPU time is 94-98% of a run), and `blocking` gives the core back for
+~0.3 ms more a pass; either way the host step after a run costs 1.5-1.7x its warm time
+(docs/benchmarks.md, cudasync session). So `blocking` is for a host that needs the core more.
 
 ONNX Runtime uses the primary context through the CUDA runtime, so the flag is set through the
 driver API (`libcuda.so.1`, present wherever the GPU is) on the primary context before the first
-session creates it; set later, it is kept for the context's next activation, not the current one.
+session creates it. Where the context is active already, the log says so: when the driver
+applies the change then is not measured here.
 """
 from __future__ import annotations
 
@@ -69,6 +70,6 @@ def apply(mode: str, device_id: int = 0, driver: Driver | None = None) -> str | 
                     "keeps its own choice", mode, exc)
         return None
     _applied[device_id] = mode
-    note = mode if not active.value else "%s (the context was already active: from its next activation)" % mode
+    note = mode if not active.value else "%s (the context was already active)" % mode
     log.info("cuda:%d waits for the GPU by %s", device_id, note)
     return note
