@@ -85,10 +85,6 @@ class Settings:
     # How the executor thread waits for the GPU at the end of a run (app/runtime/cuda_sync.py):
     # auto (CUDA's heuristic), spin, yield or blocking.
     cuda_sync: str = "auto"
-    # How long the executor thread spins, after its queue runs dry, before it sleeps for work
-    # (app/runtime/idle_spin.py): the wake-up from that sleep delays the next request at low
-    # load. 0: it sleeps at once.
-    executor_spin_us: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -104,8 +100,6 @@ class Settings:
             raise ValueError("gil_switch_interval_ms must be 0 (Python's default) or positive")
         if self.cpu_dma_latency_us < -1:
             raise ValueError("cpu_dma_latency_us must be -1 (the kernel's choice), 0 or positive")
-        if self.executor_spin_us < 0:
-            raise ValueError("executor_spin_us must be 0 (sleep at once) or positive")
         if self.tokenizer_threads < 0:
             raise ValueError("tokenizer_threads must be 0 (one per core) or positive")
         for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests",

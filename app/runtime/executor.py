@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from opentelemetry import trace
 
-from app.runtime import idle_spin, lengths, sessions
+from app.runtime import lengths, sessions
 from app.runtime.registry import ModelSlot, SlotState
 from models.base import Packed, Prepared
 from models import onnx_ops
@@ -127,11 +127,7 @@ class Executor:
     def _run(self) -> None:
         for slot in self._pending_loads:
             self._load(slot)
-        spin_s = self.settings.executor_spin_us / 1e6
         while True:
-            if spin_s and not self._queue:
-                # Awake for a while before the sleep below: its wake-up is the cost (idle_spin.py).
-                idle_spin.spin(self._has_work, spin_s)
             with self._cv:
                 while not self._queue and not self._stopping:
                     self._cv.wait()
@@ -142,9 +138,6 @@ class Executor:
                 jobs = self._take()
             if jobs:
                 self._execute(self._split(jobs))
-
-    def _has_work(self) -> bool:
-        return bool(self._queue) or self._stopping
 
     def _load(self, slot: ModelSlot) -> None:
         t0 = time.perf_counter()

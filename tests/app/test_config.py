@@ -16,7 +16,6 @@ def test_defaults_and_env():
                            "OMNI_MAX_BATCH_ROWS": "32", "OMNI_BATCH_WINDOW_MS": "1.5", "OMNI_API_KEY": "k"})
     assert s.models == ("a", "b", "c") and s.profile == "jev"
     assert s.max_batch_rows == 32 and s.batch_window_ms == 1.5 and s.api_key == "k"
-    assert s.executor_spin_us == 0.0 and Settings.from_env({"OMNI_EXECUTOR_SPIN_US": "2000"}).executor_spin_us == 2000.0
 
 
 def test_file_then_env_overrides(tmp_path):
@@ -30,7 +29,7 @@ def test_file_then_env_overrides(tmp_path):
 
 
 @pytest.mark.parametrize("env", [{"OMNI_PROFILE": "openai"}, {"OMNI_QUEUE_SIZE": "0"},
-                                 {"OMNI_MAX_BODY_BYTES": "-1"}, {"OMNI_EXECUTOR_SPIN_US": "-5"}])
+                                 {"OMNI_MAX_BODY_BYTES": "-1"}])
 def test_invalid_settings_are_refused(env):
     with pytest.raises(ValueError):
         Settings.from_env(env)
