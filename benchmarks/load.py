@@ -184,9 +184,8 @@ def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool 
     stages: dict[str, list[float]] = {}
     for _, status, _, timing, _, _ in results:
         if status == 200 and timing:
-            for part in timing.split(","):
-                name, _, dur = part.strip().partition(";dur=")
-                stages.setdefault(name, []).append(float(dur))
+            for name, ms in server_timing(timing).items():
+                stages.setdefault(name, []).append(ms)
     errors: dict[str, int] = {}
     for r in results:
         if r[1] != 200:
@@ -202,6 +201,15 @@ def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool 
         out["per_request"] = [[r[4], round(r[0] * 1000.0, 3), r[1], round(r[5] - started, 6), r[3]]
                               for r in results]
     return out
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """A Server-Timing header as the server writes it (`name;dur=MS, ...`): name -> ms."""
+    stages = {}
+    for part in header.split(","):
+        name, _, dur = part.strip().partition(";dur=")
+        stages[name] = float(dur)
+    return stages
 
 
 def load_workload(path):

@@ -8,12 +8,12 @@ other), which is how a full garbage collection shows: every request in flight la
 """
 import gzip
 import json
+import os
 import statistics as st
 import sys
 
-
-def timing(header: str) -> dict:
-    return {p.split(";")[0]: float(p.split("dur=")[1]) for p in header.split(", ")}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from benchmarks.load import server_timing  # noqa: E402
 
 
 for path in sys.argv[1:]:
@@ -26,7 +26,7 @@ for path in sys.argv[1:]:
             line = "c=%-3d p50 %.2f p95 %.2f p99 %.2f mean %.2f %6.0f/s" % (
                 p["concurrency"], p["p50_ms"], p["p95_ms"], p["p99_ms"], p["mean_ms"], p["requests_per_s"])
             if p["concurrency"] == 1 and rows:
-                t = [timing(r[4]) for r in rows if r[4]]
+                t = [server_timing(r[4]) for r in rows if r[4]]
                 queue = [x["queue"] for x in t]
                 outside = [r[1] - x["total"] for r, x in zip(rows, t)]
                 line += " | queue mean %.3f ms, %d%% over 0.12; outside p50 %.2f; stages p50 %s" % (
