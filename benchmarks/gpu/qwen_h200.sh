@@ -19,7 +19,10 @@
 # JEV=27b: Open-Jev-27B-v1.1 instead of 9B (fp16: ~54 GB checkpoint + ~54 GB export, so the
 # two-GPU machine's 128 GB disk; its export outlasts one 10-minute call: DETACH=1 runs the prepare
 # in the background and returns, then `bash benchmarks/gpu/qwen_h200.sh wait open-jev` (repeat)
-# follows its log until it is done).
+# follows its log until it is done). DESCRIBED=1: the random checkpoint written as its description
+# only (models/qwen35/random_checkpoint.py --described; /tmp/omni/ck-SIZE-described), its weights
+# drawn as each export loads them: no shards on disk, so the 27B (52 GB export) fits the one-GPU
+# machine's 64 GiB disk; the in-process, HF and drift baselines need the written form and are skipped.
 set -euo pipefail
 phase=${1:?prepare, wait or bench}
 family=${2:?cua-s1, open-jev or clef-flash}
@@ -47,6 +50,10 @@ if [ "$phase" = wait ]; then      # up to WAIT_S (default 540) seconds, then the
   echo "still running"; exit 0
 fi
 CK=/tmp/omni/ck-$size
+DESCRIBE=()
+if [ "${DESCRIBED:-0}" = 1 ]; then
+  CK=/tmp/omni/ck-$size-described; DESCRIBE=(--described); INPROCESS=0; HF=0; DRIFT=0
+fi
 EX=/tmp/omni/ex-$family${EX_SUFFIX:-}
 SRC=$CK
 EXTRA=()
@@ -62,7 +69,7 @@ if [ "$phase" = prepare ]; then
   fi
   python3 -c 'import onnxruntime as o, torch, transformers; o.preload_dlls(); print("onnxruntime", o.__version__, o.get_available_providers(), "torch", torch.__version__, "transformers", transformers.__version__)'
   t0=$(date +%s)
-  [ -f $CK/config.json ] || python3 -m models.qwen35.random_checkpoint $CK --size $size
+  [ -f $CK/config.json ] || python3 -m models.qwen35.random_checkpoint $CK --size $size "${DESCRIBE[@]}"
   echo "random checkpoint $(( $(date +%s) - t0 )) s"; du -sh $CK
   [ "$family" = open-jev ] && python3 -m models.open_jev.random_checkpoint --full $CK /tmp/omni/pkg-$size --variant $variant
   [ "$family" = clef-flash ] && python3 -m models.clef_flash.random_checkpoint --full $CK /tmp/omni/clef-9b

@@ -15,6 +15,7 @@ from models import onnx_ops, precision
 from models.fold import save_folded
 from models.qwen35 import fused, gdn
 from models.qwen35.dims import TextDims
+from models.qwen35.random_checkpoint import DESCRIBED
 from models.qwen35.revision import GRAPH_REVISION
 
 ONNX_NAME = "model.onnx"
@@ -163,7 +164,9 @@ def source_files(directory: str) -> list[str]:
     """The files an export reads from a base checkpoint directory (what its manifest hashes)."""
     names = ["config.json", *[n for n in TOKENIZER_FILES if os.path.exists(os.path.join(directory, n))]]
     index = os.path.join(directory, "model.safetensors.index.json")
-    if os.path.exists(index):
+    if os.path.exists(os.path.join(directory, DESCRIBED)):      # drawn as it loads: no shards
+        names.append(DESCRIBED)
+    elif os.path.exists(index):
         import json
 
         with open(index, encoding="utf-8") as f:

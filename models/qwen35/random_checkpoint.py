@@ -4,9 +4,13 @@
 with a tiny vision tower, or text-only `Qwen3_5ForCausalLM`), so tests read the real layout.
 Full-size ones (`4b`, `9b`, `27b`: models.md §6.1 dims) are written tensor by tensor in 5 GB
 BF16 shards without building a torch model, which is what a GPU benchmark machine can afford.
-Every checkpoint carries a locally trained Qwen-style tokenizer (tokenizer_build).
+`--described` writes no shards at all, only `random_weights.json` (seed and dims): the exporter
+draws the same BF16 tensors as it loads them (`described_state`), so a 27B export (52 GB) fits a
+64 GiB disk that could not also hold its 51 GB checkpoint. transformers cannot read such a
+directory: the HF baselines need the written form. Every checkpoint carries a locally trained
+Qwen-style tokenizer (tokenizer_build).
 
-    python -m models.qwen35.random_checkpoint OUT --size 4b
+    python -m models.qwen35.random_checkpoint OUT --size 4b [--described]
 """
 from __future__ import annotations
 
@@ -89,8 +93,9 @@ def _random(name: str, shape, gen, device):
 
 
 def build(out: str, size: str = "tiny", tied: bool | None = None, layout: str = "conditional",
-          seed: int = 0, layers: int = 4) -> str:
-    """Write a random checkpoint; `layout` is "conditional" (multimodal, as published) or "causal_lm"."""
+          seed: int = 0, layers: int = 4, described: bool = False) -> str:
+    """Write a random checkpoint; `layout` is "conditional" (multimodal, as published) or "causal_lm";
+    `described` (full sizes only): the weights' description instead of their shards."""
     import torch
 
     os.makedirs(out, exist_ok=True)
@@ -102,8 +107,17 @@ def build(out: str, size: str = "tiny", tied: bool | None = None, layout: str = 
         text = dict(_COMMON_FULL, **_FULL[size])
         if tied is not None:
             text["tie_word_embeddings"] = tied
-        _write_full(out, text, seed, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+        if described:
+            describe(out, text, seed)
+        else:
+            _write_full(out, text, seed, _device())
     return out
+
+
+def _device():
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _build_tiny(out: str, text: dict, layout: str, seed: int) -> None:
@@ -133,17 +147,36 @@ def _build_tiny(out: str, text: dict, layout: str, seed: int) -> None:
         json.dump(config, f, indent=2)
 
 
-def _write_full(out: str, text: dict, seed: int, device) -> None:
-    import torch
-    from safetensors.torch import save_file
-
-    gen = torch.Generator(device=device).manual_seed(seed)
+def _full_keys(text: dict) -> list:
     keys = list(text_keys(text, "model.language_model."))
     if not text["tie_word_embeddings"]:
         keys.append(("lm_head.weight", (text["vocab_size"], text["hidden_size"])))
+    return keys
+
+
+def _full_tensors(text: dict, seed: int, device):
+    """(checkpoint key, BF16 CPU tensor) in the one order both forms draw them."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    for name, shape in _full_keys(text):
+        yield name, _random(name, shape, gen, device).to(torch.bfloat16).cpu()
+
+
+def _write_config(out: str, text: dict) -> None:
+    config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+              "tie_word_embeddings": text["tie_word_embeddings"],
+              "text_config": dict(text, model_type="qwen3_5_text"), "random_weights": True}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+def _write_full(out: str, text: dict, seed: int, device) -> None:
+    from safetensors.torch import save_file
+
+    keys = _full_keys(text)
     shard, current, size, index = 0, {}, 0, {}
-    for i, (name, shape) in enumerate(keys):
-        t = _random(name, shape, gen, device).to(torch.bfloat16).cpu()
+    for i, (name, t) in enumerate(_full_tensors(text, seed, device)):
         current[name] = t
         size += t.numel() * 2
         if size >= 5_000_000_000 or i == len(keys) - 1:      # 5 GB shards, as save_pretrained
@@ -155,11 +188,34 @@ def _write_full(out: str, text: dict, seed: int, device) -> None:
             print("random checkpoint: shard %d written (%d/%d tensors)" % (shard, i + 1, len(keys)), flush=True)
     with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": index}, f)
-    config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
-              "tie_word_embeddings": text["tie_word_embeddings"],
-              "text_config": dict(text, model_type="qwen3_5_text"), "random_weights": True}
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
+    _write_config(out, text)
+
+
+DESCRIBED = "random_weights.json"
+
+
+def describe(out: str, text: dict, seed: int) -> None:
+    """A full-size checkpoint as its description: config, tokenizer and DESCRIBED, no shards."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, DESCRIBED), "w") as f:
+        json.dump({"format": "omni-random-v1", "seed": seed, "text_config": text}, f, indent=2)
+    _write_config(out, text)
+    print("random checkpoint: described (%d tensors drawn as they load)" % len(_full_keys(text)), flush=True)
+
+
+def described_state(directory: str, dtype=None, device=None) -> dict | None:
+    """A described checkpoint's tensors, keyed by checkpoint name as its shards would hold them
+    (bit for bit what `_write_full` writes for the same seed), cast to `dtype`; None when
+    `directory` holds no description."""
+    path = os.path.join(directory, DESCRIBED)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        spec = json.load(f)
+    if spec.get("format") != "omni-random-v1":
+        raise ValueError("%s: unknown format %r" % (path, spec.get("format")))
+    return {name: t.to(dtype) if dtype is not None else t
+            for name, t in _full_tensors(spec["text_config"], int(spec["seed"]), device or _device())}
 
 
 def main(argv=None) -> None:
@@ -169,8 +225,12 @@ def main(argv=None) -> None:
     ap.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None)
     ap.add_argument("--layout", default="conditional", choices=["conditional", "causal_lm"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--described", action="store_true",
+                    help="full sizes: write the weights' description, drawn as the exporter loads them")
     args = ap.parse_args(argv)
-    print(build(args.out, args.size, args.tied, args.layout, args.seed))
+    if args.described and args.size == "tiny":
+        ap.error("--described is for the full sizes")
+    print(build(args.out, args.size, args.tied, args.layout, args.seed, described=args.described))
 
 
 if __name__ == "__main__":

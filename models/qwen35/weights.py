@@ -43,9 +43,15 @@ def text_name(key: str) -> str | None:
 
 
 def load_text_state(directory: str, dtype=None) -> dict:
-    """The text stack's tensors, renamed (see module doc); `dtype` casts floating tensors."""
+    """The text stack's tensors, renamed (see module doc); `dtype` casts floating tensors. A
+    described random checkpoint (random_checkpoint.DESCRIBED) is drawn instead of read."""
     from safetensors import safe_open
 
+    from models.qwen35 import random_checkpoint
+
+    drawn = random_checkpoint.described_state(directory, dtype)
+    if drawn is not None:
+        return {text_name(k): t for k, t in drawn.items() if text_name(k) is not None}
     by_file: dict[str, list[str]] = {}
     for key, shard in _shards(directory).items():
         if text_name(key) is not None:
