@@ -280,6 +280,11 @@ def load_lm_head(checkpoint_dir: str) -> torch.Tensor:
     """`lm_head.weight` [V, H] as stored (the embeddings when tied), from one file or the shards."""
     from safetensors import safe_open
 
+    from models.qwen35.random_checkpoint import described_state
+
+    drawn = described_state(checkpoint_dir)          # a described random checkpoint: drawn, not read
+    if drawn is not None:
+        return drawn.get("lm_head.weight", drawn["model.language_model.embed_tokens.weight"])
     index = os.path.join(checkpoint_dir, "model.safetensors.index.json")
     if os.path.exists(index):
         with open(index, encoding="utf-8") as f:

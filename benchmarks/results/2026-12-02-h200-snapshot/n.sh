@@ -45,6 +45,10 @@ cua)
     BENCH_ARGS="--lengths 218 --gdn-plans chunked_split --parity-prompts 8" BENCH_TAIL=12 \
     timeout ${LIMIT:-540} bash benchmarks/gpu/qwen_h200.sh bench cua-s1 2>&1 | grep -v -i warn | grep -E "c=|ready|MiB|rror|218|hf|HF|gdnf"
   echo "done $(( $(date +%s) - t0 )) s" ;;
+clefprep)   # prep's Clef-Flash export had failed: its head's lm_head was read from shards only
+  OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 DESCRIBED=1 timeout 560 bash benchmarks/gpu/qwen_h200.sh prepare clef-flash \
+    > $R/n/prepare-clef.log 2>&1; cp /tmp/omni-out/export-clef*.log $R/n/
+  grep -v -i warn $R/n/prepare-clef.log | tail -3; echo "done $(( $(date +%s) - t0 )) s" ;;
 qwen9)
   OUT=$R/n DESCRIBED=1 KERNELS=gdnf WORKLOADS=open_jev_noul CONCURRENCY=1,4,16 REQUESTS=48 \
     LOAD_ARGS="--warmup 96 --per-request" timeout 300 bash benchmarks/gpu/qwen_h200.sh bench open-jev 2>&1 \

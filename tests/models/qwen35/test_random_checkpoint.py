@@ -62,3 +62,11 @@ def test_the_command_describes_full_sizes_only(capsys):
     with pytest.raises(SystemExit):
         random_checkpoint.main(["unused", "--size", "tiny", "--described"])
     assert "full sizes" in capsys.readouterr().err
+
+
+def test_clef_flash_reads_a_described_checkpoints_lm_head(both_forms):
+    """Clef-Flash's head reads the language-model head itself (the embeddings when tied)."""
+    from models.clef_flash.head_graph import load_lm_head
+
+    _, written, described = both_forms
+    assert torch.equal(load_lm_head(described), load_lm_head(written))
