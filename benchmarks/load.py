@@ -212,6 +212,15 @@ def server_timing(header: str) -> dict[str, float]:
     return stages
 
 
+def read_results(path: str) -> dict:
+    """A result file this script wrote (`--out`), or its gzipped copy (`.json.gz`, as the
+    reports keep the per-request ones)."""
+    import gzip
+
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
 def load_workload(path):
     bodies = []
     with open(path, encoding="utf-8") as f:

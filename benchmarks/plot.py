@@ -11,7 +11,6 @@ warm-up pass is never in the file). Made where the results are read (needs matpl
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 STAGES = ("decode", "prepare", "queue", "infer", "finish")
@@ -36,10 +35,9 @@ def plot(files: list[str], out: str, title: str, labels: list[str] | None = None
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    series = []
-    for i, path in enumerate(files):
-        with open(path, encoding="utf-8") as f:
-            series.append(summarize(json.load(f), labels[i] if labels else None))
+    from benchmarks.load import read_results
+
+    series = [summarize(read_results(path), labels[i] if labels else None) for i, path in enumerate(files)]
     fig, (lat, thr, stage) = plt.subplots(1, 3, figsize=(16, 4.6))
     for rows in series:
         cs = [r["c"] for r in rows]

@@ -12,8 +12,16 @@
 #                      laya package's Agent on CUDA
 #   n.sh $OUT cua      in-process against HF transformers eager bf16 (218 tokens, qwen_bench); one server:
 #                      cua_218 at c=1, 8, 16, 64 (per-request records)
+#   n.sh $OUT clefprep the Clef-Flash export again (prep's had failed: its head's lm_head was read
+#                      from shards only; fixed before this call)
 #   n.sh $OUT qwen9    one server each: Open-Jev 9B's noul mix at c=1, 4, 16 (96 warm-up requests), then
 #                      Clef-Flash's clef_1q at c=1, 8, 16 and clef_4q at c=1 and 8 (32 warm-up requests)
+# Then, in the same lease, the 27B on this one-GPU machine (run by hand as these three steps; no
+# tarball for the first two):
+#   n.sh $OUT j27      everything above removed from /tmp/omni; the described 27B and its fp16 gdnf
+#                      export started in the background (393 s); waits 45 s
+#   n.sh $OUT wait27   follows the export's log until it is done (up to 540 s)
+#   n.sh $OUT bench27  one server: the 27B noul mix at c=1, 4, 16 (96 warm-up requests)
 R=$1; STEP=$2; mkdir -p $R/n; t0=$(date +%s)
 trap 'tar -C $R -czf $R/n-$STEP.tgz n && rm -rf $R/n' EXIT
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD GRANIAN_LOOP=uvloop
@@ -58,4 +66,17 @@ qwen9)
     LOAD_ARGS="--warmup 32 --per-request" timeout $(( 570 - $(date +%s) + t0 )) bash benchmarks/gpu/qwen_h200.sh bench clef-flash 2>&1 \
     | grep -v -i warn | grep -E "c=|ready|MiB|rror"
   echo "done $(( $(date +%s) - t0 )) s" ;;
+j27)
+  rm -rf /tmp/omni/ex-* /tmp/omni/ck-* /tmp/omni/clef-9b /tmp/omni/pkg-9b; df -h /tmp | tail -1; free -g | head -2
+  OUT=/tmp/omni-out JEV=27b DESCRIBED=1 DETACH=1 KERNELS=gdnf SKIP_WHEELS=1 bash benchmarks/gpu/qwen_h200.sh prepare open-jev
+  sleep 45; tail -5 /tmp/omni/prepare-open-jev.log; tail -3 /tmp/omni-out/export-open-jev-gdnf.log ;;
+wait27)
+  WAIT_S=540 TAIL=8 JEV=27b bash benchmarks/gpu/qwen_h200.sh wait open-jev
+  grep -v -i warn /tmp/omni-out/export-open-jev-gdnf.log | tail -4; free -g | head -2 ;;
+bench27)
+  cp /tmp/omni/prepare-open-jev.log $R/n/prepare-jev27.log; cp /tmp/omni-out/export-open-jev-gdnf.log $R/n/export-open-jev-27b-gdnf.log
+  cp /tmp/omni/ex-open-jev-gdnf/manifest.json $R/n/manifest-jev27.json
+  OUT=$R/n EX_SUFFIX= JEV=27b DESCRIBED=1 KERNELS=gdnf WORKLOADS=open_jev_noul_27b CONCURRENCY=1,4,16 REQUESTS=48 \
+    LOAD_ARGS="--warmup 96 --per-request" SERVES=j27 timeout 420 bash benchmarks/gpu/qwen_h200.sh bench open-jev 2>&1 \
+    | grep -v -i warn | grep -E "c=|ready|MiB|rror" ;;
 esac
