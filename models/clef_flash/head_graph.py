@@ -282,9 +282,10 @@ def load_lm_head(checkpoint_dir: str) -> torch.Tensor:
 
     from models.qwen35.random_checkpoint import described_state
 
-    drawn = described_state(checkpoint_dir)          # a described random checkpoint: drawn, not read
+    heads = ("lm_head.weight", "model.language_model.embed_tokens.weight")    # untied, tied
+    drawn = described_state(checkpoint_dir, only=set(heads))       # a described random checkpoint
     if drawn is not None:
-        return drawn.get("lm_head.weight", drawn["model.language_model.embed_tokens.weight"])
+        return drawn[heads[0]] if heads[0] in drawn else drawn[heads[1]]
     index = os.path.join(checkpoint_dir, "model.safetensors.index.json")
     if os.path.exists(index):
         with open(index, encoding="utf-8") as f:

@@ -154,13 +154,16 @@ def _full_keys(text: dict) -> list:
     return keys
 
 
-def _full_tensors(text: dict, seed: int, device):
-    """(checkpoint key, BF16 CPU tensor) in the one order both forms draw them."""
+def _full_tensors(text: dict, seed: int, device, only=None):
+    """(checkpoint key, BF16 CPU tensor) in the one order both forms draw them; with `only`, the
+    others are still drawn (the generator's sequence goes through them) but not kept."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
     for name, shape in _full_keys(text):
-        yield name, _random(name, shape, gen, device).to(torch.bfloat16).cpu()
+        t = _random(name, shape, gen, device)
+        if only is None or name in only:
+            yield name, t.to(torch.bfloat16).cpu()
 
 
 def _write_config(out: str, text: dict) -> None:
@@ -194,19 +197,24 @@ def _write_full(out: str, text: dict, seed: int, device) -> None:
 DESCRIBED = "random_weights.json"
 
 
-def describe(out: str, text: dict, seed: int) -> None:
-    """A full-size checkpoint as its description: config, tokenizer and DESCRIBED, no shards."""
+def describe(out: str, text: dict, seed: int, device=None) -> None:
+    """A full-size checkpoint as its description: config, tokenizer and DESCRIBED, no shards.
+    It names the generator's device kind: CUDA and the CPU draw different numbers from one seed."""
     os.makedirs(out, exist_ok=True)
+    generator = (device or _device()).type
     with open(os.path.join(out, DESCRIBED), "w") as f:
-        json.dump({"format": "omni-random-v1", "seed": seed, "text_config": text}, f, indent=2)
+        json.dump({"format": "omni-random-v1", "seed": seed, "generator": generator, "text_config": text}, f,
+                  indent=2)
     _write_config(out, text)
     print("random checkpoint: described (%d tensors drawn as they load)" % len(_full_keys(text)), flush=True)
 
 
-def described_state(directory: str, dtype=None, device=None) -> dict | None:
+def described_state(directory: str, dtype=None, only=None) -> dict | None:
     """A described checkpoint's tensors, keyed by checkpoint name as its shards would hold them
-    (bit for bit what `_write_full` writes for the same seed), cast to `dtype`; None when
-    `directory` holds no description."""
+    (bit for bit what `_write_full` writes for the same seed on the same device kind), cast to
+    `dtype`, only the names in `only` when given; None when `directory` holds no description."""
+    import torch
+
     path = os.path.join(directory, DESCRIBED)
     if not os.path.exists(path):
         return None
@@ -214,8 +222,14 @@ def described_state(directory: str, dtype=None, device=None) -> dict | None:
         spec = json.load(f)
     if spec.get("format") != "omni-random-v1":
         raise ValueError("%s: unknown format %r" % (path, spec.get("format")))
+    generator = spec.get("generator")
+    if generator not in ("cpu", "cuda"):
+        raise ValueError("%s: unknown generator %r (cpu or cuda)" % (path, generator))
+    if generator == "cuda" and not torch.cuda.is_available():
+        raise ValueError("%s was described on a CUDA machine: its weights are drawn on CUDA, and this "
+                         "machine has none" % path)
     return {name: t.to(dtype) if dtype is not None else t
-            for name, t in _full_tensors(spec["text_config"], int(spec["seed"]), device or _device())}
+            for name, t in _full_tensors(spec["text_config"], int(spec["seed"]), torch.device(generator), only)}
 
 
 def main(argv=None) -> None:

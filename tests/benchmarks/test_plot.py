@@ -34,3 +34,13 @@ def test_labels_name_the_series(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert out.exists() and "before" in printed and "after" in printed
     assert plot.summarize(json.loads(RESULT.read_text()), "x")[0]["label"] == "x"
+
+
+def test_a_gzipped_result_plots_as_the_plain_one(tmp_path):
+    """The reports keep per-request results gzipped; the plot reads them as they are kept."""
+    import gzip
+
+    packed = tmp_path / "http_laya_1q.json.gz"
+    packed.write_bytes(gzip.compress(RESULT.read_bytes()))
+    plain = plot.plot([str(RESULT)], str(tmp_path / "plain.png"), "plain")
+    assert plot.plot([str(packed)], str(tmp_path / "packed.png"), "packed") == plain

@@ -18,7 +18,7 @@ def both_forms(request, tmp_path):
     written, described = str(tmp_path / "written"), str(tmp_path / "described")
     os.makedirs(written)
     random_checkpoint._write_full(written, text, seed=7, device=torch.device("cpu"))
-    random_checkpoint.describe(described, text, seed=7)
+    random_checkpoint.describe(described, text, seed=7, device=torch.device("cpu"))
     return text, written, described
 
 
@@ -47,7 +47,7 @@ def test_a_described_checkpoint_hashes_its_description_not_shards(both_forms):
 def test_another_seed_draws_other_weights(tmp_path):
     text = random_checkpoint.tiny_text_config(vocab_size=320, tied=True)
     for seed in (1, 2):
-        random_checkpoint.describe(str(tmp_path / str(seed)), text, seed=seed)
+        random_checkpoint.describe(str(tmp_path / str(seed)), text, seed=seed, device=torch.device("cpu"))
     one, two = (weights.load_text_state(str(tmp_path / s)) for s in ("1", "2"))
     assert not torch.equal(one["embed_tokens.weight"], two["embed_tokens.weight"])
 
@@ -56,6 +56,27 @@ def test_an_unknown_description_is_refused(tmp_path):
     (tmp_path / random_checkpoint.DESCRIBED).write_text('{"format": "other", "seed": 0}')
     with pytest.raises(ValueError, match="unknown format"):
         weights.load_text_state(str(tmp_path))
+    (tmp_path / random_checkpoint.DESCRIBED).write_text('{"format": "omni-random-v1", "seed": 0}')
+    with pytest.raises(ValueError, match="unknown generator"):
+        weights.load_text_state(str(tmp_path))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_description_drawn_on_cuda_is_refused_without_it(tmp_path):
+    """CUDA's generator and the CPU's draw different numbers from one seed: drawing a CUDA
+    description on the CPU would export other weights under the same source hash."""
+    text = random_checkpoint.tiny_text_config(vocab_size=320, tied=True)
+    random_checkpoint.describe(str(tmp_path), text, seed=0, device=torch.device("cuda"))
+    with pytest.raises(ValueError, match="described on a CUDA machine"):
+        weights.load_text_state(str(tmp_path))
+
+
+def test_only_the_named_tensors_are_kept_and_they_are_the_same(both_forms):
+    _, _, described = both_forms
+    whole = random_checkpoint.described_state(described)
+    name = "model.language_model.layers.2.mlp.down_proj.weight"
+    some = random_checkpoint.described_state(described, only={name})
+    assert list(some) == [name] and torch.equal(some[name], whole[name])
 
 
 def test_the_command_describes_full_sizes_only(capsys):
