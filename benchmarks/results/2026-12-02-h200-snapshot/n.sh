@@ -22,6 +22,12 @@
 #                      export started in the background (393 s); waits 45 s
 #   n.sh $OUT wait27   follows the export's log until it is done (up to 540 s)
 #   n.sh $OUT bench27  one server: the 27B noul mix at c=1, 4, 16 (96 warm-up requests)
+# A second lease, after 798a308 (descriptions name their generator's device; Clef-Flash's head
+# draws only its own tensor), on a fresh host:
+#   n.sh $OUT prep2    ONNX Runtime, wheels; in parallel: Laya english (fp16 mha) and Cua-S1 4B from a
+#                      described checkpoint (fp16 gdnf)
+#   n.sh $OUT bench2   one Laya server: laya_48 at c=1, 64, 1, 64 (two measured passes each); then one Cua-S1
+#                      server of the described export: cua_218 at c=1 and 16
 R=$1; STEP=$2; mkdir -p $R/n; t0=$(date +%s)
 trap 'tar -C $R -czf $R/n-$STEP.tgz n && rm -rf $R/n' EXIT
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD GRANIAN_LOOP=uvloop
@@ -65,6 +71,22 @@ qwen9)
   OUT=$R/n DESCRIBED=1 KERNELS=gdnf WORKLOADS="clef_1q clef_4q" CONCURRENCY=1,8,16 REQUESTS=64 \
     LOAD_ARGS="--warmup 32 --per-request" timeout $(( 570 - $(date +%s) + t0 )) bash benchmarks/gpu/qwen_h200.sh bench clef-flash 2>&1 \
     | grep -v -i warn | grep -E "c=|ready|MiB|rror"
+  echo "done $(( $(date +%s) - t0 )) s" ;;
+prep2)
+  bash .ortgpu/5/install.sh > $R/n/ort-install.log 2>&1; tail -1 $R/n/ort-install.log
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  mkdir -p /tmp/omni /tmp/omni-out
+  (OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 DESCRIBED=1 bash benchmarks/gpu/qwen_h200.sh prepare cua-s1 > $R/n/prepare-cua.log 2>&1) &
+  (OUT=/tmp/omni-out EXPORTS="mha16=mha:float16" SKIP_WHEELS=1 bash benchmarks/gpu/laya_h200.sh prepare > $R/n/prepare-laya.log 2>&1) &
+  wait; cp /tmp/omni-out/export-*.log $R/n/ 2>/dev/null; cp /tmp/omni/ck-4b-described/random_weights.json $R/n/
+  for f in $R/n/prepare-*.log; do echo "== $f"; grep -v -i warn $f | tail -3; done
+  echo "prepared $(( $(date +%s) - t0 )) s" ;;
+bench2)
+  OUT=$R/n EXPORTS="mha16=mha:float16" SERVERS="mha16:320" WORKLOADS1Q=laya_48 WORKLOADS3Q="" INPROCESS=0 \
+    LOAD_ARGS="--concurrency 1,64,1,64" timeout 240 bash benchmarks/gpu/laya_h200.sh bench 2>&1 \
+    | grep -v -i warn | grep -E "c=|ready|port|CPU|rror" | head -20
+  OUT=$R/n DESCRIBED=1 KERNELS=gdnf WORKLOADS=cua_218 CONCURRENCY=1,16 REQUESTS=200 timeout 200 \
+    bash benchmarks/gpu/qwen_h200.sh bench cua-s1 2>&1 | grep -v -i warn | grep -E "c=|ready|MiB|rror"
   echo "done $(( $(date +%s) - t0 )) s" ;;
 j27)
   rm -rf /tmp/omni/ex-* /tmp/omni/ck-* /tmp/omni/clef-9b /tmp/omni/pkg-9b; df -h /tmp | tail -1; free -g | head -2
