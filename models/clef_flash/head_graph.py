@@ -278,26 +278,13 @@ def load_head(head_dir: str) -> ClefJointHead:
 
 def load_lm_head(checkpoint_dir: str) -> torch.Tensor:
     """`lm_head.weight` [V, H] as stored (the embeddings when tied), from one file or the shards."""
-    from safetensors import safe_open
+    from models.qwen35 import weights
 
-    from models.qwen35.random_checkpoint import described_state
-
-    heads = ("lm_head.weight", "model.language_model.embed_tokens.weight")    # untied, tied
-    drawn = described_state(checkpoint_dir, only=set(heads))       # a described random checkpoint
-    if drawn is not None:
-        return drawn[heads[0]] if heads[0] in drawn else drawn[heads[1]]
-    index = os.path.join(checkpoint_dir, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index, encoding="utf-8") as f:
-            weight_map = json.load(f)["weight_map"]
-    else:
-        with safe_open(os.path.join(checkpoint_dir, "model.safetensors"), "pt") as f:
-            weight_map = {k: "model.safetensors" for k in f.keys()}
-    for key in ("lm_head.weight", "model.language_model.embed_tokens.weight", "model.embed_tokens.weight"):
-        if key in weight_map:
-            with safe_open(os.path.join(checkpoint_dir, weight_map[key]), "pt") as f:
-                return f.get_tensor(key)
-    raise ValueError("no lm_head or embedding weight in %s" % checkpoint_dir)
+    head = weights.first_tensor(checkpoint_dir, ("lm_head.weight", "model.language_model.embed_tokens.weight",
+                                                 "model.embed_tokens.weight"))
+    if head is None:
+        raise ValueError("no lm_head or embedding weight in %s" % checkpoint_dir)
+    return head
 
 
 def load_head_graph(checkpoint_dir: str) -> ClefHeadGraph:

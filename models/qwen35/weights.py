@@ -51,7 +51,7 @@ def load_text_state(directory: str, dtype=None) -> dict:
 
     drawn = random_checkpoint.described_state(directory, dtype)
     if drawn is not None:
-        return {text_name(k): t for k, t in drawn.items() if text_name(k) is not None}
+        return {name: t for k, t in drawn.items() if (name := text_name(k)) is not None}
     by_file: dict[str, list[str]] = {}
     for key, shard in _shards(directory).items():
         if text_name(key) is not None:
@@ -66,6 +66,25 @@ def load_text_state(directory: str, dtype=None) -> dict:
         raise ValueError("%s: no text embedding found (expected model.language_model.embed_tokens.weight "
                          "or model.embed_tokens.weight)" % directory)
     return state
+
+
+def first_tensor(directory: str, keys: Iterable[str]):
+    """The first of `keys` (checkpoint names) the checkpoint holds, as stored, or None: read from
+    its one file or its shards, or drawn from a described random checkpoint."""
+    from safetensors import safe_open
+
+    from models.qwen35 import random_checkpoint
+
+    keys = list(keys)
+    drawn = random_checkpoint.described_state(directory, only=set(keys))
+    if drawn is None:
+        shards = _shards(directory)
+        key = next((k for k in keys if k in shards), None)
+        if key is None:
+            return None
+        with safe_open(os.path.join(directory, shards[key]), "pt") as f:
+            return f.get_tensor(key)
+    return next((drawn[k] for k in keys if k in drawn), None)
 
 
 def _adapter_weights(adapter_dir: str) -> dict:
