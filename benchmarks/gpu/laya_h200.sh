@@ -79,6 +79,7 @@ PY
   exit 0
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
+python3 -m benchmarks.host_facts --out "$OUT/host.json" || echo "host_facts failed"   # the CPU, its steal, a Python probe, the GPU clocks
 set -o pipefail
 t0=$(python3 -c 'import time; print(time.time())')
 port=18080; pids=(); ports=()

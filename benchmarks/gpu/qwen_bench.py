@@ -32,9 +32,12 @@ def _stats(samples):
             "mean_ms": round(statistics.fmean(s) * 1e3, 3), "n": len(s)}
 
 
-def hf_model(checkpoint: str, dtype, adapter: str | None = None):
+def hf_model(checkpoint: str, dtype, adapter: str | None = None, device: str = "cuda"):
     """transformers' Qwen3_5ForCausalLM (eager attention) with the checkpoint's text weights, and
-    the LoRA adapter the export merged, if any (else parity compares different weights)."""
+    the LoRA adapter the export merged, if any (else parity compares different weights). The
+    weights come through `weights.load_text_state`, so a described random checkpoint serves too.
+    The module is built in `dtype`, as `from_pretrained(dtype=...)` builds it: the rotary
+    frequencies stay float32, and a 27B never exists in float32 (108 GB) on the GPU."""
     import torch
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
@@ -46,8 +49,13 @@ def hf_model(checkpoint: str, dtype, adapter: str | None = None):
     text.pop("model_type", None)
     config = Qwen3_5TextConfig(**text)
     config._attn_implementation = "eager"
-    with torch.device("cuda"):
-        model = Qwen3_5ForCausalLM(config).to(dtype)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = Qwen3_5ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
     state = weights.load_text_state(checkpoint, dtype)
     if adapter:
         weights.merge_lora(state, adapter)

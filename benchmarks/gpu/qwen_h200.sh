@@ -22,7 +22,7 @@
 # follows its log until it is done). DESCRIBED=1: the random checkpoint written as its description
 # only (models/qwen35/random_checkpoint.py --described; /tmp/omni/ck-SIZE-described), its weights
 # drawn as each export loads them: no shards on disk, so the 27B (52 GB export) fits the one-GPU
-# machine's 64 GiB disk; the in-process, HF and drift baselines need the written form and are skipped.
+# machine's 64 GiB disk. The in-process, HF and drift baselines draw them too (weights.load_text_state).
 set -euo pipefail
 phase=${1:?prepare, wait or bench}
 family=${2:?cua-s1, open-jev or clef-flash}
@@ -52,7 +52,7 @@ fi
 CK=/tmp/omni/ck-$size
 DESCRIBE=()
 if [ "${DESCRIBED:-0}" = 1 ]; then
-  CK=/tmp/omni/ck-$size-described; DESCRIBE=(--described); INPROCESS=0; HF=0; DRIFT=0
+  CK=/tmp/omni/ck-$size-described; DESCRIBE=(--described)
 fi
 EX=/tmp/omni/ex-$family${EX_SUFFIX:-}
 SRC=$CK
@@ -89,6 +89,7 @@ if [ "$phase" = prepare ]; then
   exit 0
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.csv"
+python3 -m benchmarks.host_facts --out "$OUT/host.json" || echo "host_facts failed"   # the CPU, its steal, a Python probe, the GPU clocks
 exports=$(for k in $KERNELS; do printf '%s=%s,' $k $EX-$k; done); exports=${exports%,}
 if [ "$family" != clef-flash ] && [ "${INPROCESS:-1}" = 1 ]; then
   python3 -m benchmarks.gpu.qwen_bench --checkpoint $CK "${ADAPTER[@]}" --exports $exports --out "$OUT/inprocess-$family.json" \
