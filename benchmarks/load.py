@@ -221,6 +221,22 @@ def read_results(path: str) -> dict:
         return json.load(f)
 
 
+def pass_table(results: dict) -> list[str]:
+    """A result file's measured passes as table rows, one a pass, with the Server-Timing p50 of
+    each stage (what the sessions' summary scripts print): a header line, then the rows."""
+    from app.timing import STAGES
+
+    rows = ["c  | p50 | p95 | p99 | mean | req/s | dec/s | rows | fwd ms | " + " | ".join(STAGES)]
+    for level in results["levels"]:
+        for p in level["passes"]:
+            st = p.get("server_timing_p50_ms") or {}
+            rows.append("%-3d| %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f | %.2f | %s" % (
+                level["concurrency"], p["p50_ms"], p["p95_ms"], p["p99_ms"], p["mean_ms"], p["requests_per_s"],
+                p["decisions_per_s"], p.get("rows_per_batch") or 0, p.get("forward_ms_per_batch") or 0,
+                " | ".join("%.2f" % st.get(s, 0) for s in STAGES)))
+    return rows
+
+
 def load_workload(path):
     bodies = []
     with open(path, encoding="utf-8") as f:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 
-STAGES = ("decode", "prepare", "queue", "infer", "finish")
+from app.timing import STAGES
 
 
 def summarize(results: dict, label: str | None = None) -> list[dict]:

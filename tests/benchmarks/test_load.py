@@ -39,6 +39,15 @@ def test_load_report_with_per_request_records(server, tmp_path, capsys):
             assert p["padding_tokens_per_batch"] >= 0
             assert 0 < p["forward_ms_per_batch"] < 1000 * p["wall_s"]
     assert "c=2" in capsys.readouterr().out
+    # The summaries' table: a row a measured pass, in order, each with its stages' p50.
+    header, *rows = load.pass_table(load.read_results(str(out)))
+    assert header.split(" | ")[-5:] == ["decode", "prepare", "queue", "infer", "finish"]
+    passes = [(level["concurrency"], p) for level in report["levels"] for p in level["passes"]]
+    assert len(rows) == len(passes) == 4
+    for row, (c, p) in zip(rows, passes):
+        cells = [cell.strip() for cell in row.split("|")]
+        assert int(cells[0]) == c and float(cells[1]) == round(p["p50_ms"], 2)
+        assert float(cells[12]) == round(p["server_timing_p50_ms"]["infer"], 2)
 
 
 def test_scraped_counters_count_what_was_served(server):

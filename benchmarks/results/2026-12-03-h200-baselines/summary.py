@@ -15,23 +15,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "../../..")))
 
 from benchmarks.host_facts import summary  # noqa: E402
-from benchmarks.load import read_results  # noqa: E402
+from benchmarks.load import pass_table, read_results  # noqa: E402
 
 RAW = os.path.join(HERE, "raw")
-STAGES = ("decode", "prepare", "queue", "infer", "finish")
 
 
 def http(path: str) -> None:
     results = read_results(path)
     print("\n## %s (%s)" % (os.path.relpath(path, RAW), results["workload"].rsplit("/", 1)[-1]))
-    print("c  | p50 | p95 | p99 | mean | req/s | dec/s | rows | fwd ms | " + " | ".join(STAGES))
-    for level in results["levels"]:
-        for p in level["passes"]:
-            st = p.get("server_timing_p50_ms") or {}
-            print("%-3d| %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f | %.2f | %s" % (
-                level["concurrency"], p["p50_ms"], p["p95_ms"], p["p99_ms"], p["mean_ms"], p["requests_per_s"],
-                p["decisions_per_s"], p.get("rows_per_batch") or 0, p.get("forward_ms_per_batch") or 0,
-                " | ".join("%.2f" % st.get(s, 0) for s in STAGES)))
+    print("\n".join(pass_table(results)))
 
 
 def main() -> None:
