@@ -35,7 +35,7 @@ import tempfile
 import time
 
 
-from benchmarks import scrape
+from benchmarks import host_facts, scrape
 from benchmarks.local_server import ROOT, run_server
 
 
@@ -164,8 +164,9 @@ def main(argv=None) -> int:
     report.update(export=args.export or args.url, device=args.device, concurrency=args.concurrency, seconds=args.seconds,
                   cpu=cost)
     print("%d requests in %.1f s (%.0f req/s); CPU per request: loop thread %.0f µs, other threads %.0f µs, "
-          "whole worker %.0f µs" % (cost["requests"], cost["seconds"], cost["requests_per_s"],
-                                    cost["loop_us"], cost["others_us"], cost["total_us"]))
+          "whole worker %.0f µs; the host %.1f%% busy, %.1f%% stolen"
+          % (cost["requests"], cost["seconds"], cost["requests_per_s"], cost["loop_us"], cost["others_us"],
+             cost["total_us"], cost["host"]["busy_pct"], cost["host"]["steal_pct"]))
     print("  by thread (µs a request): %s" % cost["threads_us"])
     if spy is not None:
         print("samples per thread: %s; the loop idle (select) in %s%% of its samples"
@@ -195,6 +196,11 @@ def _thread_ticks(pid: int) -> dict[int, int]:
     return ticks
 
 
+def _host_times() -> list[int]:
+    with open("/proc/stat", encoding="utf-8") as f:
+        return host_facts.cpu_times(f.read())
+
+
 def _served(url: str) -> float:
     """Requests the server has answered on /v1/systemone, from its own counter."""
     return scrape.totals(url, ["omni_requests_total"], {"route": "/v1/systemone"})["omni_requests_total"]
@@ -204,9 +210,9 @@ def cpu_per_request(pid: int, url: str, seconds: float) -> dict:
     """CPU µs per answered request over `seconds` of load: the loop's thread (tid == pid), the
     other threads together (executor, Granian's runtime, ONNX Runtime's pool), and the sum."""
     hz = os.sysconf("SC_CLK_TCK")
-    n0, t0, w0 = _served(url), _thread_ticks(pid), time.perf_counter()
+    n0, t0, w0, s0 = _served(url), _thread_ticks(pid), time.perf_counter(), _host_times()
     time.sleep(seconds)
-    n1, t1, w1 = _served(url), _thread_ticks(pid), time.perf_counter()
+    n1, t1, w1, s1 = _served(url), _thread_ticks(pid), time.perf_counter(), _host_times()
     n = max(1.0, n1 - n0)
     used = {tid: t1[tid] - t0.get(tid, 0) for tid in t1}
     loop = used.get(pid, 0) / hz
@@ -215,6 +221,9 @@ def cpu_per_request(pid: int, url: str, seconds: float) -> dict:
             "loop_us": round(loop / n * 1e6, 1), "others_us": round(others / n * 1e6, 1),
             "total_us": round((loop + others) / n * 1e6, 1),
             "loop_busy_pct": round(100.0 * loop / (w1 - w0), 1),
+            # The whole host over the same window: what the hypervisor took (steal) is a prime
+            # suspect where the same code serves less on one host than another.
+            "host": host_facts.shares(s0, s1),
             "threads_us": {_thread_name(pid, tid): round(v / hz / n * 1e6, 1)
                            for tid, v in sorted(used.items(), key=lambda kv: -kv[1]) if v}}
 

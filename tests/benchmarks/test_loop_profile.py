@@ -61,6 +61,9 @@ def test_cpu_per_request_reads_each_threads_time(monkeypatch):
     assert 0.05 <= spun_s <= cost["seconds"] + 0.02, (spun_s, cost["seconds"])
     assert cost["others_us"] >= spun[0] and cost["loop_us"] < spun[0]
     assert abs(cost["total_us"] - cost["loop_us"] - cost["others_us"]) < 0.2
+    # The host over the window: the spinner alone keeps one of its cores busy most of the time.
+    assert 50.0 / os.cpu_count() <= cost["host"]["busy_pct"] <= 100.0
+    assert 0.0 <= cost["host"]["steal_pct"] <= 100.0
 
 
 def test_a_loop_in_c_is_cut_below_the_frames_every_sample_shares():
