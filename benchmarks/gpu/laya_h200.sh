@@ -95,23 +95,10 @@ for s in $SERVERS; do
     app.main:app) > "$OUT/server-$(name "$s").log" 2>&1 &
   pids+=($!); ports+=($port); port=$((port + 1))
 done
-python3 - "$t0" "${ports[@]}" <<'PY' | tee "$OUT/startup.txt" || { tail -30 "$OUT"/server*.log; exit 1; }
-import sys, time, json, urllib.request, urllib.error
-t0 = float(sys.argv[1])
-for port in map(int, sys.argv[2:]):
-    deadline = time.time() + 180          # a server that cannot start must not eat the lease
-    while True:
-        try:
-            urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port).read(); break
-        except (urllib.error.URLError, ConnectionError):
-            if time.time() > deadline:
-                sys.exit("server on port %d not ready in 180 s; see its log" % port)
-            time.sleep(0.2)
-    t_ready = time.time()
-    body = json.dumps({"model": "english", "state": "I was charged twice.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}).encode()
-    t1 = time.time(); urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%d/v1/systemone" % port, body, {"content-type": "application/json"})).read()
-    print("port %d: ready %.1f s after the first start, first request %.1f ms" % (port, t_ready - t0, (time.time() - t1) * 1000))
-PY
+# Start-to-ready and the first request after it (the first one-question workload's first line).
+python3 -m benchmarks.startup --since "$t0" $(for p in "${ports[@]}"; do echo --port $p; done) \
+  $(for p in "${pids[@]}"; do echo --pid $p; done) --timeout 180 --first benchmarks/workloads/${WORKLOADS1Q%% *}.jsonl \
+  | tee "$OUT/startup.txt" || { tail -30 "$OUT"/server*.log; exit 1; }
 nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving.txt"
 i=0
 for s in $SERVERS; do

@@ -125,30 +125,9 @@ for serve in ${SERVES:-default}; do
     OMNI_MODELS=$(case $best in /*) echo $best ;; *) echo $EX-$best ;; esac) OMNI_DEVICE=cuda python3 -m granian --workers 1 --host 127.0.0.1 --port 18081 --log-level warning \
     app.main:app) > "$OUT/server-$tag.log" 2>&1 &
   S=$!
-  python3 - "$t0" $S <<'PY' | tee "$OUT/startup-$tag.txt" || { tail -30 "$OUT/server-$tag.log"; kill $S; exit 1; }
-import sys, time, urllib.request, urllib.error
-t0 = float(sys.argv[1]); deadline = time.time() + 240
-
-
-def gone(pid: int) -> bool:
-    """The server exited (or is a zombie its shell has not reaped): no point waiting for it."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-while True:
-    try:
-        open("/tmp/omni-readyz.json", "wb").write(urllib.request.urlopen("http://127.0.0.1:18081/readyz").read()); break
-    except (urllib.error.URLError, ConnectionError):
-        if gone(int(sys.argv[2])): sys.exit("the server exited before it was ready")
-        if time.time() > deadline: sys.exit("server not ready in 240 s")
-        time.sleep(0.2)
-print("start-to-ready %.1f s" % (time.time() - t0))
-PY
-  cp /tmp/omni-readyz.json "$OUT/readyz-$tag.json"
+  # Start-to-ready and the first request after it (the first workload's first line).
+  python3 -m benchmarks.startup --since "$t0" --port 18081 --pid $S --first benchmarks/workloads/${WORKLOADS%% *}.jsonl \
+    --readyz-out "$OUT/readyz-$tag.json" | tee "$OUT/startup-$tag.txt" || { tail -30 "$OUT/server-$tag.log"; kill $S; exit 1; }
   nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee "$OUT/gpu_mem_serving-$tag.txt"
   for w in ${WORKLOADS:?}; do
     out=$OUT/http_$w.json; [ "$serve" != default ] && out=$OUT/http_$w-$label.json
