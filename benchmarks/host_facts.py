@@ -38,6 +38,12 @@ def cpu_times(stat_text: str) -> list[int]:
     raise ValueError("no aggregate cpu line in /proc/stat")
 
 
+def read_cpu_times(path: str = "/proc/stat") -> list[int]:
+    """`cpu_times` of this host now."""
+    with open(path, encoding="utf-8") as f:
+        return cpu_times(f.read())
+
+
 def shares(before: list[int], after: list[int]) -> dict[str, float]:
     """Steal and busy time as percentages of all cores' time between two `cpu_times` readings."""
     delta = [b - a for a, b in zip(before, after)]
@@ -138,11 +144,9 @@ def versions() -> dict:
 
 
 def facts(window_s: float = 1.0) -> dict:
-    with open("/proc/stat", encoding="utf-8") as f:
-        before = cpu_times(f.read())
+    before = read_cpu_times()
     probe = python_probe(window_s)
-    with open("/proc/stat", encoding="utf-8") as f:
-        after = cpu_times(f.read())
+    after = read_cpu_times()
     with open("/proc/cpuinfo", encoding="utf-8") as f:
         cpu = cpu_facts(f.read())
     meminfo = dict(line.split(":", 1) for line in (_read("/proc/meminfo") or "").splitlines() if ":" in line)

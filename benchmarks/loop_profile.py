@@ -196,11 +196,6 @@ def _thread_ticks(pid: int) -> dict[int, int]:
     return ticks
 
 
-def _host_times() -> list[int]:
-    with open("/proc/stat", encoding="utf-8") as f:
-        return host_facts.cpu_times(f.read())
-
-
 def _served(url: str) -> float:
     """Requests the server has answered on /v1/systemone, from its own counter."""
     return scrape.totals(url, ["omni_requests_total"], {"route": "/v1/systemone"})["omni_requests_total"]
@@ -210,9 +205,9 @@ def cpu_per_request(pid: int, url: str, seconds: float) -> dict:
     """CPU µs per answered request over `seconds` of load: the loop's thread (tid == pid), the
     other threads together (executor, Granian's runtime, ONNX Runtime's pool), and the sum."""
     hz = os.sysconf("SC_CLK_TCK")
-    n0, t0, w0, s0 = _served(url), _thread_ticks(pid), time.perf_counter(), _host_times()
+    n0, t0, w0, s0 = _served(url), _thread_ticks(pid), time.perf_counter(), host_facts.read_cpu_times()
     time.sleep(seconds)
-    n1, t1, w1, s1 = _served(url), _thread_ticks(pid), time.perf_counter(), _host_times()
+    n1, t1, w1, s1 = _served(url), _thread_ticks(pid), time.perf_counter(), host_facts.read_cpu_times()
     n = max(1.0, n1 - n0)
     used = {tid: t1[tid] - t0.get(tid, 0) for tid in t1}
     loop = used.get(pid, 0) / hz
