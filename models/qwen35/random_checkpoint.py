@@ -35,6 +35,14 @@ _COMMON_FULL = dict(vocab_size=248320, head_dim=256, linear_num_key_heads=16, li
                                      "mrope_interleaved": True})
 
 
+FULL_SIZES = tuple(_FULL)
+
+
+def full_text_config(size: str) -> dict:
+    """The text config of a full-size model ("4b", "9b", "27b"), as `build` writes it (the published tying)."""
+    return dict(_COMMON_FULL, **_FULL[size])
+
+
 def tiny_text_config(vocab_size: int, tied: bool, layers: int = 4) -> dict:
     """Both layer kinds (3 GDN + 1 full attention per 4), GQA on both sides, small heads."""
     return dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=96, num_hidden_layers=layers,
@@ -104,7 +112,7 @@ def build(out: str, size: str = "tiny", tied: bool | None = None, layout: str = 
         text = tiny_text_config(tok.get_vocab_size(), bool(tied), layers)
         _build_tiny(out, text, layout, seed)
     else:
-        text = dict(_COMMON_FULL, **_FULL[size])
+        text = full_text_config(size)
         if tied is not None:
             text["tie_word_embeddings"] = tied
         if described:
