@@ -2,6 +2,9 @@
 # FLA session (2026-12-03, afternoon): what HF transformers gives a user who installs
 # flash-linear-attention, beside ours, in-process on Cua-S1 4B; and one Laya bench whose c=64 line
 # now records the host's busy and stolen shares over the same seconds (benchmarks.loop_profile).
+# .whlf, made here once (pure-Python wheels; Triton is the device image's own):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     -d .whlf fla-core==0.6.0 flash-linear-attention==0.6.0 einops==0.8.2
 # After the ort-gpu-carry calls (each one starting `mkdir -p /tmp/ortgpu && cp .ortgpu/N/part.* /tmp/ortgpu/`),
 # one call per step, back to back, carrying .ortgpu/5, .whl and .whlf:
 #   f.sh $OUT fla    ONNX Runtime, wheels, FLA's wheels (fla-core, flash-linear-attention, einops
