@@ -16,7 +16,8 @@ import time
 
 def freeze() -> int:
     """Collect what is garbage now, then move every object left into the permanent generation,
-    which collections skip: returns how many were frozen. Objects frozen stay alive."""
+    which collections skip: returns how many were frozen. A frozen object still goes when its
+    last reference does (and leaves the count); what collections alone would free stays."""
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()

@@ -22,7 +22,9 @@ def test_freeze_moves_what_is_alive_out_of_collection_and_unfreeze_returns_it():
     alive = [[i] for i in range(1000)]             # containers the collector tracks
     try:
         frozen = gc_pauses.freeze()
-        assert frozen == gc.get_freeze_count() >= len(alive)
+        # The count can only fall after: a frozen object whose last reference goes (another
+        # thread's, in a full suite) leaves it (clean-clone CI saw 636,023 then 636,021).
+        assert frozen >= gc.get_freeze_count() >= len(alive)
         collectable = {id(o) for generation in (0, 1, 2) for o in gc.get_objects(generation)}
         assert all(gc.is_tracked(x) and id(x) not in collectable for x in alive)
     finally:
