@@ -17,6 +17,15 @@
 # Then, by hand in the same lease (raw/laya-again/): the same server twice more, c=1 and 64, host
 # facts before and after each. A second lease, after the ort-gpu-carry calls (same carry):
 #   f.sh $OUT gdn    benchmarks.gpu.gdn_kernel_probe: one GDN layer, ONNX Runtime's kernel against FLA's
+# A third lease, after the ort-gpu-carry calls (same carry):
+#   f.sh $OUT jevprep   Open-Jev 9B from a described checkpoint, fp16 gdnf (its prepare and finish
+#                       serve the baseline)
+#   f.sh $OUT jevhf     HF eager bf16 on the 9B noul mix, without FLA, then with it
+# then by hand, the FLA run again in a new process (Triton's kernels compiled and on disk by then):
+#   PYTHONPATH=/tmp/fla:/tmp/ortsite:/tmp/site:$PWD python3 -m benchmarks.gpu.hf_baseline --family open-jev \
+#     --checkpoint /tmp/omni/ck-9b-described --export /tmp/omni/ex-open-jev-gdnf \
+#     --workload benchmarks/workloads/open_jev_noul.jsonl --out $OUT/f/hf-jev-fla-again.json
+# Our server on that host was next; the device time left (237 s) was too little to start a machine.
 R=$1; STEP=$2; mkdir -p $R/f; t0=$(date +%s)
 trap 'tar -C $R -czf $R/f-$STEP.tgz f && rm -rf $R/f' EXIT
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD GRANIAN_LOOP=uvloop
@@ -57,4 +66,22 @@ gdn)
   timeout 200 python3 -m benchmarks.gpu.gdn_kernel_probe --model 27b --shapes 1x80,1x1088,1x3456 --fla-dtypes float16 \
     --out $R/f/gdn-27b.json 2>&1 | grep -v -i warn
   echo "27b $(( $(date +%s) - t0 )) s" ;;
+jevprep)
+  # Open-Jev 9B (described, fp16 gdnf): only its prepare and finish serve the HF baseline below.
+  bash .ortgpu/5/install.sh > $R/f/ort-install.log 2>&1 || { tail -3 $R/f/ort-install.log; exit 1; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/fla .whlf/*.whl
+  python3 -m benchmarks.host_facts --out $R/f/host-jev.json
+  OUT=/tmp/omni-out KERNELS=gdnf SKIP_WHEELS=1 DESCRIBED=1 timeout 500 bash benchmarks/gpu/qwen_h200.sh prepare open-jev \
+    > $R/f/prepare-jev.log 2>&1; grep -v -i warn $R/f/prepare-jev.log | tail -3; echo "prepared $(( $(date +%s) - t0 )) s" ;;
+jevhf)
+  # HF eager bf16 on the 9B noul mix, in-process, one request at a time: without FLA, then with it.
+  for v in nofla fla; do
+    P=$PYTHONPATH; [ $v = fla ] && P=/tmp/fla:$PYTHONPATH
+    PYTHONPATH=$P timeout 250 python3 -m benchmarks.gpu.hf_baseline --family open-jev --checkpoint /tmp/omni/ck-9b-described \
+      --export /tmp/omni/ex-open-jev-gdnf --workload benchmarks/workloads/open_jev_noul.jsonl --out $R/f/hf-jev-$v.json \
+      > $R/f/hf-jev-$v.log 2>&1
+    grep -i "falling back" $R/f/hf-jev-$v.log | cut -c1-90 | sort | uniq -c; grep -v -i warn $R/f/hf-jev-$v.log | tail -2
+    echo "$v $(( $(date +%s) - t0 )) s"
+  done ;;
 esac

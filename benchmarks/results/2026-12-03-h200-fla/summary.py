@@ -1,6 +1,6 @@
 """Prints the FLA session's figures (docs/benchmarks.md, "FLA session") from raw/: Cua-S1 in-process
 against HF eager without and with flash-linear-attention, one GatedDeltaNet layer in ONNX
-Runtime's kernel against FLA's, the Laya passes, and each bench's host facts.
+Runtime's kernel against FLA's, HF on the Open-Jev 9B mix without and with FLA, the Laya passes, and each bench's host facts.
 
     python benchmarks/results/2026-12-03-h200-fla/summary.py
 """
@@ -31,6 +31,10 @@ def main() -> None:
                  hf["nofla"] / hf["fla"]))
     print("   HF's first call with FLA (Triton compiles): %s ms" % {
         n: v["hf-eager-bf16"] for n, v in runs["fla"]["first_call_ms"].items()})
+    print("\n## Open-Jev 9B noul mix, HF eager bf16 in-process (a third lease; ours was not measured there)")
+    for v in ("nofla", "fla", "fla-again"):
+        r = json.load(open(os.path.join(RAW, "jev", "hf-jev-%s.json" % v)))["workloads"]["open_jev_noul.jsonl"]
+        print("%-9s mean %.1f, p50 %.1f, p95 %.1f ms (n=%d)" % (v, r["mean_ms"], r["p50_ms"], r["p95_ms"], r["n"]))
     print("\n## One GatedDeltaNet layer, GPU µs a call (CUPTI kernels; FLA also replayed 8 a CUDA graph)")
     for path in sorted(glob.glob(os.path.join(RAW, "gdn", "gdn-*.json"))):
         for r in json.load(open(path)):
