@@ -26,7 +26,12 @@ def opsets():
 def register() -> None:
     from onnx import defs
 
-    P, A = defs.OpSchema.FormalParameter, defs.OpSchema.Attribute
+    P = defs.OpSchema.FormalParameter
+    # Every attribute optional, as in ONNX Runtime's own schemas (each has a default there); a
+    # required one would make onnx.checker refuse nodes that leave it at its default.
+
+    def A(name, kind):
+        return defs.OpSchema.Attribute(name, kind, "", required=False)
     opt = defs.OpSchema.FormalParameterOption.Optional
     string, integer, real = defs.OpSchema.AttrType.STRING, defs.OpSchema.AttrType.INT, defs.OpSchema.AttrType.FLOAT
     schemas = {

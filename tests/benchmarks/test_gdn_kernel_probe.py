@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from benchmarks.gpu import gdn_kernel_probe as probe
+from models import onnx_ops
 from models.qwen35 import gdn
 
 TINY = {"hk": 2, "dk": 8, "hv": 4, "dv": 8}
@@ -43,9 +44,9 @@ def _exported_node(tmp_path) -> onnx.NodeProto:
 
 def test_the_probe_times_the_node_the_exporter_emits(tmp_path):
     model = onnx.load_from_string(probe.graph(TINY))
-    # Not onnx.checker: once models.onnx_ops has registered its com.microsoft schemas in this
-    # process (other tests do), it asks for attributes no emitted node sets. Every input must
-    # come from the graph's inputs or an earlier node, in order.
+    onnx_ops.opsets()                # registers the schemas (onnxscript first): the checker checks our nodes too
+    onnx.checker.check_model(model)
+    # Every input comes from the graph's inputs or an earlier node, in order.
     known = {i.name for i in model.graph.input}
     for n in model.graph.node:
         assert all(i in known for i in n.input if i), (n.op_type, list(n.input))

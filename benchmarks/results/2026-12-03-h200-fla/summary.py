@@ -1,6 +1,7 @@
 """Prints the FLA session's figures (docs/benchmarks.md, "FLA session") from raw/: Cua-S1 in-process
 against HF eager without and with flash-linear-attention, one GatedDeltaNet layer in ONNX
-Runtime's kernel against FLA's, HF on the Open-Jev 9B mix without and with FLA, the Laya passes, and each bench's host facts.
+Runtime's kernel against FLA's, HF on the Open-Jev 9B mix without and with FLA, the Laya passes,
+and each bench's host facts.
 
     python benchmarks/results/2026-12-03-h200-fla/summary.py
 """
