@@ -3,10 +3,8 @@
 A full (oldest-generation) collection stops the whole worker while it walks every tracked object:
 the event loop, the executor thread and every request in flight wait for it. Most of those
 objects are the server's own and live as long as it does (modules, the app, the models' Python
-state): ~73,000 after warm-up on the development machine, where a full collection took
-47–62 ms. Once the models are warm they are frozen out of collection (`gc.freeze`), so a full
-collection walks only what requests left behind: 0.4–0.6 ms there (docs/benchmarks.md,
-graphtokens session). Each full collection's pause is a metric either way.
+state). Once the models are warm they are frozen out of collection (`gc.freeze`), so a full
+collection walks only what requests left behind. Each full collection's pause is a metric.
 """
 from __future__ import annotations
 

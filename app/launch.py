@@ -28,9 +28,8 @@ def ensure_demo(root: str = DEMO_ROOT) -> str:
 def event_loop(env=None) -> str:
     """The event loop Granian runs the app on: GRANIAN_LOOP where the operator set it, else uvloop
     where it is installed (a dependency off Windows), else asyncio's own. Never Granian's `auto`,
-    which takes rloop wherever that is installed: rloop 0.5 keeps each cancelled timer's callback
-    alive for good, so every request's timers (and, before, its task and protocol) piled up and
-    full garbage collections grew past 100 ms (docs/benchmarks.md, cudasync session)."""
+    which takes rloop wherever that is installed: rloop keeps each cancelled timer's callback
+    alive for good, so every request's timers pile up and full garbage collections grow."""
     env = os.environ if env is None else env
     if env.get("GRANIAN_LOOP"):
         return env["GRANIAN_LOOP"]

@@ -25,6 +25,10 @@ from models.tokenizer import limit_pool
 
 log = logging.getLogger("omni")
 
+# Threads of the tokenizer's own pool (rayon; RAYON_NUM_THREADS wins where set): a turn's few
+# short texts gain nothing from one thread per core, whose wake-ups cost CPU on every request.
+TOKENIZER_THREADS = 4
+
 
 def _problem_response(request: Request, problem: Problem) -> Response:
     body, media = problem_reply(request.app.state.omni, request.scope, problem, request.headers)
@@ -69,7 +73,7 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
     """The ASGI app: Litestar routes wrapped in the request-context layer."""
     settings = settings or Settings.from_env()
     # Before any model tokenizes: the tokenizer's pool is built on its first batch call.
-    pool = limit_pool(settings.tokenizer_threads)
+    pool = limit_pool(TOKENIZER_THREADS)
     log.info("tokenizer thread pool: %s", pool or "one thread per core")
     models = [_load(directory) for directory in settings.model_dirs()]
     registry = Registry(models, settings.default_model)

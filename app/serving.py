@@ -8,13 +8,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sys
 import time
 from typing import Any, Awaitable, Callable, Mapping
 
 from app import gc_pauses
 from app.config import Settings
-from app.cpu_latency import CpuLatency
 from app.metrics import Metrics
 from app.problems import Problem, retry_later
 from app.runtime.executor import Executor, Job, Overloaded
@@ -41,7 +39,6 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
         self._preparing: dict[ModelSlot, PrepareBatch] = {}
-        self.cpu_latency = CpuLatency()
         self.gc_pauses = gc_pauses.FullCollections(metrics.gc_full_collections)
         self.frozen_objects = 0
 
@@ -53,10 +50,6 @@ class Engine:
         warning = loop_warning(self._loop, self.settings.request_timeout_s)
         if warning:
             log.warning(warning)
-        if self.settings.gil_switch_interval_ms > 0:
-            sys.setswitchinterval(self.settings.gil_switch_interval_ms / 1000.0)
-            log.info("GIL switch interval: %g ms", self.settings.gil_switch_interval_ms)
-        self.cpu_latency.hold(self.settings.cpu_dma_latency_us)
         self.gc_pauses.start()
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
         self._preparing = {slot: PrepareBatch(slot.model, self._loop) for slot in self.registry.slots}
@@ -72,7 +65,6 @@ class Engine:
             self._warm_task.cancel()
         await asyncio.to_thread(self.executor.stop)
         await asyncio.to_thread(self.tracing.shutdown)     # flush what the batches recorded
-        self.cpu_latency.release()
         self.gc_pauses.stop()
         if self.frozen_objects:
             gc_pauses.unfreeze()           # what the server froze can be collected again
@@ -109,12 +101,11 @@ class Engine:
             note = " (RANDOM WEIGHTS: answers are random)" if slot.model.manifest.get("random_weights") else ""
             log.info("model %s ready on %s: load %.0f ms, warm-up %.1f ms%s", slot.name, slot.device,
                      slot.load_ms or 0, slot.warmup_ms, note)
-        if self.settings.gc_freeze:
-            # Loaded and warm: what is alive now lives as long as the server.
-            t0 = time.perf_counter()
-            self.frozen_objects = gc_pauses.freeze()
-            log.info("froze %d objects out of garbage collection in %.0f ms", self.frozen_objects,
-                     (time.perf_counter() - t0) * 1000.0)
+        # Loaded and warm: what is alive now lives as long as the server.
+        t0 = time.perf_counter()
+        self.frozen_objects = gc_pauses.freeze()
+        log.info("froze %d objects out of garbage collection in %.0f ms", self.frozen_objects,
+                 (time.perf_counter() - t0) * 1000.0)
 
     def _failed(self, slot: ModelSlot, span, exc: Exception, detail: str) -> Problem:
         """500 `inference_failed`: counted, logged with the cause, recorded on the span; the
@@ -130,8 +121,8 @@ class Engine:
                      slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
                      disconnected: Callable[[], Awaitable[Any]] | None = None) -> tuple[ModelSlot, dict]:
         """`disconnected`: returns when the client has gone; it is watched once the job has been
-        queued for `disconnect_watch_ms` without being dispatched, and then the answer is a 499 and the
-        queued work is dropped before dispatch.
+        queued for WATCH_AFTER_S without being dispatched; if it fires, the answer is a 499 and
+        the queued work is dropped before dispatch.
 
         `offload`: prepare on a worker thread. A large request can take seconds to validate and
         tokenize (tens of thousands of candidates, a 4 MiB state); on the event loop that would
@@ -168,8 +159,7 @@ class Engine:
         # not fail readiness). Each cancels the job's future from a callback (a cancelled job is
         # dropped unrun if still queued), and this coroutine learns which from `job.outcome`.
         guard = _Guard(job, disconnected, None if warmup else
-                       self.settings.request_timeout_s - (time.perf_counter() - timing.start),
-                       self.settings.disconnect_watch_ms / 1000.0)
+                       self.settings.request_timeout_s - (time.perf_counter() - timing.start))
         try:
             output = await job.future
         except asyncio.CancelledError:
@@ -202,22 +192,21 @@ class Engine:
         return slot, response
 
 
-# A job dispatched within this long (Settings.disconnect_watch_ms) is never watched for a
-# disconnect: at low load the pass starts first, and the watcher (a task, a receive() into the
-# server, its cancellation) would cost the loop more than the whole queue wait. A job still
-# queued past it is watched, so a client that leaves before dispatch still frees its slot.
 def loop_warning(loop: asyncio.AbstractEventLoop, timeout_s: float) -> str | None:
     """What to tell the operator about the event loop Granian runs the app on, if anything."""
     if type(loop).__module__.split(".")[0] != "rloop":
         return None
     return ("serving on rloop, which keeps every cancelled timer's callback alive: each request's body timer "
             "and deadline (%g s) timer then stay in memory for good, and each full garbage collection walks "
-            "them all, longer and longer (past 100 ms at c=64, stalling every request; docs/benchmarks.md, "
-            "cudasync session). Serve on uvloop: GRANIAN_LOOP=uvloop or granian --loop uvloop (make serve "
-            "and the image do)" % timeout_s)
+            "them all, so its pauses grow with the requests served. Serve on uvloop: GRANIAN_LOOP=uvloop or "
+            "granian --loop uvloop (make serve and the image do)" % timeout_s)
 
 
-WATCH_AFTER_S = Settings.disconnect_watch_ms / 1000.0
+# A job dispatched within this long is never watched for a disconnect: at low load the pass
+# starts first, and a watcher (a task, a receive() into the server, its cancellation) would cost
+# the loop more than the whole queue wait. A job still queued past it is watched, so a client
+# that leaves before dispatch still frees its place.
+WATCH_AFTER_S = 0.01
 
 
 class _Guard:
@@ -256,10 +245,9 @@ class _Guard:
             self.handle.cancel()
         if self.watch is not None:
             self.watch.cancel()
-        # A loop may keep a cancelled timer's callback (this guard's `_fire`) alive: rloop 0.5
-        # never lets it go, and with these references it kept every request's job, watcher task
-        # and protocol, so full garbage collections grew past 100 ms at c=64 (docs/benchmarks.md,
-        # cudasync session). Only this small object stays.
+        # A loop may keep a cancelled timer's callback (this guard's `_fire`) alive (rloop does):
+        # dropping these references leaves only this small object behind, not the request's job,
+        # watcher task and protocol.
         self.job = self.disconnected = self.watch = self.handle = None
 
 

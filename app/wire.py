@@ -1,4 +1,4 @@
-"""Wire types of the HTTP contract (reference/api.md), as msgspec structs.
+"""Wire types of the HTTP contract (docs/api.md), as msgspec structs.
 
 Requests are validated per model (each model accepts a different subset of the Jev API), so
 these types document the protocol in /schema and type the fixed-shape responses; decision

@@ -16,23 +16,17 @@ import numpy as np
 
 @dataclass(frozen=True)
 class GraphPolicy:
-    """Which of a model's bucketed batch shapes the executor captures as CUDA graphs.
+    """What a model tells the batching policy (app/runtime/batching.py) about its CUDA graphs.
 
-    A capture costs a few forward passes' time (35-144 ms for the Qwen models on the H200; their
-    GPU memory after the load did not measurably grow); replay saves the launch overhead of a
-    thousand-odd kernels, which matters only while a pass is launch-bound (few rows, few tokens). Models whose shapes are few (Laya's buckets) capture
-    at first sight; models whose every request can be a new length capture only shapes that
-    recur, and only small ones."""
+    Replay saves the launch overhead of a thousand-odd kernels, which matters only while a pass
+    is launch-bound (few rows, few tokens), and each capture costs a few passes' time. Models
+    whose shapes are few (Laya's buckets) capture them all as they load; models whose every
+    request can be a new length capture only shapes that recur, and only small ones."""
 
     capture_after: int = 1      # sightings of a shape before it is captured (1: the first)
-    max_tokens: int = 0         # rows × longest row above which a batch runs uncaptured; 0: no bound
-    # Capture every shape the adapter lists (`capture_batches`) while the model loads, so that no
-    # request waits for a capture (20-140 ms each for Laya on the H200): models whose shapes are
-    # few enough to capture all (OMNI_CUDA_GRAPH_PRECAPTURE turns it off).
-    precapture: bool = False
-    # Each work runs as a pass of its own (Packed.parts: Clef-Flash's records), so the executor
-    # checks the bounds (OMNI_CUDA_GRAPH_ROWS, max_tokens) against each work, not the batch.
-    per_work: bool = False
+    max_tokens: int = 0         # rows × longest row above which a pass runs uncaptured; 0: no bound
+    precapture: bool = False    # capture every shape the adapter lists (`capture_batches`) at load
+    per_work: bool = False      # each work runs as a pass of its own: bounds apply per work
 
 
 @dataclass
@@ -109,7 +103,7 @@ class ServedModel(Protocol):
     def notes(self) -> list[str]: ...
 
 
-# reference/api.md's example request: the warm-up of models that take it as it is.
+# docs/api.md's example request: the warm-up of models that take it as it is.
 API_EXAMPLE = {
     "state": "I was charged twice for my order. Please refund the duplicate today.",
     "questions": {
@@ -143,7 +137,7 @@ class ExportedModel:
     cuda_graphs: GraphPolicy | None = GraphPolicy()    # which bucketed shapes the executor captures
     # What one more forward pass costs, in padded tokens: requests of different lengths that wait
     # together run as passes of similar lengths where that saves more padding than the passes
-    # cost (app/runtime/lengths.py). 0: one pass for all (families whose adapter splits rows itself).
+    # cost (app/runtime/batching.py). 0: one pass for all (families whose adapter splits rows itself).
     pass_tokens: int = 0
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
@@ -175,8 +169,7 @@ class ExportedModel:
         out, meta = [], self.manifest
         if not meta.get("weights_folded"):
             out.append("exported before exports folded their weight transforms: ONNX Runtime folds them at every "
-                       "start (27 s of Cua-S1 4B's on the H200); `python -m models.fold %s` folds them once, in "
-                       "place" % self.directory)
+                       "start, which slows it; `python -m models.fold %s` folds them once, in place" % self.directory)
         gate = meta.get("check", {}).get("parity_gate")
         if gate is not None and "not_run" in gate:
             out.append("a %s export whose parity gate against float32 did NOT RUN at export (%s); it was exported "

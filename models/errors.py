@@ -1,6 +1,6 @@
 """Model-neutral request errors, raised by preparation and finishing, rendered by the app.
 
-Each carries the HTTP status and the stable `code` of the contract (reference/api.md), a
+Each carries the HTTP status and the stable `code` of the contract (docs/api.md), a
 `detail` for people and, for per-question problems, `errors` listing every invalid question.
 """
 from __future__ import annotations

@@ -3,10 +3,9 @@
 The one route on the hot path is a raw ASGI handler. It is registered in the Litestar app (its
 schema, and a route that answers like the rest), but the server's outermost layer calls it
 directly (`direct`): with one worker the event loop's CPU per request bounds the server's
-throughput, and Litestar's per-request machinery was first an eighth of it (the handler's
-signature parsing, Request and Response objects), then, as a raw handler, its router and
-exception layers another 9-18% (H200, Laya c=64; docs/benchmarks.md). `direct` answers what
-those layers would: a Problem as problem+json, anything else as a logged 500 `internal_error`.
+throughput, and Litestar's per-request machinery (signature parsing, Request and Response
+objects, router and exception layers) is a large share of it. `direct` answers what those
+layers would: a Problem as problem+json, anything else as a logged 500 `internal_error`.
 """
 from __future__ import annotations
 

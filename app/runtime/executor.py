@@ -1,22 +1,16 @@
-"""One background thread that owns every ONNX Runtime session and runs batches in FIFO order.
+"""The executor thread: it owns every ONNX Runtime session and runs forward passes in FIFO order.
 
-Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees
-up, the thread takes the oldest waiting job and every later job of the same model that the
-model's adapter says may share its forward pass, within the row and padded-token budgets. Where
-their lengths differ so much that padding them to one length costs more than another pass, only
-the oldest job's share of the cheapest split runs and the rest wait at the front of the queue
-(app/runtime/lengths.py). It packs them into one batch, runs it, and completes each caller's
-future on its event loop; a batch run as micro-batches answers each request after its last one.
-A job cancelled before dispatch (deadline, disconnect) is dropped without running. A batch that
-raises fails only its jobs not yet answered; a session that cannot be created makes its model
-FAILED. Where a model's graph policy asks, every shape it lists is captured as a CUDA graph while
-it loads (`precapture`).
+Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees up,
+the thread asks the batching policy (app/runtime/batching.py) for the next pass's jobs and their
+packed inputs, runs the pass (or its micro-batches in turn), and completes each caller's future
+on its event loop. A job cancelled before dispatch (deadline, disconnect) is dropped unrun. A
+pass that raises fails only its jobs not yet answered; a session that cannot be created, or
+`fatal_after_failures` failed passes in a row, make the model FAILED.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
-import heapq
 import logging
 import threading
 import time
@@ -25,7 +19,8 @@ from typing import Any, Callable
 
 from opentelemetry import trace
 
-from app.runtime import lengths, sessions
+from app.runtime import sessions
+from app.runtime.batching import BatchPolicy
 from app.runtime.registry import ModelSlot, SlotState
 from models.base import Packed, Prepared
 from models import onnx_ops
@@ -83,6 +78,7 @@ class Executor:
                  on_batch: Callable[[BatchInfo, list[Job]], None] | None = None, tracer=None,
                  on_drop: Callable[[Job], None] | None = None, on_fatal: Callable[[ModelSlot], None] | None = None):
         self.settings = settings
+        self.policy = BatchPolicy.from_settings(settings)
         self._on_drop = on_drop
         self._on_fatal = on_fatal
         self._failures: dict[ModelSlot, int] = {}
@@ -135,9 +131,9 @@ class Executor:
                     return
                 if self.settings.batch_window_ms > 0 and len(self._queue) < self.settings.max_batch_rows:
                     self._cv.wait(self.settings.batch_window_ms / 1000.0)
-                jobs = self._take()
+                jobs = self.policy.next_pass(self._queue, self._drop)
             if jobs:
-                self._execute(self._split(jobs))
+                self._execute(jobs)
 
     def _load(self, slot: ModelSlot) -> None:
         t0 = time.perf_counter()
@@ -151,10 +147,8 @@ class Executor:
             if note:
                 log.info("model %s: %s", slot.name, note)
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
-                                   graphs, self.settings.cuda_sdpa_kernel,
-                                   capture_after=policy.capture_after if policy is not None else 1,
-                                   gdn_plan=plan, pinned_buffers=self.settings.pinned_host_buffers,
-                                   cuda_sync=self.settings.cuda_sync)
+                                   graphs, capture_after=policy.capture_after if policy is not None else 1,
+                                   gdn_plan=plan)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc
@@ -165,8 +159,7 @@ class Executor:
             captured = ""
             # Static shapes only come with a graph policy (graphs above are 0 without one).
             if info.static_shapes and policy.precapture and self.settings.cuda_graph_precapture:
-                count, took = precapture(slot.session, slot.model, self.settings.cuda_graph_rows,
-                                         self.settings.cuda_graph_tokens)
+                count, took = self.policy.precapture(slot.session, slot.model)
                 slot.graphs_captured, slot.capture_s = count, took
                 captured = " (%d CUDA graphs captured in %.0f ms)" % (count, took * 1000.0)
             slot.load_ms = (time.perf_counter() - t0) * 1000.0
@@ -178,52 +171,6 @@ class Executor:
     def _drop(self, job: Job) -> None:
         if self._on_drop:
             self._on_drop(job)
-
-    def _take(self) -> list[Job]:
-        """The oldest live job plus later compatible ones within budget (caller holds the lock)."""
-        while self._queue and self._queue[0].cancelled:
-            self._drop(self._queue.popleft())
-        if not self._queue:
-            return []
-        head = self._queue.popleft()
-        adapter = head.slot.model.adapter
-        key = adapter.compatible(head.prepared)
-        jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
-        s = self.settings
-        keep: list[Job] = []
-        while self._queue:
-            job = self._queue.popleft()
-            if job.cancelled:
-                self._drop(job)
-                continue
-            if job.slot is head.slot and adapter.compatible(job.prepared) == key:
-                r, l = rows + job.prepared.rows, max(longest, job.prepared.longest)
-                if r <= s.max_batch_rows and r * l <= s.max_batch_tokens:
-                    jobs.append(job)
-                    rows, longest = r, l
-                    continue
-            keep.append(job)
-        self._queue.extendleft(reversed(keep))
-        return jobs
-
-    def _split(self, jobs: list[Job]) -> list[Job]:
-        """Of jobs whose lengths differ enough, the pass holding the oldest (app/runtime/lengths.py);
-        the others go back to the front of the queue, in order, for the next pass."""
-        pass_tokens = jobs[0].slot.model.pass_tokens
-        if not pass_tokens or len(jobs) < 2:
-            return jobs
-        keep = lengths.head_pass([(j.prepared.rows, j.prepared.longest) for j in jobs], pass_tokens)
-        if keep is None:
-            return jobs
-        chosen = set(keep)
-        rest = [j for i, j in enumerate(jobs) if i not in chosen]
-        with self._cv:
-            # Back in arrival order: other models' jobs older than the last of these stay ahead.
-            older = []
-            while self._queue and self._queue[0].enqueued < rest[-1].enqueued:
-                older.append(self._queue.popleft())
-            self._queue.extendleft(reversed(list(heapq.merge(rest, older, key=lambda j: j.enqueued))))
-        return [jobs[i] for i in keep]
 
     def _execute(self, jobs: list[Job]) -> None:
         slot = jobs[0].slot
@@ -244,17 +191,7 @@ class Executor:
             if slot.session is None:
                 raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
-            policy = slot.model.cuda_graphs
-            rows, tokens = sessions.bounded_shape(policy, [j.prepared.rows for j in jobs],
-                                                  max(j.prepared.longest for j in jobs))
-            static, run = sessions.batch_runner(slot.session, slot.static_shapes, rows, self.settings.cuda_graph_rows,
-                                                tokens, sessions.token_bound(policy, self.settings.cuda_graph_tokens))
-            packed: Packed = adapter.pack(works, static=static)
-            takes = getattr(slot.session, "takes", None)
-            if static and takes is not None and not takes(packed.feeds):
-                # The graph budget is spent and this shape is not captured: run the batch at its
-                # own shape rather than pay for filler rows and columns with nothing saved.
-                packed, run = adapter.pack(works), slot.session.run_uncaptured
+            packed, run = self.policy.pack(slot, jobs)
             graphs_before, capture_before = _capture_totals(slot.session)
             info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
                              slot.device or "?", started, 0.0, packed.meta)
@@ -328,26 +265,6 @@ class Executor:
             log.critical("model %s is out of service: %s", slot.name, slot.error)
             if self._on_fatal:
                 self._on_fatal(slot)
-
-
-def precapture(session, model, graph_rows: int, graph_tokens: int = 0) -> tuple[int, float]:
-    """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first) on
-    a GraphRunner until its budget is full: (graphs captured, seconds). A failed capture is
-    logged and ends it: the shapes left are captured on first sight, as without it."""
-    t0, before = time.perf_counter(), len(session.graphs)
-    policy = model.cuda_graphs
-    for works in model.adapter.capture_batches(graph_rows, sessions.token_bound(policy, graph_tokens)):
-        if len(session.graphs) >= session.max_graphs:
-            break
-        feeds = model.adapter.pack(works, static=True).feeds
-        try:
-            for _ in range(session.capture_after):     # the sightings the policy waits for
-                session.run(None, feeds)
-        except Exception:
-            log.exception("model %s: capturing the shape %s failed; the rest are captured on first sight",
-                          model.name, [list(a.shape) for a in feeds.values()])
-            break
-    return len(session.graphs) - before, time.perf_counter() - t0
 
 
 def _settle(jobs: list[Job], how: Callable, values: list) -> None:

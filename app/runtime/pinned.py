@@ -50,9 +50,9 @@ class PinnedArray:
 class CudaRuntime:
     def __init__(self, path: str):
         self.path = path
-        # PyDLL: the calls keep the GIL, as ONNX Runtime's own copies do. A CDLL call lets it go for
-        # a ~20 µs copy, and a busy event loop then keeps the executor thread waiting for it (up to
-        # the 5 ms switch interval). On the H200 the CDLL build's servers ran c=16 8-20% lower.
+        # PyDLL: the calls keep the GIL, as ONNX Runtime's own copies do. A CDLL call lets it go
+        # for a short copy, and a busy event loop then keeps the executor thread waiting for it
+        # for up to the GIL's switch interval.
         self.lib = lib = ctypes.PyDLL(path)
         lib.cudaHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint]
         lib.cudaFreeHost.argtypes = [ctypes.c_void_p]

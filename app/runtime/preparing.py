@@ -1,14 +1,11 @@
 """Preparation of the requests that reach the event loop in one turn, in one call.
 
 A request's preparation (validate, render, tokenize) runs on the event loop, and one worker's
-loop bounds the server's throughput. Its tokenizer call is the largest part (22% of the loop's
-samples on the H200 at c=64, docs/benchmarks.md) and has a fixed cost per call that one call for
-many texts shares; it also lets go of the GIL while it works. So a small request does not
-prepare at once: it waits for the end of the loop's current turn, and every request that arrived
-in that turn is prepared by one `model.prepare_many`. At c=1 that costs one future and one turn.
-The call on a thread of its own, freeing the loop meanwhile, was built and measured on the H200:
-it served no more (the GIL, not the loop's time, bounds c=64), so it was taken out again
-(docs/benchmarks.md, 2026-12-01 loop session).
+loop bounds the server's throughput. Its tokenizer call is the largest part and has a fixed
+cost per call that one call for many texts shares; it also lets go of the GIL while it works. So
+a small request does not prepare at once: it waits for the end of the loop's current turn, and
+every request that arrived in that turn is prepared by one `model.prepare_many`. At c=1 that
+costs one future and one turn.
 """
 from __future__ import annotations
 

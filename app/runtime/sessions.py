@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.runtime import cuda_sync as cuda_sync_mode
 from app.runtime import pinned
 from models import onnx_ops
 
@@ -34,22 +33,20 @@ class GraphRunner:
     """IO binding with one captured CUDA graph per input-shape bucket, replayed on later runs.
 
     A plain export launches on the order of a thousand kernels per forward; replaying a captured
-    graph launches them at once (the H200 probe: 11.4 → 4.2 ms for one 96-token row). Each
-    captured shape gets its own graph id, device buffers the new request's data is copied into,
+    graph launches them at once. Each captured shape gets its own graph id, device buffers the new request's data is copied into,
     and a graph-owned memory pool. A shape is captured on its `capture_after`-th sighting (before
     that, and past `max_graphs` shapes, it runs bound but uncaptured, graph id -1). A shape
     whose capture fails is logged and runs uncaptured from then on: its requests are answered,
     not failed.
     """
 
-    def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda",
-                 pinned_buffers: bool = True):
+    def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda"):
         import onnxruntime as ort
 
         self.ort, self.session, self.device_id, self.max_graphs = ort, session, device_id, max_graphs
         self.device = device      # where inputs and outputs are bound ("cpu" only in tests: no capture)
         # Replays copy through page-locked host buffers where the CUDA runtime is at hand (pinned.py).
-        self.cuda = pinned.runtime() if pinned_buffers and device == "cuda" else None
+        self.cuda = pinned.runtime() if device == "cuda" else None
         self.capture_after = max(1, capture_after)
         self.outputs = [o.name for o in session.get_outputs()]
         self.graphs: dict[tuple, Captured] = {}
@@ -133,8 +130,8 @@ class GraphRunner:
 class Captured:
     """One captured shape's binding. All its inputs live in one device block and all its outputs
     in another, so a replay costs one host-to-device and one device-to-host copy, not one per
-    tensor (Laya feeds five: each synchronous copy costs ~15 µs, on a ~1.4 ms pass). Offsets are
-    aligned to 256 bytes, as CUDA's allocations are."""
+    tensor (each synchronous copy has a fixed cost). Offsets are aligned to 256 bytes, as CUDA's
+    allocations are."""
 
     def __init__(self, runner: GraphRunner, feeds: dict, outputs: list, graph_id: int):
         ort, device, index = runner.ort, runner.device, runner.device_id
@@ -200,33 +197,6 @@ def _shapes(key: tuple) -> str:
     return " ".join("%s%s" % (name, list(shape)) for name, shape, _ in key)
 
 
-def batch_runner(session, static_shapes: bool, rows: int, graph_rows: int, tokens: int = 0, graph_tokens: int = 0):
-    """(static, run) for a batch of `rows` rows and `tokens` = rows × longest row: whether to pack
-    it in the bucketed shapes, and the call that runs it. Graphs pay off where a pass is
-    launch-bound (few rows, few tokens); a large batch is compute-bound, so capture saves nothing
-    there and the buckets (rows to a power of two) would cost up to twice the work (H200, Laya at
-    c=64: 50 vs 24 ms): it runs uncaptured at its own shapes. `graph_tokens` 0: no token bound."""
-    if not static_shapes:
-        return False, session.run
-    if rows <= graph_rows and (not graph_tokens or tokens <= graph_tokens):
-        return True, session.run
-    return False, session.run_uncaptured
-
-
-def token_bound(policy, override: int = 0) -> int:
-    """The rows × longest row above which a batch runs uncaptured: `override`
-    (OMNI_CUDA_GRAPH_TOKENS) where set, else the model's policy's (0: no bound)."""
-    return override or (policy.max_tokens if policy is not None else 0)
-
-
-def bounded_shape(policy, rows: list[int], longest: int) -> tuple[int, int]:
-    """(rows, tokens) of a batch of works with `rows` rows each and rows of at most `longest`
-    tokens, as batch_runner bounds them: the batch's, or one work's where the model's graph
-    policy runs each work as a pass of its own (GraphPolicy.per_work)."""
-    n = max(rows) if policy is not None and policy.per_work else sum(rows)
-    return n, n * longest
-
-
 # The GatedDeltaNet engine (ORT_GDN_PLAN) while a session is built; sessions are built one at a
 # time, on the executor thread, so setting the process's variable is safe.
 gdn_engine = onnx_ops.gdn_plan
@@ -247,8 +217,7 @@ def _cuda_available(ort) -> bool:
 
 
 # ONNX Runtime's refusals: "... cannot use the CUDA Graph feature ..." (control flow) and, for a
-# graph with compute placed on the CPU, "... cannot use the graph capture feature ..." (seen on
-# the H200 with onnxruntime-gpu 1.31.1).
+# graph with compute placed on the CPU, "... cannot use the graph capture feature ...".
 _GRAPH_REFUSAL = re.compile(r"cannot use the (CUDA Graph|graph capture) feature")
 
 
@@ -269,15 +238,16 @@ def without_graphs_if_refused(build, cuda: dict, onnx_path: str) -> tuple[object
         return build(cuda), reason
 
 
+# The CUDA provider's attention backends (bitmask: 1 flash, 2 memory-efficient, 4 TensorRT fused,
+# 8 cuDNN flash, 16 unfused): all but cuDNN's, which builds an execution plan for every new input
+# shape and so stalls a server whose traffic brings many lengths.
+SDPA_KERNELS = 1 | 2 | 16
+
+
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
-           sdpa_kernel: int = 0, capture_after: int = 1, gdn_plan: str = "auto",
-           pinned_buffers: bool = True, cuda_sync: str = "auto") -> SessionInfo:
+           capture_after: int = 1, gdn_plan: str = "auto") -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
-    which sighting a shape is captured (GraphRunner); `pinned_buffers`: replays copy through
-    page-locked host memory (pinned.py). `sdpa_kernel`: the CUDA provider's attention
-    backends (bitmask: 1 flash, 2 memory-efficient, 4 TensorRT fused, 8 cuDNN flash, 16 unfused);
-    0 leaves the choice to ONNX Runtime. `gdn_plan`: the GatedDeltaNet engine (app.config).
-    `cuda_sync`: how a run waits for the GPU (cuda_sync.py), set before the first CUDA session."""
+    which sighting a shape is captured (GraphRunner); `gdn_plan`: the GatedDeltaNet engine."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -292,12 +262,9 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
     runtime = "onnxruntime %s" % ort.__version__
     if want_cuda:
         index = int(device.split(":", 1)[1]) if ":" in device else 0
-        cuda_sync_mode.apply(cuda_sync, index)
-        cuda = {"device_id": index}
+        cuda = {"device_id": index, "sdpa_kernel": str(SDPA_KERNELS)}
         if cuda_graphs:
             cuda["enable_cuda_graph"] = "1"
-        if sdpa_kernel:
-            cuda["sdpa_kernel"] = str(sdpa_kernel)
         with gdn_engine(gdn_plan):
             session, refused = without_graphs_if_refused(
                 lambda cuda: ort.InferenceSession(onnx_path, sess_options=options,
@@ -306,7 +273,7 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
         if session.get_providers()[0] != "CUDAExecutionProvider":
             raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
         if cuda.get("enable_cuda_graph"):
-            runner = GraphRunner(session, index, cuda_graphs, capture_after, pinned_buffers=pinned_buffers)
+            runner = GraphRunner(session, index, cuda_graphs, capture_after)
             log.info("CUDA graph replays copy through %s", "pinned host buffers (%s)" % runner.cuda.path
                      if runner.cuda is not None else "pageable host memory")
             return SessionInfo(runner, "cuda:%d" % index,

@@ -47,5 +47,3 @@ def test_switches_read_the_usual_spellings():
         assert Settings.from_env({"OMNI_CUDA_GRAPH_PRECAPTURE": raw}).cuda_graph_precapture is value
     with pytest.raises(ValueError, match="OMNI_CUDA_GRAPH_PRECAPTURE"):
         Settings.from_env({"OMNI_CUDA_GRAPH_PRECAPTURE": "maybe"})
-    assert Settings.from_env({}).pinned_host_buffers is True
-    assert Settings.from_env({"OMNI_PINNED_HOST_BUFFERS": "off"}).pinned_host_buffers is False

@@ -314,33 +314,6 @@ def test_a_models_token_bound_sends_larger_batches_uncaptured(english, harness, 
     assert kind_three == "uncaptured" and shape_three[0] == 3
 
 
-def test_the_operator_token_bound_takes_the_models_place(english, harness, monkeypatch):
-    """OMNI_CUDA_GRAPH_TOKENS replaces a model's bound, lower or higher."""
-    from models.base import GraphPolicy
-
-    one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
-
-    def kinds(tokens, rows):
-        h = harness([english[1]], cuda_graph_rows=16, cuda_graph_tokens=tokens)
-        slot = h.slot("english")
-        slot.session, slot.static_shapes = _RecordingGraphs(slot.session), True
-        longest = slot.model.prepare(one).longest
-        monkeypatch.setattr(slot.model, "cuda_graphs", GraphPolicy(capture_after=2, max_tokens=2 * longest))
-
-        async def main():
-            with h.executor._cv:
-                jobs = [h.executor.submit(slot, slot.model.prepare(one)) for _ in range(rows)]
-            return [await j.future for j in jobs]
-
-        asyncio.run(main())
-        return [kind for kind, _ in slot.session.calls], longest
-
-    (kind,), longest = kinds(0, 3)
-    assert kind == "uncaptured"                                  # the model's bound: 2 rows
-    assert kinds(4 * longest, 3)[0] == ["replay"]                # raised: 3 rows fit
-    assert kinds(longest, 2)[0] == ["uncaptured"]                # lowered: 2 rows no longer fit
-
-
 def test_graph_captures_are_reported_with_their_batch(english, harness):
     """A GraphRunner (bound on the CPU here: same bookkeeping, no capture) under the executor:
     the batch in which a shape reaches its sighting count reports one capture and its time,
@@ -472,29 +445,21 @@ def test_laya_captures_up_to_the_row_bound_within_its_token_bound():
     before; larger ones are captured up to the row bound while launch-bound, and run at their
     own shape once rows × longest passes 16 × 512."""
     from app.config import Settings
-    from app.runtime.sessions import batch_runner
+    from app.runtime.batching import BatchPolicy
     from models.laya.served import LayaModel
 
-    bound = LayaModel.cuda_graphs.max_tokens
-    rows = Settings().cuda_graph_rows
-    assert rows == 64 and bound == 16 * 512
-
-    class Runner:
-        def run(self): ...
-        def run_uncaptured(self): ...
-
-    r = Runner()
+    policy, bound = BatchPolicy.from_settings(Settings()), LayaModel.cuda_graphs
+    assert policy.graph_rows == 64 and bound.max_tokens == 16 * 512
     for n, longest, captured in ((1, 48, True), (16, 512, True), (22, 48, True), (64, 128, True),
                                  (64, 129, False), (24, 400, False), (65, 16, False)):
-        static, run = batch_runner(r, True, n, rows, n * longest, bound)
-        assert static is captured and run == (r.run if captured else r.run_uncaptured), (n, longest)
+        assert policy.captures(bound, n, n * longest) is captured, (n, longest)
 
 
 def test_the_shapes_laya_captures_as_it_loads_are_every_shape_a_pass_can_take(english):
     """LayaAdapter.capture_batches lists each bucketed shape once, fewest tokens first, and
     exactly the shapes that batches of any row count up to the row bound and any length take
     when the policy captures them; questions of 2 to 8 options share one marker-column bucket."""
-    from app.runtime.sessions import batch_runner
+    from app.runtime.batching import BatchPolicy
     from models.laya.prepare import Row
 
     model = load(english[1])
@@ -508,14 +473,11 @@ def test_the_shapes_laya_captures_as_it_loads_are_every_shape_a_pass_can_take(en
     assert len(listed) == len(set(listed))
     assert [r * n for r, n in listed] == sorted(r * n for r, n in listed)
 
-    class Runner:
-        def run(self): ...
-        def run_uncaptured(self): ...
-
+    policy = BatchPolicy(max_rows=256, max_tokens=1 << 20, graph_rows=rows_bound)
     reached = set()
     for n in range(1, rows_bound + 1):
         for length in range(1, adapter.max_len + 1):
-            if batch_runner(Runner(), True, n, rows_bound, n * length, bound)[0]:
+            if policy.captures(model.cuda_graphs, n, n * length):
                 reached.add(shape([[Row([1] * length, [0], 0)] for _ in range(n)]))
     assert reached == set(listed)
     columns = {adapter.pack([[Row([1] * 30, list(range(k)), 0)]], static=True).feeds["marker_pos"].shape[1]
@@ -557,7 +519,8 @@ def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, h
     """With precapture on, the executor captures the adapter's shapes before the model warms up
     (a GraphRunner on the CPU here: the same bookkeeping, no CUDA), up to the graph budget; a
     request then finds its shape captured, and its answers are the plain session's."""
-    from app.runtime import executor as executor_module, sessions
+    from app.runtime import sessions
+    from app.runtime.batching import BatchPolicy
 
     made = graph_sessions
     h = harness([english[1]], cuda_graph_rows=4)
@@ -568,7 +531,7 @@ def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, h
     assert every > 7
     # All of them, with a budget that holds them; fewest tokens first, so a one-row request is among.
     runner = sessions.GraphRunner(made[0].session, 0, 64, device="cpu")       # the same plain session
-    count, took = executor_module.precapture(runner, slot.model, 4)
+    count, took = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=4).precapture(runner, slot.model)
     assert count == every == len(runner.graphs) and took > 0
     slot.session = runner
     one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}

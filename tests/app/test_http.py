@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from models.laya.served import WARMUP_REQUEST
 from tests.conftest import run_server
 
-BODY = {"model": "english", **WARMUP_REQUEST}          # reference/api.md's example request
+BODY = {"model": "english", **WARMUP_REQUEST}          # docs/api.md's example request
 SERVER_TIMING = re.compile(r"^[a-z]+;dur=\d+(\.\d+)?$")
 
 

@@ -7,8 +7,9 @@ import logging
 import pytest
 
 from app.config import Settings
-from app.main import create_app
+from app.main import TOKENIZER_THREADS, create_app
 from models import precision
+from models.tokenizer import usable_cores
 
 
 def test_a_half_export_that_failed_its_gate_is_named_at_load(english, tmp_path, monkeypatch, caplog):
@@ -66,10 +67,8 @@ def test_the_app_sizes_the_tokenizer_pool_before_its_models_load(english, monkey
     seen = []
     load = registry.load
     monkeypatch.setattr(registry, "load", lambda d: seen.append(os.environ.get("RAYON_NUM_THREADS")) or load(d))
-    create_app(Settings(models=(english[1],), tokenizer_threads=1))
-    assert seen == ["1"]
-    with pytest.raises(ValueError, match="tokenizer_threads"):
-        Settings(models=(english[1],), tokenizer_threads=-1)
+    create_app(Settings(models=(english[1],)))
+    assert seen == [str(min(TOKENIZER_THREADS, usable_cores()))]
 
 
 def test_an_export_the_server_cannot_serve_stops_it_with_one_line(tmp_path, caplog):

@@ -75,32 +75,6 @@ def test_generated_request_ids_are_unique_hex():
     assert len(request_id({"x-request-id": "has space"})) == 32      # not printable ASCII: a new one
 
 
-def test_the_engine_sets_the_gil_switch_interval_it_is_given():
-    import sys
-
-    from app.metrics import Metrics
-    from app.runtime.registry import Registry
-    from app.serving import Engine
-
-    with pytest.raises(ValueError, match="gil_switch_interval_ms"):
-        Settings(gil_switch_interval_ms=-1)
-    assert Settings.from_env({"OMNI_GIL_SWITCH_INTERVAL_MS": "0.5"}).gil_switch_interval_ms == 0.5
-    before = sys.getswitchinterval()
-
-    async def main(ms):
-        engine = Engine(Settings(gil_switch_interval_ms=ms), Registry([], None), Metrics())
-        await engine.start()
-        seen = sys.getswitchinterval()
-        await engine.stop()
-        return seen
-
-    try:
-        assert asyncio.run(main(0.0)) == before             # 0: Python's own
-        assert asyncio.run(main(0.5)) == pytest.approx(0.0005)
-    finally:
-        sys.setswitchinterval(before)
-
-
 def _guarded(dispatch_after: float | None, gone_after: float, budget_s: float | None, wait: float = 0.05,
              watch_after_s: float = 0.001):
     """A job under a _Guard: the executor dispatches it after `dispatch_after` s (None: never)
@@ -142,17 +116,13 @@ def test_a_job_still_queued_is_watched_and_a_disconnect_drops_it():
     assert job.cancelled and job.outcome == "gone"
 
 
-def test_the_watch_starts_only_after_its_setting():
-    """OMNI_DISCONNECT_WATCH_MS: a job queued for less than it is not watched, whatever the
-    client does; the engine passes the setting on."""
+def test_the_watch_starts_only_after_its_delay():
+    """A job queued for less than the watch delay is not watched, whatever the client does."""
     job, watched, received = _guarded(dispatch_after=None, gone_after=0.0, budget_s=None, watch_after_s=10.0)
     assert not watched and not received and not job.cancelled
     job, watched, received = _guarded(dispatch_after=None, gone_after=0.0, budget_s=None, watch_after_s=0.0)
     assert watched and received and job.outcome == "gone"
-    assert serving.WATCH_AFTER_S == Settings().disconnect_watch_ms / 1000.0 == 0.01
-    assert Settings.from_env({"OMNI_DISCONNECT_WATCH_MS": "5"}).disconnect_watch_ms == 5.0
-    with pytest.raises(ValueError):
-        Settings(disconnect_watch_ms=-1)
+    assert serving.WATCH_AFTER_S == 0.01
 
 
 def test_the_deadline_follows_the_watch_and_ends_a_job_still_waiting():

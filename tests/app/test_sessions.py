@@ -170,20 +170,6 @@ def test_a_captured_shape_keeps_its_tensors_in_one_block_each_way(mixed):
         [(np.dtype(np.float16), (0, 4), 0, 0), (np.dtype(np.int32), (2,), 0, 8)], 256)
 
 
-@pytest.mark.parametrize("rows, tokens, graph_tokens, static", [
-    (4, 4 * 224, 1024, True),       # small: bucketed, may replay
-    (8, 8 * 224, 1024, False),      # more tokens than the bound: own shapes, uncaptured
-    (8, 8 * 224, 0, True),          # no token bound (Laya): only the row bound counts
-    (32, 32 * 48, 0, False),        # more rows than the bound
-])
-def test_batch_runner_bounds(session, rows, tokens, graph_tokens, static):
-    runner = sessions.GraphRunner(session, 0, max_graphs=8, device="cpu")
-    got, run = sessions.batch_runner(runner, True, rows, 16, tokens, graph_tokens)
-    assert got is static
-    assert run == (runner.run if static else runner.run_uncaptured)
-    assert sessions.batch_runner(session, False, rows, 16, tokens, graph_tokens) == (False, session.run)
-
-
 def test_gdn_plan_is_set_only_while_a_session_is_built(monkeypatch):
     """ORT_GDN_PLAN carries the configured GatedDeltaNet engine into ONNX Runtime while a session
     is built, and the process's own value (or its absence) comes back afterwards."""

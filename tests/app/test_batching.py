@@ -1,4 +1,4 @@
-"""app/runtime/lengths.py: the cheapest split of waiting requests into passes of similar lengths,
+"""app/runtime/batching.py: the cheapest split of waiting requests into passes of similar lengths,
 checked against every split there is, and the pass the oldest request runs in."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from app.runtime.lengths import _grid, head_pass, passes
+from app.runtime.batching import _grid, head_pass, passes
 
 
 def _cost(split, sizes, pass_tokens):

@@ -1,0 +1,189 @@
+"""The batching policy: which queued jobs share the next forward pass, and at which shape it runs.
+
+The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every decision:
+
+- **take** (`next_pass`): the oldest live job, plus every later job of the same model whose
+  adapter says it may share the pass (`compatible`), within `max_batch_rows` rows and
+  `max_batch_tokens` rows × longest row. Jobs of other models, or past the budgets, stay queued
+  in order.
+- **split** (`next_pass`): every row of a pass is padded to its longest row. Where the taken jobs'
+  lengths differ so much that one more pass costs less than the padding it saves (the model's
+  `pass_tokens`), the cheapest split into passes of like lengths is found exactly (`passes`), only
+  the pass holding the oldest job runs now, and the others go back to the front of the queue in
+  arrival order. The oldest job always runs next, so none is starved.
+- **shape** (`pack`): a session that replays CUDA graphs gets the batch padded to the adapter's
+  bucketed shapes while the pass is small (at most `cuda_graph_rows` rows and the model's token
+  bound, `GraphPolicy.max_tokens`), since replay saves launch overhead only while a pass is
+  launch-bound; a larger pass runs uncaptured at its own shape, where filler rows would cost more
+  than replay saves. Once the graph budget is spent, a shape not yet captured also runs at its
+  own shape. Models whose passes are one work each (`GraphPolicy.per_work`) are bounded per work.
+- **micro-batches** (`pack`): adapters that cut a batch into micro-batches (`Packed.parts`: the
+  Qwen rows of like lengths, Clef-Flash's records) run each in turn; `Packed.ready` lets the
+  executor answer a job after the part that completes it.
+- **precapture**: the shapes a model lists (`capture_batches`) are captured as it loads, so
+  that no request waits for a capture, within the same bounds as `pack`.
+"""
+from __future__ import annotations
+
+import collections
+import heapq
+import logging
+import time
+from typing import Callable, Sequence
+
+from models.base import GraphPolicy, Packed
+
+log = logging.getLogger("omni.batching")
+
+
+class BatchPolicy:
+    def __init__(self, max_rows: int, max_tokens: int, graph_rows: int):
+        self.max_rows, self.max_tokens, self.graph_rows = max_rows, max_tokens, graph_rows
+
+    @classmethod
+    def from_settings(cls, settings) -> "BatchPolicy":
+        return cls(settings.max_batch_rows, settings.max_batch_tokens, settings.cuda_graph_rows)
+
+    # -- which jobs ------------------------------------------------------------------------
+    def next_pass(self, queue: collections.deque, drop: Callable) -> list:
+        """Pop the jobs of the next pass off `queue` (the caller holds its lock); cancelled jobs
+        met on the way are handed to `drop`. Jobs taken but split off go back in arrival order."""
+        jobs = self._take(queue, drop)
+        if len(jobs) < 2:
+            return jobs
+        keep = head_pass([(j.prepared.rows, j.prepared.longest) for j in jobs], jobs[0].slot.model.pass_tokens)
+        if keep is None:
+            return jobs
+        chosen = set(keep)
+        rest = [j for i, j in enumerate(jobs) if i not in chosen]
+        older = []          # other models' jobs that arrived before the last of these stay ahead
+        while queue and queue[0].enqueued < rest[-1].enqueued:
+            older.append(queue.popleft())
+        queue.extendleft(reversed(list(heapq.merge(rest, older, key=lambda j: j.enqueued))))
+        return [jobs[i] for i in keep]
+
+    def _take(self, queue: collections.deque, drop: Callable) -> list:
+        while queue and queue[0].cancelled:
+            drop(queue.popleft())
+        if not queue:
+            return []
+        head = queue.popleft()
+        adapter = head.slot.model.adapter
+        key = adapter.compatible(head.prepared)
+        jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
+        keep = []
+        while queue:
+            job = queue.popleft()
+            if job.cancelled:
+                drop(job)
+                continue
+            if job.slot is head.slot and adapter.compatible(job.prepared) == key:
+                r, n = rows + job.prepared.rows, max(longest, job.prepared.longest)
+                if r <= self.max_rows and r * n <= self.max_tokens:
+                    jobs.append(job)
+                    rows, longest = r, n
+                    continue
+            keep.append(job)
+        queue.extendleft(reversed(keep))
+        return jobs
+
+    # -- at which shape --------------------------------------------------------------------
+    def pack(self, slot, jobs: Sequence) -> tuple[Packed, Callable]:
+        """The jobs' works in the session's input layout, and the call that runs each part."""
+        adapter, session, policy = slot.model.adapter, slot.session, slot.model.cuda_graphs
+        works = [j.prepared.work for j in jobs]
+        if not slot.static_shapes:
+            return adapter.pack(works), session.run
+        each = [j.prepared.rows for j in jobs]
+        rows = max(each) if policy is not None and policy.per_work else sum(each)
+        if not self.captures(policy, rows, rows * max(j.prepared.longest for j in jobs)):
+            return adapter.pack(works), session.run_uncaptured
+        packed = adapter.pack(works, static=True)
+        takes = getattr(session, "takes", None)
+        if takes is not None and not takes(packed.feeds):
+            # The graph budget is spent and this shape is not captured: run the batch at its
+            # own shape rather than pay for filler rows and columns with nothing saved.
+            return adapter.pack(works), session.run_uncaptured
+        return packed, session.run
+
+    def captures(self, policy: GraphPolicy | None, rows: int, tokens: int) -> bool:
+        """Whether a pass of `rows` rows and `tokens` = rows × longest row is padded to a bucketed
+        shape and replayed: small passes are launch-bound, so replay pays; large ones are not."""
+        bound = policy.max_tokens if policy is not None else 0
+        return rows <= self.graph_rows and (not bound or tokens <= bound)
+
+    def precapture(self, session, model) -> tuple[int, float]:
+        """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first)
+        until the session's graph budget is full: (graphs captured, seconds). A failed capture is
+        logged and ends it: the shapes left are captured on first sight."""
+        t0, before = time.perf_counter(), len(session.graphs)
+        policy = model.cuda_graphs
+        for works in model.adapter.capture_batches(self.graph_rows, policy.max_tokens if policy else 0):
+            if len(session.graphs) >= session.max_graphs:
+                break
+            feeds = model.adapter.pack(works, static=True).feeds
+            try:
+                for _ in range(session.capture_after):     # the sightings the policy waits for
+                    session.run(None, feeds)
+            except Exception:
+                log.exception("model %s: capturing the shape %s failed; the rest are captured on first sight",
+                              model.name, [list(a.shape) for a in feeds.values()])
+                break
+        return len(session.graphs) - before, time.perf_counter() - t0
+
+
+# -- the cheapest split into passes of like lengths ------------------------------------------
+def _grid(n: int) -> int:
+    """n rounded up to 16 steps a doubling (multiples of 16 up to 256): lengths closer than a
+    step are one item to the search, which keeps it to a few dozen items."""
+    step = 16 if n <= 256 else 1 << (n.bit_length() - 5)
+    return -(-n // step) * step
+
+
+def passes(sizes: Sequence[tuple[int, int]], pass_tokens: int) -> list[list[int]]:
+    """For requests of (rows, longest row) `sizes`: the cheapest split into passes, each the
+    indices (in order) of its requests, the pass of the shortest rows first. The cost is
+    Σ (pass_tokens + rows × longest row) over the passes, lengths taken on the search's grid."""
+    grid = [_grid(length) for _, length in sizes]
+    keys = sorted(set(grid))
+    where = {k: i for i, k in enumerate(keys)}
+    prefix = [0] * (len(keys) + 1)             # rows up to each length group
+    for (rows, _), g in zip(sizes, grid):
+        prefix[where[g] + 1] += rows
+    for j in range(len(keys)):
+        prefix[j + 1] += prefix[j]
+    # best[j]: the cheapest split of the first j length groups; cut[j]: where its last pass starts.
+    best, cut = [0], [0]
+    for j in range(1, len(keys) + 1):
+        top, rows_j = keys[j - 1], prefix[j]
+        b, c = best[0] + rows_j * top, 0
+        for i in range(1, j):
+            cost = best[i] + (rows_j - prefix[i]) * top
+            if cost < b:
+                b, c = cost, i
+        best.append(b + pass_tokens)
+        cut.append(c)
+    pass_of, j, n = {}, len(keys), 0
+    while j:                            # the passes from the longest rows back
+        for k in keys[cut[j]:j]:
+            pass_of[k] = n
+        n, j = n + 1, cut[j]
+    out: list[list[int]] = [[] for _ in range(n)]
+    for i, g in enumerate(grid):
+        out[n - 1 - pass_of[g]].append(i)
+    return out
+
+
+def head_pass(sizes: Sequence[tuple[int, int]], pass_tokens: int) -> list[int] | None:
+    """For requests of (rows, longest row) `sizes`, oldest first: the indices of those that share
+    the oldest one's pass in the cheapest split; None when one pass for all costs least, or
+    `pass_tokens` is 0."""
+    if pass_tokens <= 0 or len(sizes) < 2:
+        return None
+    longest = max(length for _, length in sizes)
+    if sum(rows * (longest - length) for rows, length in sizes) <= pass_tokens:
+        return None                     # all the padding a split could save is not worth a pass
+    split = passes(sizes, pass_tokens)
+    if len(split) == 1:
+        return None
+    return next(p for p in split if p[0] == 0)
