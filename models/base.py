@@ -29,6 +29,16 @@ class GraphPolicy:
     per_work: bool = False      # each work runs as a pass of its own: bounds apply per work
 
 
+@dataclass(frozen=True)
+class MicroBatches:
+    """Bounds on the micro-batches the batching policy cuts a take into, for adapters whose rows
+    each end at their own last token (`row_lengths`, `bucket`, `pack(..., parts=)`)."""
+
+    max_rows: int = 64
+    max_tokens: int = 32768      # rows × padded length of one micro-batch
+    max_row_padding: int = 256   # pads one row may carry: past this, one more pass costs less
+
+
 @dataclass
 class Prepared:
     """One request, ready for the executor."""
@@ -76,12 +86,17 @@ class BatchAdapter(Protocol):
     # Adapters of models whose GraphPolicy has `precapture` also provide
     # `capture_batches(graph_rows, max_tokens) -> list[list[work]]`: one batch per bucketed
     # shape to capture as the model loads, fewest tokens first.
+    # Adapters of models with `micro_batches` also provide `row_lengths(works) -> (lengths,
+    # owners)` (each row's length as the graph runs it, and its work's index), `bucket(n)` (the
+    # padded length of a micro-batch whose longest row has n tokens), and take `parts=` in
+    # `pack`: the micro-batches as row indices, in run order (None: one pass of every row).
 
 
 class ServedModel(Protocol):
     name: str
     cuda_graphs: GraphPolicy | None         # None: never capture
     pass_tokens: int                        # one more forward pass's cost in padded tokens; 0: never split
+    micro_batches: MicroBatches | None      # None: the adapter's pack lays out the whole take
     aliases: tuple[str, ...]
     description: str
     onnx_path: str
@@ -139,6 +154,7 @@ class ExportedModel:
     # together run as passes of similar lengths where that saves more padding than the passes
     # cost (app/runtime/batching.py). 0: one pass for all (families whose adapter splits rows itself).
     pass_tokens: int = 0
+    micro_batches: MicroBatches | None = None
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
         self.directory, self.manifest = directory, manifest

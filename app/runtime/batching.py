@@ -17,9 +17,11 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   launch-bound; a larger pass runs uncaptured at its own shape, where filler rows would cost more
   than replay saves. Once the graph budget is spent, a shape not yet captured also runs at its
   own shape. Models whose passes are one work each (`GraphPolicy.per_work`) are bounded per work.
-- **micro-batches** (`pack`): adapters that cut a batch into micro-batches (`Packed.parts`: the
-  Qwen rows of like lengths, Clef-Flash's records) run each in turn; `Packed.ready` lets the
-  executor answer a job after the part that completes it.
+- **micro-batches** (`pack`, `micro_batches`): for models that declare `MicroBatches` (rows that
+  each end at their own last token: Cua-S1, Open-Jev, Clef-Flash's batched records), the take's
+  rows are cut into runs of like lengths within the model's bounds, each padded only to its own
+  longest row, run in turn in FIFO order; `Packed.ready` lets the executor answer a job after
+  the part that completes it. A one-record Clef-Flash export runs one record a part.
 - **precapture**: the shapes a model lists (`capture_batches`) are captured as it loads, so
   that no request waits for a capture, within the same bounds as `pack`.
 """
@@ -31,7 +33,7 @@ import logging
 import time
 from typing import Callable, Sequence
 
-from models.base import GraphPolicy, Packed
+from models.base import GraphPolicy, MicroBatches, Packed
 
 log = logging.getLogger("omni.batching")
 
@@ -90,20 +92,30 @@ class BatchPolicy:
     # -- at which shape --------------------------------------------------------------------
     def pack(self, slot, jobs: Sequence) -> tuple[Packed, Callable]:
         """The jobs' works in the session's input layout, and the call that runs each part."""
-        adapter, session, policy = slot.model.adapter, slot.session, slot.model.cuda_graphs
+        model, session, policy = slot.model, slot.session, slot.model.cuda_graphs
         works = [j.prepared.work for j in jobs]
+
+        def pack(static: bool = False) -> Packed:
+            if model.micro_batches is None:
+                return model.adapter.pack(works, static=static)
+            return model.adapter.pack(works, static=static, parts=parts)
+
+        parts = None
+        if model.micro_batches is not None:
+            lengths, owners = model.adapter.row_lengths(works)
+            parts = micro_batches(lengths, owners, model.adapter.bucket, model.micro_batches)
         if not slot.static_shapes:
-            return adapter.pack(works), session.run
+            return pack(), session.run
         each = [j.prepared.rows for j in jobs]
         rows = max(each) if policy is not None and policy.per_work else sum(each)
         if not self.captures(policy, rows, rows * max(j.prepared.longest for j in jobs)):
-            return adapter.pack(works), session.run_uncaptured
-        packed = adapter.pack(works, static=True)
+            return pack(), session.run_uncaptured
+        packed = pack(static=True)
         takes = getattr(session, "takes", None)
         if takes is not None and not takes(packed.feeds):
             # The graph budget is spent and this shape is not captured: run the batch at its
             # own shape rather than pay for filler rows and columns with nothing saved.
-            return adapter.pack(works), session.run_uncaptured
+            return pack(), session.run_uncaptured
         return packed, session.run
 
     def captures(self, policy: GraphPolicy | None, rows: int, tokens: int) -> bool:
@@ -130,6 +142,30 @@ class BatchPolicy:
                               model.name, [list(a.shape) for a in feeds.values()])
                 break
         return len(session.graphs) - before, time.perf_counter() - t0
+
+
+# -- micro-batches ----------------------------------------------------------------------------
+def micro_batches(lengths: Sequence[int], owners: Sequence[int], bucket: Callable[[int], int],
+                  limits: MicroBatches) -> list[list[int]]:
+    """Rows of `lengths` (owned by works `owners`, oldest first) cut into micro-batches: row
+    indices a part, in run order. Rows go longest first into runs of at most `max_rows` rows and
+    `max_tokens` padded tokens, each padded to `bucket` of its longest row; a row that would
+    carry more than `max_row_padding` pads starts a new run, since past that one more pass costs
+    less than the padding, and one long row never pads a batch of short ones. Runs go in the
+    order of the oldest work each holds (shortest first among equals): FIFO, as jobs are taken,
+    with each job answered after the part that completes it (`Packed.ready`)."""
+    cut: list[list[int]] = []
+    chunk: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        width = bucket(lengths[chunk[0]] if chunk else lengths[i])
+        if chunk and (len(chunk) + 1 > limits.max_rows or (len(chunk) + 1) * width > limits.max_tokens
+                      or width - lengths[i] > limits.max_row_padding):
+            cut.append(chunk)
+            chunk = []
+        chunk.append(i)
+    if chunk:
+        cut.append(chunk)
+    return sorted(cut, key=lambda c: (min(owners[i] for i in c), lengths[c[0]]))
 
 
 # -- the cheapest split into passes of like lengths ------------------------------------------

@@ -13,13 +13,12 @@ from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from models.base import GraphPolicy, Packed, Prepared
+from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 from models.clef_flash import finish as finishing
 from models.clef_flash import records as batching
 from models.clef_flash.export import RECORDS, TOKEN_POSITIONS
 from models.clef_flash.prepare import ClefLimits, Record, head_ids, prepare_record
 from models.qwen35 import prefix
-from models.qwen35.rows import chunks
 from models.qwen35.served import QwenServed
 
 PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
@@ -72,31 +71,33 @@ class RecordAdapter:
 
 
 class BatchedRecordAdapter(RecordAdapter):
-    """Records as rows of one pass (records.py), at most `max_rows` and `max_tokens` padded
-    tokens a pass, none padded by more than `max_row_padding` tokens (as models/qwen35/rows.py
-    cuts rows). Passes run in the order of the oldest record each holds; each record is answered
-    as its pass ends (`Packed.ready`)."""
+    """Records as rows of one pass (records.py), in the micro-batches the batching policy cuts
+    (`parts`); each record is answered as its pass ends (`Packed.ready`)."""
 
-    def __init__(self, pad_id: int, key: str = "clef_flash", head: Sequence[int] = (), max_rows: int = 8,
-                 max_tokens: int = 4096, max_row_padding: int = 256):
+    def __init__(self, pad_id: int, key: str = "clef_flash", head: Sequence[int] = ()):
         super().__init__(pad_id, key, head, padded_positions=True)
-        self.max_rows, self.max_tokens, self.max_row_padding = max_rows, max_tokens, max_row_padding
 
-    def pack(self, works: Sequence[Record], static: bool = False) -> Packed:
-        """`static` changes nothing: widths are already multiples of 64, and the policy captures
-        only shapes that recur."""
-        lengths = [r.tokens - len(self.head) for r in works]
-        order = sorted(range(len(works)), key=lambda i: -lengths[i])
-        cut = sorted(chunks(lengths, order, _padded, self.max_rows, self.max_tokens, self.max_row_padding), key=min)
-        parts, ready = [], [0] * len(works)
+    @staticmethod
+    def bucket(n: int) -> int:
+        return _padded(n)
+
+    def row_lengths(self, works: Sequence[Record]) -> tuple[list[int], list[int]]:
+        """Each record's ids after the baked head, and its own index: a record is one row."""
+        return [r.tokens - len(self.head) for r in works], list(range(len(works)))
+
+    def pack(self, works: Sequence[Record], static: bool = False, parts: Sequence[Sequence[int]] | None = None) -> Packed:
+        """`parts`: the passes as record indices, in run order (None: one pass of all). `static`
+        changes nothing: widths are already multiples of 64."""
+        cut = [list(range(len(works)))] if parts is None else [list(c) for c in parts]
+        feeds, ready = [], [0] * len(works)
         for p, chunk in enumerate(cut):
-            parts.append(batching.pack([works[i] for i in chunk], self.width(works[chunk[0]].tokens), self.pad_id,
-                                       self.head))
+            width = self.width(max(works[i].tokens for i in chunk))
+            feeds.append(batching.pack([works[i] for i in chunk], width, self.pad_id, self.head))
             for i in chunk:
                 ready[i] = p
-        return Packed(parts[0], rows=len(works), real_tokens=sum(lengths),
-                      padded_tokens=sum(int(np.prod(p["input_ids"].shape)) for p in parts), parts=parts,
-                      layout=cut, ready=ready, meta={"micro_batches": len(parts)})
+        return Packed(feeds[0], rows=len(works), real_tokens=sum(r.tokens - len(self.head) for r in works),
+                      padded_tokens=sum(int(np.prod(f["input_ids"].shape)) for f in feeds), parts=feeds,
+                      layout=cut, ready=ready, meta={"micro_batches": len(feeds)})
 
     def unpack(self, outputs, works: Sequence[Record], packed: Packed, only: Sequence[int] | None = None) -> list:
         """Each record's logits from its pass's (`only`: those records alone, whose passes ran)."""
@@ -123,19 +124,21 @@ class ClefFlashModel(QwenServed):
         if options.get("records") == RECORDS:
             # Passes of several records: the bounds are the take's, as for the other Qwen models.
             self.cuda_graphs = QwenServed.cuda_graphs
+            self.micro_batches = MicroBatches(max_rows=8, max_tokens=4096)
             self.adapter = BatchedRecordAdapter(self.pad_id, head=head)
         else:
             # An older graph that reads a record's length from token_positions' length makes every
             # record a new shape, so it runs without CUDA graphs.
             self.cuda_graphs = self.graph_policy if padded else None
+            self.micro_batches = None       # one record a pass: RecordAdapter's parts
             self.adapter = RecordAdapter(self.pad_id, head=head, padded_positions=padded)
 
     def notes(self) -> list[str]:
         out = super().notes()
         if self.cuda_graphs is None:
             out.append("its graph takes a record's length from the shape of its positions, so every record is a new "
-                       "shape and it runs without CUDA graphs; exports since 2026-12-02 replay them for records of "
-                       "recurring shape; running its export command again writes that")
+                       "shape and it runs without CUDA graphs; the exporter now writes a graph that replays them for "
+                       "records of recurring shape; running its export command again writes that")
         return out
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:

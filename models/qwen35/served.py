@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from models.base import ExportedModel, GraphPolicy
+from models.base import ExportedModel, GraphPolicy, MicroBatches
 from models.qwen35.prefix import check_head
 from models.qwen35.revision import GRAPH_REVISION, GRAPH_REVISION_NOTE
 from models.tokenizer import TokenizerHandle
 
 
 class QwenServed(ExportedModel):
-    # Every request can be a new length, and a capture costs 35-144 ms (H200), so a (rows,
-    # length) bucket is captured on its second sighting: a one-off length never pays for one.
-    # Replay saved 1.6-2.9 ms at c=1 and 3-5 ms at c=4 over HTTP (Cua-S1 4B, 139-292 tokens) but
-    # ~1 ms of 24 at four 218-token rows in-process: past ~1,024 tokens a pass is compute-bound.
+    # Every request can be a new length and a capture costs a few passes, so a (rows, length)
+    # bucket is captured on its second sighting: a one-off length never pays for one. Past about
+    # 1,024 tokens a pass is compute-bound and replay saves nothing.
     cuda_graphs = GraphPolicy(capture_after=2, max_tokens=1024)
+    micro_batches = MicroBatches()
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
         super().__init__(directory, manifest, description)
@@ -23,8 +23,8 @@ class QwenServed(ExportedModel):
         pad = self.tok.tokenizer.token_to_id("<|endoftext|>")
         self.pad_id = pad if pad is not None else 0
 
-    # What a family's graph runs a prompt head in ("row", "record") where its exporter bakes the
-    # head in (prefix.py): an export made before that is named at load.
+    # What a family's graph runs its prompt head in ("row", "record") where its exporter bakes the
+    # head in (prefix.py): an export without a baked head still serves, and is named at load.
     prompt_head_unit: str | None = None
 
     def notes(self) -> list[str]:
@@ -34,10 +34,9 @@ class QwenServed(ExportedModel):
         if revision < GRAPH_REVISION:
             out.append("its graph is revision %d of the Qwen3.5 exporter's, which now writes %d (%s); running its "
                        "export command again writes it" % (revision, GRAPH_REVISION, GRAPH_REVISION_NOTE))
-        if self.prompt_head_unit and "prompt_head" not in options:
-            out.append("its graph runs the system turn in every %s; exports since 2026-12-02 bake it in (Cua-S1 on "
-                       "an H200: ~0.8 ms less a one-question request); running its export command again writes "
-                       "that" % self.prompt_head_unit)
+        if self.prompt_head_unit and not self.manifest.get("prefix"):
+            out.append("its graph runs the system turn in every %s, which the exporter now bakes into the graph "
+                       "(shorter passes); running its export command again writes that" % self.prompt_head_unit)
         return out
 
     def describe(self) -> dict:

@@ -1,12 +1,21 @@
-"""The last-token row adapter: micro-batches within budgets, cut longest first and run in the
-order of their oldest request, each padded to its own longest row; bucketed shapes for CUDA-graph
-sessions; outputs back in request order, all at once or per request as soon as its micro-batches
-have run."""
+"""The last-token row adapter with the batching policy's micro-batches: within budgets, cut
+longest first and run in the order of their oldest request, each padded to its own longest row;
+bucketed shapes for CUDA-graph sessions; outputs back in request order, all at once or per
+request as soon as its micro-batches have run."""
 from __future__ import annotations
 
 import numpy as np
 
+from app.runtime.batching import micro_batches
+from models.base import MicroBatches
 from models.qwen35.rows import LastTokenAdapter
+
+
+def _pack(adapter, works, static=False, **limits):
+    """The adapter's layout of the micro-batches the batching policy cuts within `limits`."""
+    lengths, owners = adapter.row_lengths(works)
+    parts = micro_batches(lengths, owners, adapter.bucket, MicroBatches(**limits))
+    return adapter.pack(works, static=static, parts=parts)
 
 
 def _works():
@@ -19,17 +28,17 @@ def _echo(packed):
 
 
 def test_rows_come_back_to_their_requests_in_order():
-    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=2, max_tokens=10_000)
+    adapter = LastTokenAdapter(pad_id=0, key="k")
     works = _works()
-    packed = adapter.pack(works)
+    packed = _pack(adapter, works, max_rows=2, max_tokens=10_000)
     out = adapter.unpack(_echo(packed), works, packed)
     assert [o[0][:, 0].tolist() for o in out] == [[5, 300], [17], [64, 1, 40]]
     assert packed.real_tokens == 5 + 300 + 17 + 64 + 1 + 40
 
 
 def test_micro_batches_respect_budgets_and_pad_to_their_own_longest():
-    adapter = LastTokenAdapter(pad_id=9, key="k", max_rows=4, max_tokens=400)
-    packed = adapter.pack(_works())
+    adapter = LastTokenAdapter(pad_id=9, key="k")
+    packed = _pack(adapter, _works(), max_rows=4, max_tokens=400)
     shapes = [p["input_ids"].shape for p in packed.parts]
     assert (1, 304) in shapes                            # the 300-token row alone: 2 x 304 > 400
     assert all(r <= 4 and r * t <= 400 for r, t in shapes)
@@ -42,9 +51,9 @@ def test_micro_batches_respect_budgets_and_pad_to_their_own_longest():
 
 def test_static_shapes_are_the_length_buckets():
     """CUDA-graph sessions get the same shapes: bucketed lengths, rows as they come."""
-    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=8, max_tokens=100_000)
+    adapter = LastTokenAdapter(pad_id=0, key="k")
     works = [[[7] * 70], [[8] * 3], [[9] * 10]]
-    packed = adapter.pack(works, static=True)
+    packed = _pack(adapter, works, static=True, max_rows=8, max_tokens=100_000)
     (part,) = packed.parts
     assert part["input_ids"].shape == (3, 80)            # 70 tokens -> the 80 bucket
     assert adapter.pack(works).parts[0]["input_ids"].shape == (3, 80)
@@ -55,10 +64,10 @@ def test_static_shapes_are_the_length_buckets():
 def test_rows_of_very_different_lengths_go_to_separate_micro_batches():
     """A mixed-length batch is banded by length: no row carries more than `max_row_padding`
     pads, rows of similar length still share a pass."""
-    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=64, max_tokens=1 << 20, max_row_padding=256)
+    adapter = LastTokenAdapter(pad_id=0, key="k")
     lengths = [3399, 3300, 2000, 1900, 1000, 700, 650, 200, 120, 80]
     works = [[[1] * n] for n in lengths]
-    packed = adapter.pack(works)
+    packed = _pack(adapter, works, max_rows=64, max_tokens=1 << 20, max_row_padding=256)
     bands = [sorted(int(p + 1) for p in part["positions"]) for part in packed.parts]
     assert bands == [[3300, 3399], [1900, 2000], [1000], [650, 700], [80, 120, 200]]   # the oldest first
     for part in packed.parts:
@@ -72,7 +81,7 @@ def test_rows_of_very_different_lengths_go_to_separate_micro_batches():
 def test_long_rows_pad_to_sixteen_buckets_per_doubling():
     """Lengths past 16 x pad_to round up by 1/16 of their power-of-two range: little padding,
     few distinct shapes."""
-    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=64, max_tokens=1 << 20)
+    adapter = LastTokenAdapter(pad_id=0, key="k")
     widths = {}
     for n in range(1, 4097):
         (part,) = adapter.pack([[[1] * n]]).parts
@@ -88,9 +97,10 @@ def test_each_request_is_complete_after_its_own_micro_batches():
     """Micro-batches run in the order of the oldest request each holds (shortest first among
     equals); `ready` names the part after which a request's rows have all run, and unpacking just
     those requests from the parts run so far gives what the whole batch's unpack gives them."""
-    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=64, max_tokens=1 << 20, max_row_padding=256)
+    adapter = LastTokenAdapter(pad_id=0, key="k")
+    limits = {"max_rows": 64, "max_tokens": 1 << 20, "max_row_padding": 256}
     works = [[[1] * 3000], [[2] * 90], [[3] * 700, [4] * 80], [[5] * 100], [[6] * 1500]]
-    packed = adapter.pack(works)
+    packed = _pack(adapter, works, **limits)
     bands = [sorted(int(p + 1) for p in part["positions"]) for part in packed.parts]
     assert bands == [[3000], [80, 90, 100], [700], [1500]]
     assert packed.ready == [0, 1, 2, 1, 3]                           # the 700-token row waits for part 2
@@ -104,7 +114,7 @@ def test_each_request_is_complete_after_its_own_micro_batches():
             np.testing.assert_array_equal(got[0], whole[i][0])
             assert got[0][:, 0].tolist() == [len(r) for r in works[i]]
     # Two parts that hold requests equally old: the shorter runs first.
-    packed = adapter.pack([[[1] * 2000, [2] * 50]])
+    packed = _pack(adapter, [[[1] * 2000, [2] * 50]], **limits)
     assert [p["input_ids"].shape[1] for p in packed.parts] == [64, 2048] and packed.ready == [1]
 
 
@@ -114,9 +124,9 @@ def test_a_baked_head_is_cut_off_every_row_and_a_row_without_it_is_refused():
     from models.errors import InferenceFailed
 
     head = [7, 8, 9]
-    adapter = LastTokenAdapter(pad_id=0, key="k", max_rows=8, head=head)
+    adapter = LastTokenAdapter(pad_id=0, key="k", head=head)
     works = [[head + [1] * 5, head + [2] * 20], [head + [3]]]
-    packed = adapter.pack(works)
+    packed = _pack(adapter, works, max_rows=8)
     out = adapter.unpack(_echo(packed), works, packed)
     assert [o[0][:, 0].tolist() for o in out] == [[5, 20], [1]]      # lengths after the head
     assert packed.real_tokens == 26
