@@ -35,7 +35,7 @@ class Settings:
     retry_after_s: int = 1                  # Retry-After on 503 overloaded / not_ready
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
     fatal_after_failures: int = 3           # consecutive failed batches that take a model out
-    cuda_graphs: int = 320                  # CUDA graphs captured per session at most; 0: off
+    cuda_graphs: int = 320                  # CUDA graphs per ORT session at most; 0: off
     cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
     # Capture, as a model loads, every shape its graph policy lists, so no request waits for a
     # capture; off: each shape is captured when traffic first brings it (a faster start).

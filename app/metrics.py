@@ -69,11 +69,12 @@ class Metrics:
         self.padded_tokens = Histogram("omni_batch_padding_tokens", "Padding tokens per forward pass",
                                        ["model"], buckets=(0, 16, 64, 256, 1024, 4096, 16384, 65536),
                                        registry=r)
-        # The session's runs of one pass, wall time: where it exceeds the device's own time (the
+        # The ORT session's runs of one pass, wall time: where it exceeds the device's own time (the
         # benchmarks' CUPTI), the executor thread waited for the GIL.
-        self.batch_forward = Histogram("omni_batch_forward_seconds",
-                                       "Wall time of a forward pass's session runs (device work and the wait for the GIL after it)",
-                                       ["model"], buckets=_LATENCY, registry=r)
+        self.batch_forward = Histogram(
+            "omni_batch_forward_seconds",
+            "Wall time of a forward pass's ONNX Runtime session runs (device work and the wait for the GIL after it)",
+            ["model"], buckets=_LATENCY, registry=r)
         self.input_tokens = Counter("omni_input_tokens", "Real input tokens served", ["model"], registry=r)
         self.decisions = Counter("omni_decisions", "Questions answered", ["model"], registry=r)
         self.errors = Counter("omni_errors", "Problem responses by stable code", ["code", "status"], registry=r)
@@ -85,9 +86,9 @@ class Metrics:
                                          registry=r)
         self.graph_captures = Counter("omni_cuda_graph_captures", "CUDA graphs captured (one per batch shape)",
                                       ["model"], registry=r)
-        self.graph_capture_seconds = Counter("omni_cuda_graph_capture_seconds",
-                                             "Time spent capturing CUDA graphs, as the model loaded or in forward passes", ["model"],
-                                             registry=r)
+        self.graph_capture_seconds = Counter(
+            "omni_cuda_graph_capture_seconds",
+            "Time spent capturing CUDA graphs, as the model loaded or in forward passes", ["model"], registry=r)
 
         # Full collections of Python's garbage collector stop the whole worker (app/gc_pauses.py).
         self.gc_full_collections = Histogram("omni_gc_full_collection_seconds",

@@ -11,7 +11,7 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   `pass_tokens`), the cheapest split into passes of like lengths is found exactly (`passes`), only
   the pass holding the oldest job runs now, and the others go back to the front of the queue in
   arrival order. The oldest job always runs next, so none is starved.
-- **shape** (`pack`): a session that replays CUDA graphs gets the batch padded to the adapter's
+- **shape** (`pack`): an ORT session that replays CUDA graphs gets the batch padded to the adapter's
   bucketed shapes while the pass is small (at most `cuda_graph_rows` rows and the model's token
   bound, `GraphPolicy.max_tokens`), since replay saves launch overhead only while a pass is
   launch-bound; a larger pass runs uncaptured at its own shape, where filler rows would cost more
@@ -91,7 +91,7 @@ class BatchPolicy:
 
     # -- at which shape --------------------------------------------------------------------
     def pack(self, slot, jobs: Sequence) -> tuple[Packed, Callable]:
-        """The jobs' works in the session's input layout, and the call that runs each part."""
+        """The jobs' works in the ORT session's input layout, and the call that runs each part."""
         model, session, policy = slot.model, slot.session, slot.model.cuda_graphs
         works = [j.prepared.work for j in jobs]
 
@@ -126,7 +126,7 @@ class BatchPolicy:
 
     def precapture(self, session, model) -> tuple[int, float]:
         """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first)
-        until the session's graph budget is full: (graphs captured, seconds). A failed capture is
+        until the ORT session's graph budget is full: (graphs captured, seconds). A failed capture is
         logged and ends it: the shapes left are captured on first sight."""
         t0, before = time.perf_counter(), len(session.graphs)
         policy = model.cuda_graphs

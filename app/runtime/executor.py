@@ -4,7 +4,7 @@ Requests are admitted into a bounded queue (full → 503 `overloaded`). When the
 the thread asks the batching policy (app/runtime/batching.py) for the next pass's jobs and their
 packed inputs, runs the pass (or its micro-batches in turn), and completes each caller's future
 on its event loop. A job cancelled before dispatch (deadline, disconnect) is dropped unrun. A
-pass that raises fails only its jobs not yet answered; a session that cannot be created, or
+pass that raises fails only its jobs not yet answered; an ORT session that cannot be created, or
 `fatal_after_failures` failed passes in a row, make the model FAILED.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class BatchInfo:
     meta: dict = field(default_factory=dict)
     graphs_captured: int = 0      # CUDA graphs this pass captured (each adds to its time)
     capture_s: float = 0.0        # seconds those captures took
-    # Seconds inside the session's runs: the device's work, and after it the wait for the GIL,
+    # Seconds inside the ORT session's runs: the device's work, and after it the wait for the GIL,
     # which the event loop may hold (the rest of the pass is packing and unpacking).
     forward_s: float = 0.0
 
@@ -189,7 +189,7 @@ class Executor:
         settled: set[int] = set()         # jobs answered already, after their own micro-batch
         try:
             if slot.session is None:
-                raise InferenceFailed("model %s has no session: %s" % (slot.name, slot.error))
+                raise InferenceFailed("model %s has no ONNX Runtime session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
             packed, run = self.policy.pack(slot, jobs)
             graphs_before, capture_before = _capture_totals(slot.session)

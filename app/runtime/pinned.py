@@ -77,12 +77,12 @@ class CudaRuntime:
 
 
 def runtime() -> CudaRuntime | None:
-    """The CUDA runtime ONNX Runtime loaded, once a CUDA session exists; None without one."""
+    """The CUDA runtime ONNX Runtime loaded, once a CUDA InferenceSession exists; None without one."""
     global _runtime
     if _runtime is False:
         path = loaded_cudart()
         if path is None:
-            return None                  # looked for again later: a CUDA session may load it
+            return None                  # looked for again later: a CUDA InferenceSession may load it
         try:
             _runtime = CudaRuntime(path)
         except (OSError, AttributeError) as exc:

@@ -24,7 +24,7 @@ class ModelSlot:
     session: Any = None                    # owned by the executor thread
     device: str | None = None
     provider: str | None = None
-    static_shapes: bool = False            # the session replays CUDA graphs per bucketed shape
+    static_shapes: bool = False            # its ORT session replays CUDA graphs per bucketed shape
     runtime: str | None = None
     load_ms: float | None = None           # session creation and, where the policy asks, graph captures
     graphs_captured: int = 0               # CUDA graphs captured as the model loaded

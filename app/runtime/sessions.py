@@ -33,11 +33,11 @@ class GraphRunner:
     """IO binding with one captured CUDA graph per input-shape bucket, replayed on later runs.
 
     A plain export launches on the order of a thousand kernels per forward; replaying a captured
-    graph launches them at once. Each captured shape gets its own graph id, device buffers the new request's data is copied into,
-    and a graph-owned memory pool. A shape is captured on its `capture_after`-th sighting (before
-    that, and past `max_graphs` shapes, it runs bound but uncaptured, graph id -1). A shape
-    whose capture fails is logged and runs uncaptured from then on: its requests are answered,
-    not failed.
+    graph launches them at once. Each captured shape gets its own graph id, device buffers the
+    new request's data is copied into, and a graph-owned memory pool. A shape is captured on its
+    `capture_after`-th sighting (before that, and past `max_graphs` shapes, it runs bound but
+    uncaptured, graph id -1). A shape whose capture fails is logged and runs uncaptured from then
+    on: its requests are answered, not failed.
     """
 
     def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda"):

@@ -85,7 +85,8 @@ class BatchedRecordAdapter(RecordAdapter):
         """Each record's ids after the baked head, and its own index: a record is one row."""
         return [r.tokens - len(self.head) for r in works], list(range(len(works)))
 
-    def pack(self, works: Sequence[Record], static: bool = False, parts: Sequence[Sequence[int]] | None = None) -> Packed:
+    def pack(self, works: Sequence[Record], static: bool = False,
+             parts: Sequence[Sequence[int]] | None = None) -> Packed:
         """`parts`: the passes as record indices, in run order (None: one pass of all). `static`
         changes nothing: widths are already multiples of 64."""
         cut = [list(range(len(works)))] if parts is None else [list(c) for c in parts]
