@@ -1,7 +1,7 @@
-"""The host a benchmark ran on, written beside its results. The same code served Laya at 3,365-4,469
-decisions/s at c=64 on one lease's host and 5,776-6,161 on another's (docs/benchmarks.md, snapshot
-session), so a figure needs its host: the CPU, how much of it the hypervisor took (steal) and how
-busy it was, how fast it runs a fixed piece of Python, and the GPU's clocks.
+"""The host a benchmark ran on, written beside its results. The same code serves Laya at 3,365-4,469
+decisions/s at c=64 on one of the GPU machine's hosts and at 5,776-6,161 on another
+(docs/benchmarks.md), so a figure needs its host: the CPU, how much of it the hypervisor took
+(steal) and how busy it was, how fast it runs a fixed piece of Python, and the GPU's clocks.
 
     python -m benchmarks.host_facts [--out host.json] [--window-s 1.0]
 
@@ -81,8 +81,8 @@ def cpu_facts(cpuinfo: str) -> dict:
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "mhz_mean": round(statistics.fmean(mhz), 1) if mhz else None,
         "hypervisor": "hypervisor" in flags.split(),
-        # None where the file is missing: a VM without a cpuidle driver cannot hold its cores awake
-        # (docs/benchmarks.md, wake session), so that absence is itself a fact about the host.
+        # None where the file is missing: a VM without a cpuidle driver cannot hold its cores awake,
+        # so that absence is itself a fact about the host.
         "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "cpuidle_driver": _read("/sys/devices/system/cpu/cpuidle/current_driver"),
     }

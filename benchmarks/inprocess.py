@@ -51,8 +51,6 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--graph-rows", type=int, default=_server_default("cuda_graph_rows"),
                     help="batches of more rows run uncaptured (the server's OMNI_CUDA_GRAPH_ROWS)")
-    ap.add_argument("--sdpa-kernel", type=int, default=_server_default("cuda_sdpa_kernel"),
-                    help="the server's OMNI_CUDA_SDPA_KERNEL (default: the server's default)")
     ap.add_argument("--kernels", action="store_true",
                     help="also time the GPU kernels (CUPTI) of each export's forward, 1 and 64 rows, no graphs")
     ap.add_argument("--no-laya", action="store_true", help="skip the laya package baseline")
@@ -60,7 +58,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
 
+    from types import SimpleNamespace
+
     from app.runtime import sessions
+    from app.runtime.batching import BatchPolicy
     from models import precision
     from models.registry import load
 
@@ -69,9 +70,8 @@ def main(argv=None):
     for label, path in exports.items():
         model = load(path)
         try:
-            plain = sessions.create(model.onnx_path, device, sdpa_kernel=args.sdpa_kernel)
-            graphs = (sessions.create(model.onnx_path, device, cuda_graphs=64, sdpa_kernel=args.sdpa_kernel)
-                      if device == "cuda" else None)
+            plain = sessions.create(model.onnx_path, device)
+            graphs = sessions.create(model.onnx_path, device, cuda_graphs=64) if device == "cuda" else None
         except Exception as exc:                  # one export the provider refuses must not end the run
             print("%s: session failed: %s" % (label, exc), flush=True)
             continue
@@ -80,13 +80,15 @@ def main(argv=None):
         if graphs is not None:
             engines[label + "+graphs"] = (model, graphs)
 
+    # The executor's own batching policy decides each call's shape (bucketed and replayed, or not).
+    policy = BatchPolicy(max_rows=1 << 30, max_tokens=1 << 30, graph_rows=args.graph_rows)
+
     def ours(engine, bodies):
         model, runner = engine
         prepared = [model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
-        static, run = sessions.batch_runner(runner.session, runner.static_shapes,
-                                            sum(p.rows for p in prepared), args.graph_rows)
-        packed = model.adapter.pack(works, static=static)
+        slot = SimpleNamespace(model=model, session=runner.session, static_shapes=runner.static_shapes)
+        packed, run = policy.pack(slot, [SimpleNamespace(prepared=p) for p in prepared])
         outs = model.adapter.unpack(run(None, packed.feeds), works, packed)
         return [model.finish(p, o, "reference", model.name) for p, o in zip(prepared, outs)]
 

@@ -125,7 +125,8 @@ def _proc(args):
         import threading
 
         results: list = []
-        threads = [threading.Thread(target=_blocking_client, args=(host, port, bodies, per_client, offset + k * 7, results))
+        threads = [threading.Thread(target=_blocking_client,
+                                    args=(host, port, bodies, per_client, offset + k * 7, results))
                    for k in range(clients)]
         for t in threads:
             t.start()
@@ -275,11 +276,11 @@ def main(argv=None):
                       for _ in range(2)]
             report["levels"].append({"concurrency": c, "passes": passes})
             for p in passes:
+                rows = "  %.1f rows/pass" % p["rows_per_batch"] if "rows_per_batch" in p else ""
+                forward = "  %.2f ms forward/pass" % p["forward_ms_per_batch"] if "forward_ms_per_batch" in p else ""
                 print("c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s%s"
                       % (c, p["p50_ms"], p["p95_ms"], p["p99_ms"], p["requests_per_s"], p["decisions_per_s"],
-                         p["errors"] or 0, ("  %.1f rows/pass" % p["rows_per_batch"] if "rows_per_batch" in p else "")
-                         + ("  %.2f ms forward/pass" % p["forward_ms_per_batch"] if "forward_ms_per_batch" in p else "")),
-                      flush=True)
+                         p["errors"] or 0, rows + forward), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)

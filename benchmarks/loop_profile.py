@@ -10,14 +10,15 @@ CPU per request is read from /proc (user + system time of each thread of the wor
 server's own request counter over the same window: the event loop's thread (the process's main
 thread) at N µs a request cannot serve more than 1e6/N requests a second, whatever the device.
 
-With --export it starts the server on a free loopback port (`granian --workers 1`, as
-served); with --url and --pid it measures a server already running. It drives the
-one-question Laya workload at the given concurrency with benchmarks.load, and lets py-spy
-(`pip install py-spy`; it needs ptrace rights over the server) sample every thread for
-`--seconds` from the third second of load on. The report: samples per thread (the loop's
-thread is `MainThread`; `omni-executor` is the executor), then the loop thread's busiest
-functions, inclusive (a handler counts everything it calls) and as leaves (where the CPU was).
-Samples the loop spent in `select` are idle time.
+With --export it starts the server on a free loopback port through the product's entry point
+(`python -m app.launch`, what `make serve` runs: Granian, one worker, RSGI; `--interface asgi`
+runs Granian as app.launch does, through its ASGI interface); with --url and --pid it measures
+a server already running. It drives the one-question Laya workload at the given concurrency
+with benchmarks.load, and lets py-spy (`pip install py-spy`; it needs ptrace rights over the
+server) sample every thread for `--seconds` from the third second of load on. The report:
+samples per thread (the loop's thread is `MainThread`; `omni-executor` is the executor), then
+the loop thread's busiest functions, inclusive (a handler counts everything it calls) and as
+leaves (where the CPU was). Samples the loop spent in `select` are idle time.
 """
 from __future__ import annotations
 
@@ -26,17 +27,18 @@ import collections
 import contextlib
 import json
 import os
-import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-
 from benchmarks import host_facts, scrape
-from benchmarks.local_server import ROOT, run_server
+from benchmarks.startup import wait_ready
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
@@ -129,11 +131,10 @@ def main(argv=None) -> int:
         raise SystemExit("give --export, or --url and --pid of a running server")
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         if args.export:
-            # The caller's OMNI_* settings apply (run_server starts from a clean OMNI_ environment).
-            env = {k: v for k, v in os.environ.items() if k.startswith("OMNI_")}
-            env.update(OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
-            server = stack.enter_context(run_server(pathlib.Path(tmp), env, timeout=180, interface=args.interface))
-            url, worker = server.url, _worker_pid(server.proc.pid)
+            # The caller's environment applies, its OMNI_* settings included.
+            env = dict(os.environ, OMNI_MODELS=args.export, OMNI_DEVICE=args.device, OTEL_SDK_DISABLED="true")
+            url, pid = stack.enter_context(serve(env, os.path.join(tmp, "server.log"), args.interface))
+            worker = _worker_pid(pid)
         else:
             url, worker = args.url.rstrip("/"), _worker_pid(args.pid)
         # Enough requests to outlast the sampling window at any plausible rate.
@@ -161,8 +162,8 @@ def main(argv=None) -> int:
             # server (and whatever is measured next) for its remaining requests.
             os.killpg(load.pid, signal.SIGKILL)
             load.wait()
-    report.update(export=args.export or args.url, device=args.device, concurrency=args.concurrency, seconds=args.seconds,
-                  cpu=cost)
+    report.update(export=args.export or args.url, device=args.device, concurrency=args.concurrency,
+                  seconds=args.seconds, cpu=cost)
     print("%d requests in %.1f s (%.0f req/s); CPU per request: loop thread %.0f µs, other threads %.0f µs, "
           "whole worker %.0f µs; the host %.1f%% busy, %.1f%% stolen"
           % (cost["requests"], cost["seconds"], cost["requests_per_s"], cost["loop_us"], cost["others_us"],
@@ -181,6 +182,47 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)
     return 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(env: dict, log_path: str, interface: str = "rsgi", timeout: float = 180.0):
+    """(url, pid of Granian's main process) of a server started on a free loopback port through
+    `python -m app.launch` (it execs Granian in place, so the pid is Granian's), ready; stopped,
+    with its whole process group, on exit. app.launch serves through RSGI only: `asgi` runs
+    Granian with app.launch's arguments and event loop, through its ASGI interface instead."""
+    from app.launch import event_loop
+
+    port = _free_port()
+    if interface == "rsgi":
+        cmd = [sys.executable, "-m", "app.launch", "--host", "127.0.0.1", "--port", str(port)]
+    else:
+        cmd = [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1", "--loop", event_loop(env),
+               "--host", "127.0.0.1", "--port", str(port), "--workers-kill-timeout", "30", "app.main:app"]
+    url = "http://127.0.0.1:%d" % port
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        try:
+            wait_ready(url, proc.pid, timeout)
+        except RuntimeError as exc:
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                raise SystemExit("%s:\n%s" % (exc, f.read()[-4000:])) from None
+        yield url, proc.pid
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(40)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def _thread_ticks(pid: int) -> dict[int, int]:

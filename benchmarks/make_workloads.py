@@ -66,18 +66,16 @@ def laya_requests(n: int, questions: int, seed: int, long_state: bool = False) -
     return out
 
 
-def _laya_tokenizer():
-    """The tokenizer the random-weight english Laya checkpoints carry (trained deterministically)."""
+def laya_tokenizer():
+    """The tokenizer the random-weight english Laya checkpoints carry (trained deterministically):
+    a tiny checkpoint's, whose tokenizer is the full-size one's."""
     import tempfile
 
-    from models.laya.random_checkpoint import _SPECIAL_ROLES, _SPECIALS
+    from models.laya import random_checkpoint
     from models.tokenizer import TokenizerHandle
-    from models.tokenizer_training import save_hf_tokenizer, train_bpe
 
-    directory = tempfile.mkdtemp()
-    save_hf_tokenizer(train_bpe(_SPECIALS["english"], vocab_size=1200), directory,
-                      _SPECIAL_ROLES["english"], 512)
-    return TokenizerHandle.load(directory)
+    directory = random_checkpoint.build(tempfile.mkdtemp(), "english", "tiny")
+    return TokenizerHandle.load(os.path.join(directory, "tokenizer"))
 
 
 def laya_rows_of(tokens: int, n: int, seed: int, tok, tickets: int = 4) -> list[dict]:
@@ -119,7 +117,7 @@ SCREENS = ["button 'Save' focused", "link 'Help'", "textbox 'Email' empty", "che
            "menu 'File' collapsed", "button 'Cancel'", "image 'Logo'", "list 'Recent files' 5 items"]
 
 
-def _qwen_tokenizer():
+def qwen_tokenizer():
     """The tokenizer the random-weight Qwen3.5 checkpoints carry (trained deterministically)."""
     from models.qwen35 import tokenizer_build
     from models.tokenizer import TokenizerHandle
@@ -208,10 +206,10 @@ def clef_requests(n: int, questions: int, seed: int) -> list[dict]:
 def main() -> None:
     os.makedirs(HERE, exist_ok=True)
     sets = {"laya_1q.jsonl": laya_requests(64, 1, 1), "laya_3q.jsonl": laya_requests(64, 3, 2, long_state=True)}
-    laya_tok = _laya_tokenizer()
+    laya_tok = laya_tokenizer()
     sets["laya_48.jsonl"] = laya_rows_of(48, 64, 3, laya_tok)
     sets["laya_spread.jsonl"] = laya_spread(256, 40, 480, 5, laya_tok)
-    tok = _qwen_tokenizer()
+    tok = qwen_tokenizer()
     for tokens in (139, 218, 292):
         sets["cua_%d.jsonl" % tokens] = cua_requests(32, tokens, tokens, tok)
     sets["open_jev_noul.jsonl"] = open_jev_noul(48, 80, 3399, 7, tok)

@@ -1,8 +1,8 @@
 """Plots of HTTP load results (benchmarks/load.py JSON): latency and throughput against
 concurrency, and where the time went per stage (Server-Timing p50).
 
-    python -m benchmarks.plot --title "Laya english, H200" --out docs/plots/laya-h200.png \
-        benchmarks/results/2026-11-29-h200-laya/http_laya_1q.json ...
+    python -m benchmarks.plot --title "Laya english, H200" --out docs/plots/laya.png \
+        benchmarks/results/laya/run1/http_48.json.gz ...
 
 Each file is one workload; each point is the last measured pass at that concurrency (the
 warm-up pass is never in the file). Made where the results are read (needs matplotlib, the
@@ -82,7 +82,8 @@ def main(argv=None) -> None:
     if labels is not None and len(labels) != len(args.files):
         ap.error("--labels names %d series for %d files" % (len(labels), len(args.files)))
     for r in plot(args.files, args.out, args.title, labels):
-        print("%-22s c=%-3d p50 %8.2f  p95 %8.2f  %8.1f decisions/s" % (r["label"], r["c"], r["p50"], r["p95"], r["dps"]))
+        print("%-22s c=%-3d p50 %8.2f  p95 %8.2f  %8.1f decisions/s"
+              % (r["label"], r["c"], r["p50"], r["p95"], r["dps"]))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 # Tracing on vs off, side by side in one run: two servers on the same model (the demo unless
 # OMNI_MODELS is set), one exporting every span over OTLP/HTTP to a local sink, the other with
 # tracing off; load passes alternate between them at c=1 and c=16.
-#   bash benchmarks/tracing_overhead.sh [rounds]
+#   bash benchmarks/tracing_overhead.sh [rounds]      # every request traced
+#   ON_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.1 OUT=benchmarks/results/tracing/cpu-demo/ratio0.1 \
+#     bash benchmarks/tracing_overhead.sh 3            # 10% sampled (docs/observability.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 ROUNDS=${1:-3}
-OUT=${OUT:-benchmarks/results/tracing-overhead}
+OUT=${OUT:-benchmarks/results/tracing/cpu-demo/all}
 mkdir -p "$OUT"
 export OMNI_MODELS=${OMNI_MODELS:-$($PY -c 'from app.launch import ensure_demo; print(ensure_demo())')}
 $PY benchmarks/otlp_sink.py 14318 & SINK=$!

@@ -1,8 +1,8 @@
 """Where reduced-precision answers drift from fp32, layer by layer, on one checkpoint.
 
-Written when the fp16 parity gate failed at full size on random weights while a tiny checkpoint
-passed, to tell our ONNX graph computing something wrong from a random deep stack amplifying any
-rounding at all (what it found is in docs/benchmarks.md). It runs our torch module (the reference
+It tells an ONNX graph that computes something wrong from a random deep stack that amplifies any
+rounding at all (random full-size stacks fail the fp16 parity gate where a tiny checkpoint
+passes; benchmarks/HISTORY.md). It runs our torch module (the reference
 maths; `--adapter` merges the LoRA the export merged) in fp32 without TF32 as the reference, then
 
 * the same module in fp32 with TF32 matmuls, in fp16 and in bf16 (what transformers would do);
@@ -20,6 +20,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 LETTERS = slice(32, 58)
 

@@ -1,15 +1,14 @@
-"""What one fp16 matrix product of a Qwen3.5 layer costs on the GPU, by row count and by how it is
-expressed: ONNX Runtime's MatMul (as exported), its Gemm with the weight transposed, its
-MatMulNBits over 8- or 4-bit weights (`nbits8`, `nbits4`: the CUTLASS mixed-input GEMM, which
-the session option `ep.cuda.fpa_intb_gemm` turns on; `nbits8_plain`: without it), its FP8
+"""What one matrix product of a Qwen3.5 layer costs on the GPU, by row count and by how it is
+expressed: ONNX Runtime's fp16 MatMul (as exported), its Gemm with the weight transposed, its FP8
 products (weight_fp8.py: `fp8w` MatMulBlockQuantizedFp8Weight over E4M3 weights in blocks of 128,
 `fp8w_a8` the same with the activation rounded through E4M3, `gemm8` QuantizeLinear + GemmFloat8,
-both operands E4M3, as the `fp8-products` branch exports them), and torch's cuBLAS (cuBLASLt) beside them (`torch_fp8`: `torch._scaled_mm`
-over E4M3, what the hardware gives FP8) (GPU machine).
+both operands E4M3), and torch's cuBLAS (cuBLASLt) beside them (`torch_fp8`: `torch._scaled_mm`
+over E4M3, what the hardware gives FP8) (GPU machine). It tells whether an FP8 export
+(`--dtype float8`) can shorten a pass before one is built.
 
     python -m benchmarks.gpu.gemm_probe [--dims 4b] [--rows 120,128,144,160,224,256] [--copies 8] [--out F]
     python -m benchmarks.gpu.gemm_probe --dims 27b --rows 1024,2048 --copies 4 --forms matmul3d,gemm8,torch_fp8
-    python -m benchmarks.gpu.gemm_probe --device cpu --dims tiny --forms matmul3d,gemm_t,nbits8,nbits4   # a dry run here
+    python -m benchmarks.gpu.gemm_probe --device cpu --dims tiny --forms matmul3d,gemm_t   # a dry run here
 
 Each (rows, K, N, form) gets its own graph of `--copies` independent products with their own
 weights (so no weight stays in L2 between products, as in the model), fed from graph inputs, so
@@ -30,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from benchmarks.gpu import weight_bits, weight_fp8
+from benchmarks.gpu import weight_fp8
 
 # (K, N): how many times a one-row pass of each model runs it (separate projections; graph.py).
 SHAPES = {
@@ -59,28 +58,18 @@ def weights(k: int, n: int, copies: int, seed: int = 0) -> list[np.ndarray]:
     return [(rng.standard_normal((k, n), dtype=np.float32) * k ** -0.5).astype(np.float16) for _ in range(copies)]
 
 
-def nbits(form: str) -> int:
-    """The weight bits of a MatMulNBits form (0 for the fp16 forms)."""
-    return int(form[5]) if form.startswith("nbits") else 0
-
-
 def weight_bytes(form: str) -> float:
     """Bytes a weight value takes in the form's graph (what its products read)."""
-    if nbits(form):
-        return nbits(form) / 8
     return 1.0 if form in FP8_FORMS + ("torch_fp8",) else 2.0
 
 
 def three_d(form: str) -> bool:
     """Whether the form's input is [1, rows, K], as the exported model's are."""
-    return form in ("matmul3d", "fp8w", "fp8w_a8") or nbits(form) > 0
+    return form in ("matmul3d", "fp8w", "fp8w_a8")
 
 
 def reference_weight(w: np.ndarray, form: str) -> np.ndarray:
-    """The fp32 weight a form's graph multiplies by: the quantized one for MatMulNBits and FP8."""
-    bits = nbits(form)
-    if bits:
-        return weight_bits.dequantize(*weight_bits.quantize(w, bits), bits, w.shape[0])
+    """The fp32 weight a form's graph multiplies by: the quantized one for the FP8 forms."""
     if form.startswith("fp8w"):
         return weight_fp8.dequantize(*weight_fp8.quantize_blocks(w))
     if form == "gemm8":
@@ -100,7 +89,6 @@ def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int =
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits, outs = [], [], []
-    bits = nbits(form)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, rows, k] if three_d(form) else [rows, k])
     if form in E4M3_ACTIVATIONS:
         inits.append(numpy_helper.from_array(np.array(ACT_SCALE, np.float32), "a_scale"))
@@ -120,11 +108,6 @@ def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int =
             inits += [weight_fp8.initializer("w%d" % i, q), numpy_helper.from_array(np.array(scale), "s%d" % i)]
             nodes.append(helper.make_node("GemmFloat8", ["x8", "w%d" % i, "", "a_scale", "s%d" % i], ["y%d" % i],
                                           domain="com.microsoft", transB=1, dtype=TensorProto.FLOAT16))
-        elif bits:
-            packed, scale = weight_bits.quantize(w, bits)
-            inits += [numpy_helper.from_array(packed, "w%d" % i), numpy_helper.from_array(scale, "s%d" % i)]
-            nodes.append(helper.make_node("MatMulNBits", ["x", "w%d" % i, "s%d" % i], ["y%d" % i],
-                                          domain="com.microsoft", **weight_bits.node_attrs(k, n, bits)))
         elif form == "gemm_t":
             inits.append(numpy_helper.from_array(np.ascontiguousarray(w.T), "w%d" % i))
             nodes.append(helper.make_node("Gemm", ["x", "w%d" % i], ["y%d" % i], transB=1))
@@ -134,7 +117,8 @@ def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int =
         shape = [1, rows, n] if three_d(form) else [rows, n]
         outs.append(helper.make_tensor_value_info("y%d" % i, TensorProto.FLOAT16, shape))
     graph = helper.make_graph(nodes, "products", [x], outs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
+                                                    helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 9      # FLOAT8E4M3FN needs IR 9 and opset 19
     return model.SerializeToString()
 
@@ -146,8 +130,6 @@ def time_ort(rows, k, n, copies, form, iters):
     from benchmarks.gpu.cupti import gpu_kernel_times
 
     so = ort.SessionOptions()
-    if nbits(form) and not form.endswith("_plain"):
-        so.add_session_config_entry("ep.cuda.fpa_intb_gemm", "1")
     # Builds with DeepGEMM run W8A8 blocks of 128 as native FP8 products on SM90 when asked;
     # others ignore it (the top kernels' names say which ran).
     os.environ["ORT_FP8_MATMUL_DEEPGEMM"] = "1" if form == "fp8w_a8" else "0"
@@ -199,7 +181,8 @@ def time_torch(rows, k, n, copies, iters, layout):
     x = torch.randn(rows, k, device="cuda", dtype=torch.float16)
     if layout == "fp8":         # E4M3 operands, one fp32 scale each; the cast of x once a call
         e4m3 = torch.float8_e4m3fn
-        inv, sa = torch.tensor(1 / ACT_SCALE, device="cuda", dtype=torch.float16), torch.tensor(ACT_SCALE, device="cuda")
+        inv = torch.tensor(1 / ACT_SCALE, device="cuda", dtype=torch.float16)
+        sa = torch.tensor(ACT_SCALE, device="cuda")
         ws = [(torch.randn(n, k, device="cuda") * k ** -0.5 / (4 * k ** -0.5 / weight_fp8.E4M3_MAX)).to(e4m3)
               for _ in range(copies)]
         sb = torch.tensor(4 * k ** -0.5 / weight_fp8.E4M3_MAX, device="cuda")

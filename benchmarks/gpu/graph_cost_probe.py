@@ -12,8 +12,7 @@ the executor builds it, with no graph budget:
 2. every shape is captured in turn, smallest first, with the capture's time and the device's
    used memory after it;
 3. per shape, the p50 of `--iters` uncaptured runs and of `--iters` replays, interleaved.
-The rows are pad ids; values do not matter to time or memory. (The 2026-12-01 run used rows cut
-from a laya_48 request and 4 marker columns, before bucketed batches took 8.)
+The rows are pad ids; values do not matter to time or memory.
 """
 from __future__ import annotations
 
@@ -67,10 +66,9 @@ def main(argv=None):
         info = sessions.create(model.onnx_path, "cpu")
         runner = sessions.GraphRunner(info.session, 0, budget, device="cpu")
     else:
-        info = sessions.create(model.onnx_path, "cuda", cuda_graphs=budget, sdpa_kernel=settings.cuda_sdpa_kernel,
+        info = sessions.create(model.onnx_path, "cuda", cuda_graphs=budget,
                                gdn_plan=onnx_ops.gdn_plan_for(settings.cuda_gdn_plan,
-                                                              onnx_ops.gdn_dtype(model.manifest)),
-                               pinned_buffers=settings.pinned_host_buffers)
+                                                              onnx_ops.gdn_dtype(model.manifest)))
         runner = info.session
     cases = []
     for works in batches:
@@ -118,7 +116,8 @@ def main(argv=None):
     captures = [r["capture_ms"] for r in report["shapes"]]
     report["summary"] = {"shapes": len(cases), "capture_ms_total": round(sum(captures), 1),
                          "capture_ms_p50": round(statistics.median(captures), 1) if captures else None,
-                         "memory_mib_total": (before - arena_used) if before is not None and arena_used is not None else None}
+                         "memory_mib_total": (before - arena_used
+                                              if before is not None and arena_used is not None else None)}
     print(json.dumps(report["summary"]), "device memory after all captures: %s MiB" % before, flush=True)
     if args.out:
         with open(args.out, "w") as f:

@@ -1,4 +1,4 @@
-"""What users would otherwise run, timed on the same GPU in the same session as our server:
+"""What users would otherwise run, timed on the same GPU in the same run as our server:
 HF transformers eager (bf16) for Open-Jev, and transformers + Cloudflare's PyTorch joint head
 (`systemone`, from clef-finetune's vendored joint_schema_model.py) for Clef-Flash.
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Halve the onnxruntime-gpu chunks that ../shared/tools/ort-gpu-carry leaves in .ortgpu/1..N-1
 # (48 MiB each) into .ortgpu/1a, 1b, 2a, ...: a carry call takes the working tree too, and 48 MiB
-# beside this repo's ~15 MiB came within a few hundred KiB of the 64 MiB a call may carry (a call
-# was refused, 2026-12-01 rope session). The parts keep their order by name (part.0a, part.0b, ...,
+# beside this repo's ~15 MiB comes within a few hundred KiB of the 64 MiB a call may carry, and a
+# call over it is refused. The parts keep their order by name (part.0a, part.0b, ...,
 # part.4), which is the order .ortgpu/N/install.sh joins them in. Run from the repo root, after
 # ort-gpu-carry; then carry each new folder in turn (`mkdir -p /tmp/ortgpu && cp .ortgpu/1a/part.*
 # /tmp/ortgpu/`, ...), and the last folder, unchanged, in the call that installs.

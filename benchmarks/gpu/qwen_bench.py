@@ -79,8 +79,6 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--no-graphs", action="store_true", help="plain sessions only")
-    ap.add_argument("--sdpa-kernels", default="19",
-                    help="OMNI_CUDA_SDPA_KERNEL values, comma separated: one set of sessions each")
     ap.add_argument("--gdn-plans", default="auto",
                     help="ORT_GDN_PLAN values, comma separated (auto, chunked, chunked_split, recurrent): one set "
                          "of sessions each; the GatedDeltaNet kernel reads it when a session is created")
@@ -99,18 +97,16 @@ def main(argv=None):
     lengths = [int(x) for x in args.lengths.split(",")]
     rng = np.random.default_rng(0)
     runners, heads = {}, {}
-    kernels = [int(x) for x in args.sdpa_kernels.split(",")]
     plans = args.gdn_plans.split(",")
-    for base, directory, sdpa, plan in [(b, d, k, p) for b, d in exports.items() for k in kernels for p in plans]:
-        label = base if len(kernels) == 1 else "%s@sdpa%d" % (base, sdpa)
-        label = label if len(plans) == 1 else "%s@%s" % (label, plan)
+    for base, directory, plan in [(b, d, p) for b, d in exports.items() for p in plans]:
+        label = base if len(plans) == 1 else "%s@%s" % (base, plan)
         t0 = time.perf_counter()
-        runners[label] = sessions.create(directory + "/model.onnx", "cuda", sdpa_kernel=sdpa, gdn_plan=plan).session
+        runners[label] = sessions.create(directory + "/model.onnx", "cuda", gdn_plan=plan).session
         heads[label] = heads[label + "+graphs"] = baked_head(directory)
         if not args.no_graphs:
             try:
                 runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
-                                                             sdpa_kernel=sdpa, gdn_plan=plan).session
+                                                             gdn_plan=plan).session
             except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
                 print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
         print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)

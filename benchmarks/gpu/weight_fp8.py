@@ -12,12 +12,12 @@ fp16's rate and reads half the bytes a weight):
 E4M3 keeps 3 mantissa bits: a value rounds by up to 1/16 of itself, so these are probes of speed
 first; each product's error against numpy is reported beside its time.
 
-On the H200 (docs/benchmarks.md, clefbatch session) GemmFloat8 took Cua-S1's one-row products
-from 2.90 to 2.10 ms and Open-Jev-27B's at 2,048 rows from 127.8 to 74.8; the weight-only op
-dequantizes to fp16 first at these row counts and is 2x slower. A whole Cua-S1 graph with
-GemmFloat8 products (the `fp8-products` branch) ran 5.8 ms of GPU time a one-row pass against
-6.4, but ONNX Runtime 1.31.1 did not capture it as a CUDA graph (its GemmFloat8 allocates and
-frees a 32 MB workspace on every call) and ran it uncaptured in 39 ms, so no export uses FP8.
+On the H200 (docs/benchmarks.md, "What limits each model") GemmFloat8 takes Cua-S1's one-row
+products from 2.90 to 2.10 ms and Open-Jev-27B's at 2,048 rows from 127.8 to 74.8; the
+weight-only op dequantizes to fp16 first at these row counts and is 2x slower. A whole Cua-S1
+graph of GemmFloat8 products runs 5.8 ms of GPU time a one-row pass against 6.4, but ONNX Runtime
+1.31.1 does not capture it as a CUDA graph (its GemmFloat8 allocates and frees a 32 MB workspace
+on every call) and runs it uncaptured in 39 ms, so no export uses FP8 yet.
 """
 from __future__ import annotations
 

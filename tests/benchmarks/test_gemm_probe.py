@@ -11,13 +11,13 @@ from benchmarks.gpu import gemm_probe
 
 def test_each_shape_is_checked_timed_and_weighed(tmp_path):
     out = tmp_path / "gemm.json"
-    gemm_probe.main(["--device", "cpu", "--dims", "tiny", "--rows", "8,24", "--forms", "matmul3d,gemm_t,nbits8,nbits4",
+    gemm_probe.main(["--device", "cpu", "--dims", "tiny", "--rows", "8,24", "--forms", "matmul3d,gemm_t",
                      "--copies", "2", "--iters", "2", "--out", str(out)])
     results = json.loads(out.read_text())
     shapes = gemm_probe.SHAPES["tiny"]
     timed = [r for r in results if "ms" in r]
     assert {(r["rows"], r["form"], r["k"], r["n"]) for r in timed} == {
-        (rows, form, k, n) for rows in (8, 24) for form in ("matmul3d", "gemm_t", "nbits8", "nbits4") for k, n in shapes}
+        (rows, form, k, n) for rows in (8, 24) for form in ("matmul3d", "gemm_t") for k, n in shapes}
     assert all(r["ms"] > 0 for r in timed)
     for total in (r for r in results if "predicted_model_ms" in r):
         parts = [r for r in timed if (r["rows"], r["form"]) == (total["rows"], total["form"])]
@@ -63,5 +63,6 @@ def test_the_fp8_references_round_what_the_kernels_round():
     # W8A16 keeps the activation; W8A8 rounds it through E4M3 at the probe's scale.
     assert np.array_equal(gemm_probe.reference_products(x, w, "fp8w"), x @ gemm_probe.reference_weight(w, "fp8w"))
     rounded = weight_fp8.round_activation(x, gemm_probe.ACT_SCALE)
-    assert np.array_equal(gemm_probe.reference_products(x, w, "fp8w_a8"), rounded @ gemm_probe.reference_weight(w, "fp8w"))
+    assert np.array_equal(gemm_probe.reference_products(x, w, "fp8w_a8"),
+                          rounded @ gemm_probe.reference_weight(w, "fp8w"))
     assert 0 < np.abs(rounded - x).max() <= np.abs(x).max() / 16

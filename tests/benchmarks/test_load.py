@@ -58,7 +58,8 @@ def test_scraped_counters_count_what_was_served(server):
     before = loop_profile._served(server.url)
     for _ in range(3):
         assert httpx.post(server.url + "/v1/systemone", json={
-            "state": "refund please", "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}).status_code == 200
+            "state": "refund please",
+            "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}).status_code == 200
     assert loop_profile._served(server.url) - before == 3
     assert scrape.totals(server.url, ["omni_requests_total"], {"route": "/nowhere"}) == {"omni_requests_total": 0.0}
 

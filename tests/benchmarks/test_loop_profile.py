@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from benchmarks.loop_profile import summarize
 
-RAW = """\
-thread (11): MainThread;BaseEventLoop.run_forever (base_events.py:607);BaseEventLoop._run_once (base_events.py:1922);decide (serving.py:118);prepare (served.py:31) 6
-thread (11): MainThread;BaseEventLoop.run_forever (base_events.py:607);BaseEventLoop._run_once (base_events.py:1922);decide (serving.py:146);finish (served.py:42) 3
-thread (11): MainThread;BaseEventLoop.run_forever (base_events.py:607);BaseEventLoop._run_once (base_events.py:1884);EpollSelector.select (selectors.py:468) 1
-thread (12): omni-executor;_run (executor.py:120);_execute (executor.py:205) 10
-"""
+LOOP = "thread (11): MainThread;BaseEventLoop.run_forever (base_events.py:607);"
+# py-spy's raw lines, one a stack: frames joined by ";", then the sample count.
+RAW = "".join([
+    LOOP + "BaseEventLoop._run_once (base_events.py:1922);decide (serving.py:118);prepare (served.py:31) 6\n",
+    LOOP + "BaseEventLoop._run_once (base_events.py:1922);decide (serving.py:146);finish (served.py:42) 3\n",
+    LOOP + "BaseEventLoop._run_once (base_events.py:1884);EpollSelector.select (selectors.py:468) 1\n",
+    "thread (12): omni-executor;_run (executor.py:120);_execute (executor.py:205) 10\n",
+])
 
 
 def test_shares_are_of_the_loop_threads_samples():

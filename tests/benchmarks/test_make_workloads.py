@@ -27,7 +27,7 @@ def test_laya_48_rows_are_48_tokens_with_the_checkpoint_tokenizer(english):
 
 
 def test_committed_laya_workloads_match_the_generator():
-    tok = make_workloads._laya_tokenizer()
+    tok = make_workloads.laya_tokenizer()
     assert make_workloads.laya_rows_of(48, 64, 3, tok) == _lines("laya_48.jsonl")
     assert make_workloads.laya_requests(64, 1, 1) == _lines("laya_1q.jsonl")
     assert make_workloads.laya_spread(256, 40, 480, 5, tok) == _lines("laya_spread.jsonl")

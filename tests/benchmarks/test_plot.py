@@ -7,7 +7,7 @@ import pathlib
 
 from benchmarks import plot
 
-RESULT = pathlib.Path(__file__).parents[2] / "benchmarks/results/2026-11-29-h200-laya/http_laya_1q.json"
+RESULT = pathlib.Path(__file__).parent / "fixtures/http_laya_1q.json"
 
 
 def test_summary_is_the_last_measured_pass_of_each_level():

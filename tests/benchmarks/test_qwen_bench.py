@@ -3,12 +3,16 @@ weights, written or described, in the dtype asked for, as from_pretrained would 
 CPU at tiny dims (the GPU machine runs it on CUDA)."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
+
+from safetensors.torch import save_file  # noqa: E402
 
 from benchmarks.gpu.qwen_bench import hf_model  # noqa: E402
 from models.qwen35 import random_checkpoint, weights  # noqa: E402
@@ -19,9 +23,14 @@ def both_forms(tmp_path_factory):
     root = tmp_path_factory.mktemp("qwen_bench")
     text = random_checkpoint.tiny_text_config(vocab_size=320, tied=False)
     written, described = str(root / "written"), str(root / "described")
-    os.makedirs(written)
-    random_checkpoint._write_full(written, text, seed=3, device=torch.device("cpu"))
     random_checkpoint.describe(described, text, seed=3, device=torch.device("cpu"))
+    # The written twin: the same tensors in one shard, as the full-size builder writes them.
+    os.makedirs(written)
+    shutil.copy(os.path.join(described, "config.json"), written)
+    state = random_checkpoint.described_state(described)
+    save_file(state, os.path.join(written, "model-00001.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(written, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": dict.fromkeys(state, "model-00001.safetensors")}, f)
     return written, described
 
 

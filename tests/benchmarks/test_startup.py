@@ -9,7 +9,7 @@ import sys
 import time
 
 from benchmarks import startup
-from benchmarks.local_server import free_port, run_server
+from tests.server import free_port, run_server
 
 
 def _workload(tmp_path):
