@@ -48,11 +48,11 @@ COPY models/ models/
 USER 10001:10001
 EXPOSE 8000
 ENV OMNI_MODEL_ROOT=/models
-# start-period: failures before the first success are forgiven (Open-Jev-27B: 213 s to ready, H200).
+# start-period: failures before the first success are forgiven while the largest model loads.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=600s --retries=3 \
     CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2)"]
-# uvloop, never Granian's `auto` (which takes rloop wherever it is installed, and rloop 0.5 keeps
-# every request's cancelled timers alive for good: docs/benchmarks.md, cudasync session).
+# uvloop, never Granian's `auto` (which takes rloop wherever it is installed, and rloop keeps
+# every request's cancelled timers alive for good: benchmarks/HISTORY.md).
 ENV GRANIAN_LOOP=uvloop
 # One worker: the executor thread owns the sessions. SIGTERM drains in-flight work (see docs).
 ENTRYPOINT ["granian", "--interface", "rsgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \
