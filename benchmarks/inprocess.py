@@ -88,7 +88,7 @@ def main(argv=None):
         prepared = [model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
         slot = SimpleNamespace(model=model, session=runner.session, static_shapes=runner.static_shapes)
-        packed, run = policy.pack(slot, [SimpleNamespace(prepared=p) for p in prepared])
+        packed, run = policy.pack(slot, prepared)
         outs = model.adapter.unpack(run(None, packed.feeds), works, packed)
         return [model.finish(p, o, "reference", model.name) for p, o in zip(prepared, outs)]
 

@@ -33,7 +33,7 @@ import logging
 import time
 from typing import Callable, Sequence
 
-from models.base import GraphPolicy, MicroBatches, Packed
+from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 
 log = logging.getLogger("omni.batching")
 
@@ -90,10 +90,11 @@ class BatchPolicy:
         return jobs
 
     # -- at which shape --------------------------------------------------------------------
-    def pack(self, slot, jobs: Sequence) -> tuple[Packed, Callable]:
-        """The jobs' works in the ORT session's input layout, and the call that runs each part."""
+    def pack(self, slot, prepared: Sequence[Prepared]) -> tuple[Packed, Callable]:
+        """The requests' works in the ORT session's input layout, and the call that runs each part.
+        `slot`: the model, its session and whether that replays static shapes (ModelSlot)."""
         model, session, policy = slot.model, slot.session, slot.model.cuda_graphs
-        works = [j.prepared.work for j in jobs]
+        works = [p.work for p in prepared]
 
         def pack(static: bool = False) -> Packed:
             if model.micro_batches is None:
@@ -106,9 +107,9 @@ class BatchPolicy:
             parts = micro_batches(lengths, owners, model.adapter.bucket, model.micro_batches)
         if not slot.static_shapes:
             return pack(), session.run
-        each = [j.prepared.rows for j in jobs]
+        each = [p.rows for p in prepared]
         rows = max(each) if policy is not None and policy.per_work else sum(each)
-        if not self.captures(policy, rows, rows * max(j.prepared.longest for j in jobs)):
+        if not self.captures(policy, rows, rows * max(p.longest for p in prepared)):
             return pack(), session.run_uncaptured
         packed = pack(static=True)
         takes = getattr(session, "takes", None)

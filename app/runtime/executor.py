@@ -191,7 +191,7 @@ class Executor:
             if slot.session is None:
                 raise InferenceFailed("model %s has no ONNX Runtime session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
-            packed, run = self.policy.pack(slot, jobs)
+            packed, run = self.policy.pack(slot, [j.prepared for j in jobs])
             graphs_before, capture_before = _capture_totals(slot.session)
             info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
                              slot.device or "?", started, 0.0, packed.meta)
