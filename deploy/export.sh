@@ -7,7 +7,7 @@
 #     name=family:checkpoint with family laya, cua-s1, open-jev or clef-flash;
 #   - name=demo for the random-weight Laya demo checkpoint.
 # OMNI_REVISION pins Hub downloads of name=... entries; OMNI_EXPORT_DTYPE (float32, float16,
-# bfloat16) and OMNI_GDN_KERNEL (linear_attention, gated_delta_net, gated_delta_net_fused) apply to Qwen3.5 families,
+# bfloat16) and OMNI_GDN_KERNEL (linear_attention, or gated_delta_net_fused: CUDA only) apply to Qwen3.5 families,
 # OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. The defaults here are the portable ones
 # (float32, linear_attention); compose.yaml asks for float16 and the fused kernel on the GPU.
 # A half-precision export whose graph fails its parity gate, or whose gate cannot run here (the

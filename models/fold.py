@@ -2,10 +2,9 @@
 
 A dynamo export leaves the weight layout work in the graph: `F.linear` is a Transpose of the
 weight, and a projection read part by part (models/projections.py) a Slice or a Gather of it
-before that. ONNX Runtime folds such constant chains when it builds a session, on the CPU, at
-~150 MB/s on the development machine: on the H200, 26 of Cua-S1 4B's 27.5 s load, and most of
-the 9B Clef-Flash export's 59 s (docs/benchmarks.md). Folding them once here, with the same data movement, leaves
-ONNX Runtime nothing to do.
+before that. ONNX Runtime folds such constant chains on the CPU whenever it builds an
+InferenceSession, which takes most of a multi-GB model's load. Folding them once here, with the
+same data movement, leaves ONNX Runtime nothing to do.
 
 Only ops that move or select values are folded (no arithmetic, no Cast: what the session
 computes stays bit for bit what ONNX Runtime would have folded), and only where every input is a
@@ -14,10 +13,9 @@ not the model; during an export the old file's blocks are given back as the new 
 the disk holds about one copy of the weights, not two.
 
 Every exporter folds its graph: `fold_lazily` before the save, so each folded weight is computed
-while the save writes it and the weights reach the disk once (development machine, a 3 GB
-checkpoint: save and fold 32 -> 15 s), then `fold_weights` over the file for anything left
-(`save_folded` does both). An
-export written before exports folded is folded in place with
+while the save writes it and the weights reach the disk once, then `fold_weights` over the file
+for anything left (`save_folded` does both). An export written before exports folded is folded
+in place with
 
     python -m models.fold EXPORT_DIR [EXPORT_DIR ...]
 
@@ -135,13 +133,10 @@ def save_folded(program, path: str, progress=None) -> int:
 
 def fold_lazily(model) -> int:
     """Fold an exported program's weight transforms before it is saved (`ONNXProgram.model`, an
-    onnx_ir Model): the same nodes `fold_weights` would fold, with the same results under the
-    same names, but each result is a lazy initializer computed from the weights it reads while
-    the save writes it. The weights then reach the disk once, already folded, instead of being
-    written, read back and written again; memory still holds about one result at a time (the
-    sources are the module's own weights, which the exporter holds anyway). Nodes whose output
-    shapes the export did not record are left to `fold_weights`, which every exporter still runs
-    after the save. Returns how many nodes went."""
+    onnx_ir Model): the nodes `fold_weights` would fold, with the same results under the same
+    names, as lazy initializers computed while the save writes them, so the weights reach the
+    disk once, already folded, and memory holds about one result at a time. Nodes whose output
+    shapes the export did not record are left to `fold_weights`. Returns how many nodes went."""
     import onnx_ir as ir
 
     graph = model.graph
@@ -222,10 +217,9 @@ _STRIPE = 128
 
 
 def _transpose2d(a: np.ndarray) -> np.ndarray:
-    """a.T, contiguous. numpy's own copy of a transposed view walks the source column by column
-    (0.40 GB/s for a 47 MB fp16 weight on the development machine); copied 128 source rows at a
-    time the stripe stays in cache (0.77 GB/s), and stripes on threads (numpy lets go of the GIL
-    while it copies) reach 1.20 GB/s there, more with more cores."""
+    """a.T, contiguous. numpy's own copy of a transposed view walks the source column by column;
+    copied 128 source rows at a time the stripe stays in cache, and the stripes run on threads
+    (numpy lets go of the GIL while it copies)."""
     rows, cols = a.shape
     out = np.empty((cols, rows), a.dtype)
 

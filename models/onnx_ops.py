@@ -5,7 +5,7 @@ onnx ships no schemas for ONNX Runtime's kernels (the `com.microsoft` contrib op
 (`models/qwen35/fused.py`, `models/qwen35/gdn.py`, `models/laya/fused.py`) build their nodes
 through `opsets()`, which declares the signatures below once per process. The signatures are the
 ones ONNX Runtime 1.31.1 registers; only the inputs, outputs and attributes we may emit matter
-to onnxscript, ONNX Runtime checks the nodes against its own registry when a session loads.
+to onnxscript, ONNX Runtime checks the nodes against its own registry when it loads the graph.
 """
 from __future__ import annotations
 
@@ -139,16 +139,17 @@ def unname_unused(path: str, op_types=SKIP_NORMS) -> None:
 
 
 # ONNX Runtime's chunked GatedDeltaNet engines take float16 inputs only (their matrix operands
-# are fp16 fragments; its source leaves bfloat16 unwritten): forced onto another graph, every pass
-# fails ("chunked engine requires float16 input"; H200, a float32 Cua-S1 export with the fused
-# kernel, which a half-precision export that failed its gate falls back to). ONNX Runtime's own
-# choice serves the other dtypes with its recurrent engine.
+# are fp16 fragments; its source leaves bfloat16 unwritten): forced onto another graph, such as
+# the float32 export a half-precision one that failed its gate falls back to, every pass fails
+# ("chunked engine requires float16 input"). ONNX Runtime's own choice serves the other dtypes
+# with its recurrent engine.
 FLOAT16_ONLY_GDN_PLANS = ("chunked", "chunked_split")
 
 
 def gdn_plan_for(plan: str, gdn_dtype: str) -> str:
-    """The GatedDeltaNet engine to build a graph's session with: `plan`, unless it takes float16
-    only and the graph's GatedDeltaNet layers read another dtype; then ONNX Runtime's own ("auto")."""
+    """The GatedDeltaNet engine to build a graph's InferenceSession with: `plan`, unless it takes
+    float16 only and the graph's GatedDeltaNet layers read another dtype; then ONNX Runtime's own
+    ("auto")."""
     return "auto" if plan in FLOAT16_ONLY_GDN_PLANS and gdn_dtype != "float16" else plan
 
 
@@ -161,9 +162,9 @@ def gdn_plan_note(manifest: dict, configured: str, plan: str) -> str | None:
     dtype = gdn_dtype(manifest)
     note = "its GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s (float16 only)" % (
         dtype, configured)
-    if dtype == "bfloat16" and "gdn_dtype" not in graph:
-        note += ("; this bfloat16 export predates exports that feed them float16: running its export "
-                 "command again serves it on %s, about twice as fast" % configured)
+    if dtype == "bfloat16":         # exported before bfloat16 graphs fed them float16
+        note += ("; the exporter now feeds them float16: running its export command again serves it on %s, "
+                 "faster" % configured)
     return note
 
 
@@ -176,9 +177,9 @@ def gdn_dtype(manifest: dict) -> str:
 @contextlib.contextmanager
 def gdn_plan(plan: str):
     """ORT_GDN_PLAN as `plan` ("auto": unset) while a session is built: ONNX Runtime's
-    GatedDeltaNet kernel reads it once, when the session creates its kernels. Build sessions one
-    at a time under it (the server builds them on its executor thread), since it sets the
-    process's variable."""
+    GatedDeltaNet kernel reads it once, when an InferenceSession creates its kernels. Build
+    sessions one at a time under it (the server builds them on its executor thread), since it
+    sets the process's variable."""
     before = os.environ.get("ORT_GDN_PLAN")
     if plan == "auto":
         os.environ.pop("ORT_GDN_PLAN", None)

@@ -4,11 +4,11 @@ found from the graph alone (no CUDA needed).
 ONNX Runtime computes a graph's shape values (`Shape`, `Size` and the arithmetic on them) on the
 CPU. That is free where they reach only inputs a CUDA kernel reads from host memory (a Reshape's
 shape, a Range's bounds, an Expand's shape: `HOST_INPUTS`). Where they meet data in an ordinary
-input (`question_record * width`), ONNX Runtime runs that arithmetic on the CPU and inserts a
-`MemcpyFromHost`, and then refuses to capture the session as CUDA graphs ("all compute graph
-nodes have not been partitioned to the CUDAExecutionProvider"). That cost Clef-Flash's batched
-graph its CUDA graphs on the H200 (docs/benchmarks.md, nbits session); the export tests check
-every family's graph with `host_arithmetic`, so it cannot come back unseen.
+input (`question_record * width`), ONNX Runtime runs that arithmetic on the CPU, inserts a
+`MemcpyFromHost` and then refuses CUDA-graph capture ("all compute graph nodes have not been
+partitioned to the CUDAExecutionProvider"). Every exporter records what this finds in its
+manifest (the server names it at load), and the export tests check every family's graph with
+`host_arithmetic`, so it cannot come back unseen.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Packed projections read part by part (export-time only: needs torch).
+"""A packed projection read part by part (export-time only: needs torch).
 
-A Linear whose output is several projections side by side (ModernBERT's Wqkv, a merged Qwen3.5
-gate+up) can run as one matrix product and a split, or as one product per part over a slice of
-its weight rows. Exported, the slices are constants that ONNX Runtime folds at load: no split
-kernel runs, at the price of more, narrower products. On the H200 ONNX Runtime's split kernel
-cost more than the extra launches for Laya (docs/benchmarks.md, "evening").
+A Linear whose output is several projections side by side (ModernBERT's Wqkv and Wi, the
+Qwen3.5 backbone's stacked projections) can run as one matrix product and a split, or as one
+product per part over a slice of its weight rows. Exported, the slices are constants folded into
+the weights (models/fold.py): no split kernel runs, at the price of more, narrower products,
+which is the cheaper of the two on the GPU.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from torch.nn import functional as F
 def rows(linear: nn.Linear, x: torch.Tensor, start: int, stop: int,
          order: torch.Tensor | None = None) -> torch.Tensor:
     """Outputs start..stop of `linear`, from a slice of its weight rows (and bias); `order`, an
-    index into the slice, permutes them (a constant gather that ONNX Runtime also folds)."""
+    index into the slice, permutes them (a constant gather, folded too)."""
     weight = linear.weight[start:stop]
     bias = linear.bias[start:stop] if linear.bias is not None else None
     if order is not None:
@@ -26,11 +26,8 @@ def rows(linear: nn.Linear, x: torch.Tensor, start: int, stop: int,
     return F.linear(x, weight, bias)
 
 
-def parts(linear: nn.Linear, x: torch.Tensor, sizes: Sequence[int], separate: bool) -> list[torch.Tensor]:
-    """`linear`'s output cut into `sizes` along the last axis: one product and a split, or
-    (`separate`) one product per part."""
-    if not separate:
-        return list(torch.split(linear(x), list(sizes), dim=-1))
+def parts(linear: nn.Linear, x: torch.Tensor, sizes: Sequence[int]) -> list[torch.Tensor]:
+    """`linear`'s output cut into `sizes` along the last axis, one product per part."""
     out, start = [], 0
     for size in sizes:
         out.append(rows(linear, x, start, start + size))

@@ -6,6 +6,6 @@ export-friendly torch module), random_checkpoint (tiny published-layout checkpoi
 """
 from __future__ import annotations
 
-FAMILY = "clef-flash"
+FAMILY = "clef_flash"        # the manifest's family (models.registry)
 
 __all__ = ["FAMILY"]

@@ -1,7 +1,7 @@
 """Clef-Flash export: Qwen3.5-9B backbone + joint schema head → one `clef-joint-v1` ONNX graph.
 
     python -m models.export clef-flash --checkpoint Cloudflare/clef-flash --out exports/clef-flash \
-        [--dtype float16] [--gdn-kernel gated_delta_net]
+        [--dtype float16] [--gdn-kernel gated_delta_net_fused] [--records single]
 
 The backbone returns the final-norm hidden state at every position; the head (head_graph.py:
 the published head's maths with its per-record loops as masked matrix products, in fp32) reads
@@ -11,10 +11,10 @@ question of a request, so records never share a sequence. `records="batched"` (t
 several a pass as rows of one batch (the signature's inputs with a batch axis and
 `question_record`, records.py), each read by the head within its own row.
 
-`prompt_head="baked"` (the default): the system turn and `STATE:` line every record starts with
-are computed once here, in float32, and baked into the graph (models/qwen35/prefix.py; the
-head's hidden states too, which the joint head reads with the rest): the graph takes the ids
-after them, and the positions and spans of the whole record.
+The system turn and `STATE:` line every record starts with are computed once here, in float32,
+and baked into the graph (models/qwen35/prefix.py; the head's hidden states too, which the joint
+head reads with the rest): the graph takes the ids after them, and the positions and spans of
+the whole record.
 """
 from __future__ import annotations
 
@@ -22,30 +22,29 @@ import os
 import time
 
 from models import hub, manifest as manifests, precision
+from models.clef_flash import FAMILY
 from models.clef_flash import gate, head_graph
 from models.clef_flash import records as batching
 from models.clef_flash.prepare import head_ids
 from models.qwen35 import export as qexport
-from models.qwen35 import fused, gdn
 from models.qwen35 import gate as qgate
+from models.qwen35 import gdn
 from models.qwen35 import prefix as qprefix
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
 
-FAMILY = "clef_flash"
 NAME = "clef-flash"
 REPO = "Cloudflare/clef-flash"
 HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
-# `records`: "batched" (the default), several records a pass as rows of one batch (records.py);
-# or "single", the published clef-joint-v1 signature (records.INPUTS), one record a pass. On the
-# H200, with CUDA graphs, batched served c=1 as fast (12.8-12.9 ms p50) and 97-109 requests/s at
-# c=8-16 against 85-86 one record a take on that export (docs/benchmarks.md, clefbatch session).
+# `records`: "batched" (the default), several records a pass as rows of one batch (records.py):
+# as fast for one request and more requests a second under load; or "single", the published
+# clef-joint-v1 signature (records.INPUTS), one record a pass, kept for clients of that signature.
 RECORDS = "batched"
 RECORDS_CHOICES = ("single", RECORDS)
 # The graph reads a record's length from token_positions' values, which may be right-padded with
-# -1 (head_graph.py), so records of one bucketed width share a CUDA graph (served.py). Exports
-# made before this read it from the length; they are served without graphs.
+# -1 (head_graph.py), so records of one bucketed width share a CUDA graph (served.py). Older
+# exports read it from the length; they are served without graphs.
 TOKEN_POSITIONS = "padded"
 
 
@@ -76,19 +75,15 @@ def example_batch(vocab: int, widths=((128, 100, (2, 3, 4)), (128, 90, (3, 2))),
 
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
-           gdn_kernel: str = "linear_attention", attention: str = "auto", projections: str = "separate",
-           gate_device: str = "auto", parity_gate: str = "enforce",
-           gdn_dtype: str | None = None, prompt_head: str = "baked", records: str = RECORDS, progress=print,
-           **_ignored) -> dict:
+           gdn_kernel: str = "linear_attention", parity_gate: str = "enforce", records: str = RECORDS,
+           progress=print, **_ignored) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
-    qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
+    qgate.check_options(dtype, gdn_kernel, parity_gate)
     if records not in RECORDS_CHOICES:
         raise ValueError("records must be one of %s, got %r" % (", ".join(RECORDS_CHOICES), records))
     batched = records == RECORDS
-    qprefix.check_option(prompt_head)
-    gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
     t0 = time.perf_counter()
     progress("[1/5] resolving checkpoint %s" % checkpoint)
     src = hub.resolve(checkpoint, qexport.BASE_FILES + HEAD_FILES, revision=revision, subfolder=subfolder)
@@ -96,10 +91,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     if missing:
         raise ValueError("%s is not a Clef-Flash checkpoint: no %s" % (src.path, ", ".join(missing)))
     served_name = name or NAME
-    options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-                                      "attention": fused.attention_for(dtype, attention), "projections": projections,
-                                      "opset": qexport.OPSET, "prompt_head": prompt_head,
-                                      "token_positions": TOKEN_POSITIONS, "records": records}, dtype, gdn_in)
+    options = qexport.export_options({"name": served_name, "prompt_head": "baked", "token_positions": TOKEN_POSITIONS,
+                                      "records": records}, dtype, gdn_kernel)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
@@ -109,9 +102,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     progress("[3/5] loading the backbone (%d layers, hidden %d) and the joint head"
              % (len(dims.layer_types), dims.hidden_size))
     backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype,
-                                    attention=attention, projections=projections, consume=True)
-    baked = qprefix.bake_for_export(backbone, prompt_head, src.path, head_ids, qgate.reference_device(gate_device),
-                                    progress)
+                                    consume=True)
+    baked = qprefix.bake_for_export(backbone, src.path, head_ids, qgate.reference_device(), progress)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
     batch, seq, tokens, questions, opts = (torch.export.Dim("batch"), torch.export.Dim("seq_len"),
@@ -123,18 +115,17 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         dynamic.update(input_ids={0: batch, 1: seq}, token_positions={0: batch, 1: tokens},
                        question_record={0: questions})
     inputs = list(batching.BATCHED_INPUTS if batched else batching.INPUTS)
-    info, check = {"gdn_kernel": gdn_kernel, "gdn_dtype": gdn_in}, {}
+    info, check = {"gdn_kernel": gdn_kernel, "gdn_dtype": gdn.input_dtype(dtype, gdn_kernel)}, {}
     with manifests.staged(out) as tmp:
-        head = (baked or {}).get("tokens", 0)
+        head = baked["tokens"]
         example = example_batch(dims.vocab_size, head=head) if batched else _example(dims.vocab_size)
-        path = qexport.export_program(graph, example, inputs, ["logits"], dynamic,
-                                      tmp, gdn_kernel, progress, gdn_in)
+        path = qexport.export_program(graph, example, inputs, ["logits"], dynamic, tmp, gdn_kernel, progress)
         if dtype == "float32" and gdn_kernel == "linear_attention":
             progress("checking ONNX Runtime (CPU) against torch on an untraced record ...")
             info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size, head, batched)
         if dtype != "float32":
-            check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, device=gate_device,
-                                                     mode=parity_gate, progress=progress, spend=True)
+            check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, mode=parity_gate,
+                                                     progress=progress, spend=True)
             progress(precision.summary(result))
         manifests.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
     progress("[5/5] writing the manifest")

@@ -50,8 +50,7 @@ def _by_question(logits: np.ndarray, option_question: np.ndarray) -> list[np.nda
     return [precision.softmax(logits[option_question == q]) for q in np.unique(option_question)]
 
 
-def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str = "enforce", progress=print,
-        spend: bool = False) -> dict:
+def run(graph, onnx_path: str, *, kernel: str, mode: str = "enforce", progress=print, spend: bool = False) -> dict:
     """Gate the export at `onnx_path` of `graph` (head_graph.ClefJointGraph, backbone in half
     precision): the parity measures over every question of every record, where each side ran;
     raises precision.GateFailed under `enforce` when it fails. `spend`: release the backbone's
@@ -60,12 +59,12 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
 
     backbone = graph.backbone
     dtype, gdn_in = qexport.model_dtype(backbone), qexport.gdn_dtype(backbone)
-    reason = qgate.unavailable(dtype, kernel, device)
+    reason = qgate.unavailable(dtype, kernel)
     if reason:
         return qgate.not_run(reason, mode)
     head = list(backbone.prefix_ids)
     cases = records(backbone.d.vocab_size, head=len(head))
-    where = qgate.reference_device(device)
+    where = qgate.reference_device()
     progress("parity gate: float32 reference on %s (%d records of %d-%d tokens, %d questions each) ..."
              % (where, len(cases), min(c[0].shape[1] for c in cases), max(c[0].shape[1] for c in cases),
                 len(OPTIONS_PER_QUESTION)))
@@ -78,7 +77,7 @@ def run(graph, onnx_path: str, *, kernel: str, device: str = "auto", mode: str =
             ids = torch.cat([torch.tensor([head], dtype=case[0].dtype), case[0]], 1) if head else case[0]
             logits = graph.head_graph(torch.from_numpy(h).float()[None], ids, *case[1:]).double().numpy()
             refs += _by_question(logits, case[-1].numpy())
-    session, used, engine = qgate.session_for(onnx_path, device, kernel, gdn_in)
+    session, used, engine = qgate.session_for(onnx_path, kernel, gdn_in)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     probs = []
     batched = "question_record" in {i.name for i in session.get_inputs()}

@@ -1,16 +1,16 @@
 """Cua-S1 export: Qwen3.5-4B base + the `text/` LoRA adapter → merged backbone ONNX + manifest.
 
     python -m models.export cua-s1 --checkpoint Qwen/Qwen3.5-4B --adapter cua-ai/cua-s1-4b-0.2/text \
-        --out exports/cua-s1 [--dtype float16] [--gdn-kernel gated_delta_net]
+        --out exports/cua-s1 [--dtype float16] [--gdn-kernel gated_delta_net_fused]
 
 The adapter is merged into the text stack (W + (alpha/r)·B·A, rounded once to the weight dtype)
 before export; the graph reads the final-norm hidden state at each row's last real token, and
 the 26 letter rows of the tied embedding (ids 32-57) are saved next to it so finishing computes
 the letter logits on the host in float64, as the native worker does (finish.finish_hidden).
 
-`prompt_head="baked"` (the default): the system turn every prompt starts with is computed once
-here, in float32, and baked into the graph (models/qwen35/prefix.py), so a row holds only the
-tokens after it, ~45% fewer for a 218-token prompt; the manifest records the head's token ids.
+The system turn every prompt starts with is computed once here, in float32, and baked into the
+graph (models/qwen35/prefix.py), so a row holds only the tokens after it (~45% of a 218-token
+prompt is that head); the manifest records the head's token ids.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from models import hub, manifest as manifests
 from models.cua_s1 import checkpoint as ck
 from models.cua_s1.prepare import head_ids
 from models.qwen35 import export as qexport
-from models.qwen35 import fused, gdn
 from models.qwen35 import gate as qgate
 from models.qwen35 import prefix as qprefix
 from models.qwen35 import weights
@@ -34,30 +33,26 @@ LETTER_ROWS = "letter_rows.npy"
 
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
-           dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
-           projections: str = "separate", gate_device: str = "auto", parity_gate: str = "enforce",
-           gdn_dtype: str | None = None, prompt_head: str = "baked", progress=print, **_ignored) -> dict:
+           dtype: str = "float32", gdn_kernel: str = "linear_attention", parity_gate: str = "enforce",
+           progress=print, **_ignored) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)
-    qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
-    qprefix.check_option(prompt_head)
-    gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
+    qgate.check_options(dtype, gdn_kernel, parity_gate)
     t0 = time.perf_counter()
     progress("[1/5] resolving base %s%s" % (checkpoint, " and adapter %s" % adapter if adapter else ""))
     base = hub.resolve(checkpoint, qexport.BASE_FILES, revision=revision, subfolder=subfolder)
     lora = None
     if adapter:
         # The published adapter repo is pinned to the revision the identity names.
-        pinned = ck.ADAPTER_REVISION if adapter.startswith(ck.ADAPTER_REPO + "/") or adapter == ck.ADAPTER_REPO else None
+        published = adapter == ck.ADAPTER_REPO or adapter.startswith(ck.ADAPTER_REPO + "/")
+        pinned = ck.ADAPTER_REVISION if published else None
         ad = hub.resolve(adapter, ["adapter_config.json", "adapter_model.safetensors", "adapter_model.bin",
                                    "text/*"], revision=pinned)
         dims = TextDims.from_dir(base.path)
         lora = ck.resolve_adapter(ad.path, dims.layer_types)
     served_name = name or ck.MODEL_NAME
-    options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-                                      "attention": fused.attention_for(dtype, attention), "projections": projections,
-                                      "opset": qexport.OPSET, "prompt_head": prompt_head}, dtype, gdn_in)
+    options = qexport.export_options({"name": served_name, "prompt_head": "baked"}, dtype, gdn_kernel)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base.path, qexport.source_files(base.path), progress)
     if lora is not None:
@@ -78,16 +73,13 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     letter_rows = rows_from[list(ck.LETTER_IDS)].float().numpy()
     # The checkpoint's tensors map its files: one left referenced keeps its shard's pages resident.
     del rows_from
-    model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections,
-                                 consume=True)
+    model = qexport.build_module(dims, state, "last", dtype, consume=True)
     del state
-    baked = qprefix.bake_for_export(model, prompt_head, base.path, head_ids, qgate.reference_device(gate_device),
-                                    progress)
+    baked = qprefix.bake_for_export(model, base.path, head_ids, qgate.reference_device(), progress)
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,
-                             device=gate_device, mode=parity_gate, progress=progress, spend=True)
-    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate,
-                                        gdn_dtype=gdn_in)
+                             mode=parity_gate, progress=progress, spend=True)
+    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate)
     np.save(os.path.join(out, LETTER_ROWS), letter_rows)
     progress("[5/5] writing the manifest")
     random = manifests.flagged_random(os.path.join(base.path, "config.json"))

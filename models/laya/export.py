@@ -5,7 +5,7 @@ at opset 18 with dynamic batch, sequence and marker dimensions, traced at batch 
 markers, then checked against torch on shapes it was not traced at before the manifest is
 written. `dtype="float16"` runs the encoder and decision layers in fp16 (scorer and act head stay
 fp32) and must pass the reduced-precision gate (models.precision) against the fp32 module on
-those shapes, on ONNX Runtime's CPU kernels, or nothing is written.
+those shapes, on ONNX Runtime's CUDA provider where it has one, or nothing is written.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _log(progress, msg: str) -> None:
 DTYPES = ("float32", "float16")
 
 
-def _load_graph(path: str, agent_config: dict, encoder_config: dict, attention: str = "auto"):
+def _load_graph(path: str, agent_config: dict, encoder_config: dict, attention: str | None = None):
     import torch
     from safetensors.torch import load_file
 
@@ -63,15 +63,10 @@ def _example(vocab: int, batch: int, seq: int, markers: int, seed: int):
 
 
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
-           name: str | None = None, force: bool = False, dtype: str = "float32", attention: str = "auto",
-           gate_device: str = "auto", parity_gate: str = "enforce", progress=print) -> dict:
-    """`gate_device`: where a half-precision export's parity gate runs: cuda, cpu, or auto (CUDA
-    when ONNX Runtime has a working CUDA provider). The gate should run where the graph will be
-    served: ONNX Runtime's CPU provider lacks fp16 kernels for most of the graph and computes it
-    in float32, so a CPU gate understates the drift CUDA serves (docs/benchmarks.md, 2026-11-30
-    morning: 2.4e-3 on CPU, 6.8e-3 on CUDA, for the same export). `parity_gate`: enforce (a
-    failing half-precision graph is not exported) or record (exported, the failure in the
-    manifest); models.precision."""
+           name: str | None = None, force: bool = False, dtype: str = "float32", parity_gate: str = "enforce",
+           progress=print) -> dict:
+    """`parity_gate`: enforce (a half-precision graph that fails its gate against float32 is not
+    exported) or record (exported, the failure in the manifest); models.precision."""
     import copy
 
     import torch
@@ -81,7 +76,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
 
     if dtype not in DTYPES:
         raise ValueError("Laya exports in %s, not %r" % (" or ".join(DTYPES), dtype))
-    precision.check_gate_options(gate_device, parity_gate, half=dtype != "float32")
+    precision.check_gate_mode(parity_gate)
     t0 = time.perf_counter()
     _log(progress, "[1/5] resolving checkpoint %s" % checkpoint)
     src = hub.resolve(checkpoint, ck.CHECKPOINT_FILES, revision=revision, subfolder=subfolder)
@@ -97,7 +92,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                          "in torch eager only)" % agent_config["option_layout"])
     variant = ck.infer_variant(src.source if src.repo else src.path, encoder_config)
     served_name = name or variant
-    attention = fused.attention_for(attention)
+    attention = fused.attention_for(encoder_config["hidden_size"] // encoder_config["num_attention_heads"])
     options = {"name": served_name, "opset": OPSET, "dtype": dtype, "attention": attention}
     tok_dir = os.path.join(src.path, "tokenizer")
     source_files = ["rl_agent_config.json", "model.safetensors", "encoder/config.json"] + [
@@ -129,7 +124,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         onnx_ops.unname_unused(os.path.join(tmp, ONNX_NAME))
         _log(progress, "[5/5] checking ONNX Runtime against torch (fp32) on untraced shapes")
         max_diff, parity = _check(reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32",
-                                  device=gate_device, mode=parity_gate)
+                                  mode=parity_gate)
         manifests.copy_present(tok_dir, ck.TOKENIZER_FILES, tmp)
     meta = {
         "family": ck.FAMILY, "name": served_name, "variant": variant,
@@ -167,15 +162,14 @@ def option_distributions(logits, marker_mask) -> list:
     return [precision.softmax(row[keep]) for row, keep in zip(logits, marker_mask)]
 
 
-def _check(model, onnx_path: str, vocab: int, gated: bool = False, device: str = "auto",
-           mode: str = "enforce") -> tuple[float, dict | None]:
+def _check(model, onnx_path: str, vocab: int, gated: bool = False, mode: str = "enforce") -> tuple[float, dict | None]:
     """Max |Δlogit| of ONNX Runtime against the fp32 torch module on untraced shapes; a float32
     graph must match to 1e-2 on the CPU provider, a half-precision one must pass the parity gate
-    over those rows' option distributions instead, on `device` (see `export`)."""
+    over those rows' option distributions instead, on CUDA where ONNX Runtime has it."""
     import numpy as np
     import torch
 
-    session, used = precision.gate_session(onnx_path, device if gated else "cpu")
+    session, used = precision.gate_session(onnx_path, "auto" if gated else "cpu")
     worst, probs, refs = 0.0, [], []
     for batch, seq, markers in ((1, 16, 2), (3, 80, 4), (8, 120, 5)):
         feeds = _example(vocab, batch, seq, markers, seed=batch)

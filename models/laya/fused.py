@@ -1,7 +1,7 @@
 """ModernBERT's rotary embedding and attention as torch custom ops that export to single ONNX
 Runtime kernels (export-time only: needs torch).
 
-Traced from plain torch ops, each encoder layer's attention was ~25 small kernels (slices,
+Traced from plain torch ops, each encoder layer's attention is ~25 small kernels (slices,
 negations and concats of the rotary embedding in fp32, the split heads, transposes, QKᵀ, the
 mask, softmax, the V product); with the whole forward launch-bound at serving batch sizes, the
 kernel count is the cost. Emitting the kernels directly:
@@ -15,28 +15,26 @@ kernel count is the cost. Emitting the kernels directly:
   and whose values pass through, with each head's frequencies tiled along the cache; one Split
   cuts the result into q, k and v. Attention reads q·k, which the same permutation of q and k
   leaves unchanged, and v is not permuted. Per layer that is one product, one rotary kernel and
-  one split where there were three products and two rotary kernels. ONNX Runtime's rotary
-  kernel runs a thread block per (head, token, row) with a thread per element, so the groups
-  are as large as its 1,024-thread limit allows: blocks of 64 threads (one head each) made it
-  a fifth of the GPU time of a 16- to 64-row pass (H200, 26 rows: 1.45 of 7.5 ms). Against q
-  and k rotated apart (H200, 48-token rows, docs/benchmarks.md): a pass's GPU time 13% lower
-  at one row, the same at 8, 2% higher at 16 and 11% higher at 64, where the values' trip
-  through the rotary kernel and the split's copy cost more than the launches saved;
+  one split instead of three products and two rotary kernels: fewer launches, which is what a
+  pass of few rows pays for, against the values' trip through the rotary kernel, which costs
+  more at many rows. ONNX Runtime's rotary kernel runs a thread block per (head, token, row)
+  with a thread per element, so the groups are as large as its 1,024-thread limit allows
+  (blocks of one 64-element head leave it badly underused);
 * `attention` → com.microsoft `MultiHeadAttention` with an additive `attention_bias`
   [B, 1, T, T] that carries the key padding and, in sliding layers, the local window;
-* `gelu` → com.microsoft `Gelu` (exact, erf): traced, `nn.GELU` became five elementwise kernels
-  that ONNX Runtime's fusion did not recognise in the dynamo export;
+* `gelu` → com.microsoft `Gelu` (exact, erf): traced, `nn.GELU` becomes five elementwise kernels
+  that ONNX Runtime's fusion does not recognise in the dynamo export;
 * `layer_norm` → com.microsoft `SkipLayerNormalization` with an all-zero skip of [T, D], made
   once a pass: LayerNorm(x + 0) is LayerNorm(x), and ONNX Runtime's skip kernel is vectorised
-  where its LayerNormalization kernel is not (H200: a pass's GPU time 6-11% lower from 1 to 64
-  rows; fp16 drift against fp32 on CUDA the same, docs/benchmarks.md);
+  where its LayerNormalization kernel is not;
 * `add_norm` (a residual add and the pre-norm after it) → the same op with the block's output as
   its input and the residual stream as its skip: it returns the norm and the sum, which carries
   the stream on, so the encoder's residual adds launch nothing of their own. ONNX Runtime's own
   fusion never fires here (the sum has two consumers and the length is dynamic).
 
-The encoder and decision layers call them when exported with `attention="mha"` (the default);
-`"sdpa"` traces the reference maths below instead, the same functions the ops run in torch.
+The encoder and decision layers call them when exported with `attention="mha"`, which every
+checkpoint whose heads the rotary kernel takes gets (`attention_for`); `"sdpa"` traces the
+reference maths below instead, the same functions the ops run in torch.
 """
 from __future__ import annotations
 
@@ -51,13 +49,10 @@ ROTARY_BLOCK = 1024        # ONNX Runtime's RotaryEmbedding: one thread per elem
 MASKED = -1.0e4
 
 
-def attention_for(requested: str = "auto") -> str:
-    """"auto" is the fused kernels: ONNX Runtime's CUDA provider has both in fp32 and fp16."""
-    if requested == "auto":
-        return "mha"
-    if requested not in ATTENTION:
-        raise ValueError("unknown attention %r (known: auto, %s)" % (requested, ", ".join(ATTENTION)))
-    return requested
+def attention_for(head_dim: int) -> str:
+    """The fused kernels ("mha", fp32 and fp16 alike) where ONNX Runtime's rotary kernel takes
+    heads of `head_dim` (packed_group), else the same maths traced ("sdpa")."""
+    return "mha" if 3 * head_dim <= ROTARY_BLOCK else "sdpa"
 
 
 def kernels(mode: str) -> tuple:
@@ -111,8 +106,8 @@ def packed_group(heads: int, head_dim: int) -> int:
     """How many heads' q, k and v one block of the rotary kernel holds: the most that divide
     `heads` and fit in ROTARY_BLOCK elements (4 for ModernBERT's heads of 64: 768 elements)."""
     if 3 * head_dim > ROTARY_BLOCK:
-        raise ValueError("heads of %d dims are too wide for ONNX Runtime's rotary kernel (3 x %d > %d elements); "
-                         "export with --attention sdpa" % (head_dim, head_dim, ROTARY_BLOCK))
+        raise ValueError("heads of %d dims are too wide for ONNX Runtime's rotary kernel (3 x %d > %d elements): "
+                         "they take the traced attention (sdpa)" % (head_dim, head_dim, ROTARY_BLOCK))
     return max(g for g in range(1, heads + 1) if heads % g == 0 and 3 * g * head_dim <= ROTARY_BLOCK)
 
 

@@ -62,12 +62,16 @@ class LayaDecisionGraph(nn.Module):
     """input_ids, attention_mask, marker_pos, marker_mask, qtype -> logits [B,K], act_logits [B,n_act].
 
     `attention`: "mha" runs rotary and attention through the custom ops that export to single
-    ONNX Runtime kernels, "sdpa" through the same maths as plain torch ops (fused.py)."""
+    ONNX Runtime kernels, "sdpa" through the same maths as plain torch ops; by default the one the
+    encoder's heads allow (fused.attention_for)."""
 
-    def __init__(self, encoder: nn.Module, head_layers: int = 2, n_act: int = 2, attention: str = "mha"):
+    def __init__(self, encoder: nn.Module, head_layers: int = 2, n_act: int = 2, attention: str | None = None):
         super().__init__()
         d = encoder.config.hidden_size
-        self.attention = fused.attention_for(attention)
+        attention = attention or fused.attention_for(d // encoder.config.num_attention_heads)
+        if attention not in fused.ATTENTION:
+            raise ValueError("unknown attention %r (known: %s)" % (attention, ", ".join(fused.ATTENTION)))
+        self.attention = attention
         self.encoder = encoder
         self.rotary = RotaryCaches(encoder.config)
         self.head = _Head(d, head_layers)

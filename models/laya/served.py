@@ -18,11 +18,12 @@ class LayaModel(ExportedModel):
     family = "laya"
     # Batches up to the row bound (OMNI_CUDA_GRAPH_ROWS) and 16 rows of 512 tokens are captured:
     # past that a pass is compute-bound, capture saves little and the filler rows are paid for.
-    # All such shapes are captured as the model loads: english's 218 took 12 s and 332 MiB on the
-    # H200 (benchmarks/gpu/graph_cost_probe.py, 2026-12-01); the 1,024-token variants have 259.
+    # All such shapes (218 for english, 259 for the 1,024-token variants) are captured as the
+    # model loads, so no request waits for a capture.
     cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True)
-    # A captured pass costs ~1.4 ms plus ~2.7 µs a padded token on the H200 (graph_cost_probe,
-    # 2026-12-01): waiting rows of lengths that far apart run as passes of similar lengths.
+    # One more captured pass costs about as much as 512 padded tokens (benchmarks/gpu/
+    # graph_cost_probe.py measures both): waiting rows whose lengths are that far apart run as
+    # passes of similar lengths.
     pass_tokens = 512
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FAMILY = "open-jev"
+FAMILY = "open_jev"
 EXPORT_FILE = "open_jev_export.json"
 EXPORT_FORMAT = "open-jev-text-merged/1"
 MAX_LENGTH_DEFAULT = 4096

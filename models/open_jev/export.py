@@ -19,24 +19,20 @@ import time
 from models import hub, manifest as manifests
 from models.open_jev import checkpoint as ck
 from models.qwen35 import export as qexport
-from models.qwen35 import fused, gdn
 from models.qwen35 import gate as qgate
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
 
-FAMILY = "open_jev"
 PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
 
 
 def export(checkpoint: str, out: str, *, base: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
-           dtype: str = "float32", gdn_kernel: str = "linear_attention", attention: str = "auto",
-           projections: str = "separate", max_length: int = ck.MAX_LENGTH_DEFAULT, gate_device: str = "auto",
-           parity_gate: str = "enforce", gdn_dtype: str | None = None, progress=print, **_ignored) -> dict:
+           dtype: str = "float32", gdn_kernel: str = "linear_attention", max_length: int = ck.MAX_LENGTH_DEFAULT,
+           parity_gate: str = "enforce", progress=print, **_ignored) -> dict:
     progress = progress or (lambda m: None)
-    qgate.check_options(dtype, gdn_kernel, gate_device, parity_gate)
-    gdn_in = gdn.input_dtype(dtype, gdn_kernel, gdn_dtype)
+    qgate.check_options(dtype, gdn_kernel, parity_gate)
     t0 = time.perf_counter()
     progress("[1/5] resolving package %s" % checkpoint)
     src = hub.resolve(checkpoint, PACKAGE_FILES, revision=revision, subfolder=subfolder)
@@ -47,15 +43,13 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
                            revision=None if base else package.base_revision)
     dims = TextDims.from_dir(base_src.path)
     served_name = name or variant.alias
-    options = qexport.export_options({"name": served_name, "dtype": dtype, "gdn_kernel": gdn_kernel,
-                                      "attention": fused.attention_for(dtype, attention), "projections": projections,
-                                      "max_length": max_length, "opset": qexport.OPSET}, dtype, gdn_in)
+    options = qexport.export_options({"name": served_name, "max_length": max_length}, dtype, gdn_kernel)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base_src.path, qexport.source_files(base_src.path), progress)
     sources.update({"package/" + k: v for k, v in manifests.hash_files(src.path, [
         "model.json", "temperature.json", "head.pt", "adapter/adapter_config.json",
         "adapter/adapter_model.safetensors", "adapter/adapter_model.bin"]).items()})
-    if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
+    if not force and manifests.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
         return manifests.reuse(out, progress)
 
     meta_export = ck.export_metadata(package, max_length, hidden_size=dims.hidden_size,
@@ -64,28 +58,25 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
              % (len(dims.layer_types), dims.hidden_size))
     state = weights.load_text_state(base_src.path, _load_dtype(dtype))
     merged = weights.merge_lora(state, package.adapter_path)
-    model = qexport.build_module(dims, state, "last", dtype, attention=attention, projections=projections,
-                                 consume=True)
+    model = qexport.build_module(dims, state, "last", dtype, consume=True)
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
-    gate = functools.partial(qgate.run, kernel=gdn_kernel, device=gate_device, mode=parity_gate, progress=progress,
-                             spend=True,
+    gate = functools.partial(qgate.run, kernel=gdn_kernel, mode=parity_gate, progress=progress, spend=True,
                              distributions=qgate.noul_distributions(meta_export.head_weight, meta_export.head_bias,
                                                                     meta_export.temperature))
-    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate,
-                                        gdn_dtype=gdn_in)
+    graph, check = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate)
     progress("[5/5] writing open_jev_export.json and the manifest")
     random = manifests.flagged_random(os.path.join(src.path, "model.json"), os.path.join(base_src.path, "config.json"))
     meta = {
-        "family": FAMILY, "name": served_name,
+        "family": ck.FAMILY, "name": served_name,
         # `jev-latest` is the registry's (it names the default model); the rest route here.
         "aliases": [a for a in variant.names if a not in (served_name, "jev-latest")],
         "description": "Open-Jev %s: independent-candidate Yes/No scoring with a calibrated scalar head "
                        "on %s" % (variant.name, package.model_id),
         "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": qexport.ONNX_NAME,
-        "source": {"checkpoint": src.name, "revision": src.revision, "base": package.model_id, "base_revision": package.base_revision,
-                   "sha256": sources},
+        "source": {"checkpoint": src.name, "revision": src.revision, "base": package.model_id,
+                   "base_revision": package.base_revision, "sha256": sources},
         "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "check": check, "merged_modules": len(merged),
         "inputs": ["input_ids", "positions"], "outputs": ["hidden"], "export_options": options,
         "exporter": manifests.exporter_info(qexport.OPSET),

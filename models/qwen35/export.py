@@ -32,17 +32,16 @@ def load_dtype(dtype: str):
 
 
 def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float32",
-                 letter_ids: list[int] | None = None, attention: str = "auto", projections: str = "separate",
-                 consume: bool = False):
-    """`attention`: "sdpa" (traced), "gqa" (GroupQueryAttention) or "auto" (fused.attention_for);
-    `projections`: "merged" or "separate" (graph.Backbone.load_text_state). `consume` empties
-    `state` as its tensors are loaded (an exporter that needs the weights only once)."""
+                 letter_ids: list[int] | None = None, attention: str | None = None, consume: bool = False):
+    """The backbone in `dtype` with `state` loaded. `attention`: "sdpa" (traced) or "gqa"
+    (GroupQueryAttention); by default the dtype's (fused.attention_for). `consume` empties `state`
+    as its tensors are loaded (an exporter that needs the weights only once)."""
     import torch
 
     from models.qwen35.graph import Backbone
 
     with torch.device("meta"):
-        model = Backbone(dims, readout, letter_ids, fused.attention_for(dtype, attention), projections)
+        model = Backbone(dims, readout, letter_ids, attention or fused.attention_for(dtype))
     # Cast while still on meta, then allocate once in the target dtype.
     model = model.to(getattr(torch, dtype)).to_empty(device="cpu")
     model.load_text_state(state, consume=consume)
@@ -65,8 +64,7 @@ def output_names(readout: str) -> list[str]:
     return {"last": ["hidden"], "letters": ["hidden", "letter_logits"], "all": ["hidden_states"]}[readout]
 
 
-def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress=print,
-                 gdn_dtype: str | None = None) -> str:
+def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress=print) -> str:
     """Write `out_dir/model.onnx` (+ external data) for a built backbone; returns the path."""
     import torch
 
@@ -77,30 +75,30 @@ def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress
     dynamic = {"input_ids": {0: batch, 1: seq}}
     if readout != "all":
         dynamic["positions"] = {0: batch}
-    return export_program(model, args, list(dynamic), output_names(readout), dynamic, out_dir, kernel, progress,
-                          gdn_dtype)
+    return export_program(model, args, list(dynamic), output_names(readout), dynamic, out_dir, kernel, progress)
 
 
-def export_program(module, args, input_names, output_names_, dynamic, out_dir: str, kernel: str, progress,
-                   gdn_dtype: str | None = None) -> str:
-    """torch.onnx dynamo export of any module holding the backbone, with the GDN ops lowered.
-    `gdn_dtype`: what the recurrence reads (gdn.input_dtype; None: the module's dtype)."""
+def export_program(module, args, input_names, output_names_, dynamic, out_dir: str, kernel: str, progress) -> str:
+    """torch.onnx dynamo export of any module holding the backbone, with the GDN ops lowered to
+    `kernel`, fed the dtype it reads (gdn.input_dtype)."""
     import torch
 
     from models.qwen35.graph import GatedDeltaNet
 
+    gdn.check_kernel(kernel)
     for layer in module.modules():      # the fused kernel takes the layer from the conv output on
         if isinstance(layer, GatedDeltaNet):
             layer.fused = kernel == "gated_delta_net_fused"
-            cast = gdn_dtype is not None and gdn_dtype != str(layer.out_proj.weight.dtype).replace("torch.", "")
-            layer.gdn_dtype = getattr(torch, gdn_dtype) if cast else None
+            dtype = str(layer.out_proj.weight.dtype).replace("torch.", "")
+            reads = gdn.input_dtype(dtype, kernel)
+            layer.gdn_dtype = getattr(torch, reads) if reads != dtype else None
     t0 = time.perf_counter()
     progress("exporting ONNX (opset %d, dynamo, GDN kernel %s) ..." % (OPSET, kernel))
     with torch.no_grad():
         program = torch.onnx.export(
             module, tuple(args), input_names=input_names, output_names=output_names_,
             dynamic_shapes=dynamic, dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
-            custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(kernel),
+            custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(),
                                       torch.ops.omni_qwen35.gated_delta_fused.default: gdn.fused_translation(),
                                       torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation(),
                                       **fused.translations()})
@@ -190,17 +188,19 @@ def hash_sources(directory: str, names: list[str], progress=print) -> dict[str, 
     return out
 
 
-def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool, gate=None,
-                 gdn_dtype: str | None = None) -> tuple[dict, dict]:
+def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool,
+                 gate=None) -> tuple[dict, dict]:
     """Export `model` into `out` (staged, so a failure leaves no half export), copy the tokenizer,
     and return what the manifest records: about the graph, and its `check` (`parity_gate`, from
     `gate(model, onnx_path) -> dict`, the parity gate of a half-precision graph: gate.run). A gate
     that refuses raises, and nothing is written."""
     from models import manifest as manifests
 
-    info, checked = {"gdn_kernel": kernel, "gdn_dtype": gdn_dtype or model_dtype(model), "attention": model.attention}, {}
+    info = {"gdn_kernel": kernel, "gdn_dtype": gdn.input_dtype(model_dtype(model), kernel),
+            "attention": model.attention}
+    checked = {}
     with manifests.staged(out) as tmp:
-        path = export_graph(model, tmp, kernel=kernel, progress=progress, gdn_dtype=gdn_dtype)
+        path = export_graph(model, tmp, kernel=kernel, progress=progress)
         # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
         if check and kernel == "linear_attention" and model_dtype(model) == "float32":
             progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
@@ -227,8 +227,12 @@ def gdn_dtype(module) -> str:
     return model_dtype(module)
 
 
-def export_options(options: dict, dtype: str, gdn_in: str) -> dict:
-    """A family's export options with the graph revision, naming the GDN input dtype only where it
-    is not the graph's."""
-    options = dict(options, graph_revision=GRAPH_REVISION)
+def export_options(options: dict, dtype: str, kernel: str) -> dict:
+    """A family's export options with what every Qwen3.5 export records beside them: the graph
+    revision, the attention kernel its dtype gets, "separate" projections (one matrix product per
+    part: what exports recorded when they could also merge them, kept so that those stay up to
+    date) and, where it is not the graph's, the dtype the GDN kernel reads."""
+    options = dict(options, dtype=dtype, gdn_kernel=kernel, attention=fused.attention_for(dtype),
+                   projections="separate", opset=OPSET, graph_revision=GRAPH_REVISION)
+    gdn_in = gdn.input_dtype(dtype, kernel)
     return options if gdn_in == dtype else dict(options, gdn_dtype=gdn_in)

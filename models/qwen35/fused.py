@@ -1,9 +1,9 @@
 """RMSNorm and causal attention as torch custom ops that export to single ONNX Runtime kernels.
 
-Traced from plain torch ops, each RMSNorm became an fp32 chain of eight kernels (Cast, Pow,
+Traced from plain torch ops, each RMSNorm becomes an fp32 chain of eight kernels (Cast, Pow,
 ReduceMean, Add, Sqrt, Div, Mul, Cast) and each attention a decomposed QKᵀ/mask/Softmax/V chain
-with the KV heads copied out to the query heads; on the H200 profile those chains, not the
-matrix products, took most of the kernel time. Emitting the kernels directly:
+with the KV heads copied out to the query heads; those chains, not the matrix products, would
+take most of the kernel time. Emitting the kernels directly:
 
 * `rms_norm` → `SimplifiedLayerNormalization` (ONNX Runtime's, in the default domain;
   statistics in fp32 whatever the input type, `stash_type=1`). The scale passed in is already
@@ -11,15 +11,15 @@ matrix products, took most of the kernel time. Emitting the kernels directly:
 * `add_rms_norm` (a residual add and the norm after it) → com.microsoft
   `SkipSimplifiedLayerNormalization` with the block's output as its input and the residual
   stream as its skip: it returns the norm and the sum, which carries the stream on, so the
-  residual adds launch nothing of their own (two a layer). ONNX Runtime's own fusion did not
-  fire on these graphs: the H200 profile of Cua-S1 showed 64 separate adds.
+  residual adds launch nothing of their own (two a layer). ONNX Runtime's own fusion does not
+  fire on these graphs.
 * `causal_attention` → com.microsoft `GroupQueryAttention` (flash / memory-efficient attention
   on CUDA for fp16 and bf16, a CPU kernel for fp32 tests): KV heads shared, not copied; causal.
   Its per-row lengths (`seqlens_k`) are counted once a pass, not once a layer.
   ONNX Runtime's CUDA provider has no fp32 kernel for it, so float32 exports keep the traced
   attention ("sdpa"); `attention_for(dtype)` picks.
 * `rotary` (partial RoPE on the first `rot` dims of each head) → com.microsoft `RotaryEmbedding`,
-  one kernel for q and one for k; traced, rotate-half was nine (three slices, a negation, two
+  one kernel for q and one for k; traced, rotate-half is nine (three slices, a negation, two
   concats, two products and a sum). The attention layer uses it with `GroupQueryAttention`.
 
 The torch implementations are the reference maths the tests compare against.
@@ -29,16 +29,9 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-ATTENTION = ("sdpa", "gqa")
-
-
-def attention_for(dtype: str, requested: str = "auto") -> str:
-    """"auto": the fused kernel where the CUDA provider has it (fp16/bf16), else traced SDPA."""
-    if requested == "auto":
-        return "sdpa" if dtype == "float32" else "gqa"
-    if requested not in ATTENTION:
-        raise ValueError("unknown attention %r (known: auto, %s)" % (requested, ", ".join(ATTENTION)))
-    return requested
+def attention_for(dtype: str) -> str:
+    """The fused kernel ("gqa") where the CUDA provider has it (fp16/bf16), else traced SDPA."""
+    return "sdpa" if dtype == "float32" else "gqa"
 
 
 @torch.library.custom_op("omni_qwen35::rms_norm", mutates_args=())
@@ -55,7 +48,8 @@ def _(x, scale, eps):
 
 
 @torch.library.custom_op("omni_qwen35::add_rms_norm", mutates_args=())
-def add_rms_norm(delta: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(delta: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
+                 eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(rms_norm(x + delta), x + delta): a residual add and the norm after it, the sum in x's dtype."""
     total = x + delta
     return rms_norm(total, scale, eps), total

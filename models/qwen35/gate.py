@@ -35,7 +35,8 @@ CUDA_ONLY_KERNELS = gdn.CUDA_KERNELS
 Distributions = Callable[[np.ndarray], Sequence[np.ndarray]]
 
 
-def prompts(vocab: int, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS, seed: int = 0) -> list[np.ndarray]:
+def prompts(vocab: int, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS,
+            seed: int = 0) -> list[np.ndarray]:
     """`n` random id rows of lo..hi tokens (int64, [1, T])."""
     rng = np.random.default_rng(seed)
     return [rng.integers(0, vocab, size=(1, int(t)), dtype=np.int64) for t in rng.integers(lo, hi + 1, size=n)]
@@ -54,11 +55,11 @@ def _exact_float32():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def reference_device(requested: str) -> str:
-    """Where torch runs the reference: CUDA when torch has one and the gate is not pinned to the CPU."""
+def reference_device() -> str:
+    """Where torch runs the reference: CUDA when torch has one."""
     import torch
 
-    return "cuda" if requested != "cpu" and torch.cuda.is_available() else "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def float32_copy(part, device: str):
@@ -116,15 +117,15 @@ def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.n
     return out
 
 
-def session_for(onnx_path: str, device: str, kernel: str, dtype: str) -> tuple:
+def session_for(onnx_path: str, kernel: str, dtype: str) -> tuple:
     """(session, provider used, record): an ONNX Runtime session for the gate of a graph whose
     GatedDeltaNet layers read `dtype` (qexport.gdn_dtype), its engine the one the server will build
     it with (`OMNI_CUDA_GDN_PLAN`, default chunked_split, where that dtype allows it:
     onnx_ops.gdn_plan_for), which the record names."""
     plan = onnx_ops.gdn_plan_for(os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN), dtype)
     with onnx_ops.gdn_plan(plan):
-        session, used = precision.gate_session(onnx_path, device)
-    return session, used, ({"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {})
+        found, used = precision.gate_session(onnx_path)
+    return found, used, ({"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {})
 
 
 def release(module) -> None:
@@ -141,26 +142,25 @@ def release(module) -> None:
     gc.collect()
 
 
-def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, device: str = "auto",
-        mode: str = "enforce", progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS,
-        spend: bool = False) -> dict:
+def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, mode: str = "enforce",
+        progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS, spend: bool = False) -> dict:
     """Gate the export at `onnx_path` of `module` (the module it was traced from): the parity
     measures, where each side ran, and the hidden states' relative error; raises
     precision.GateFailed under `enforce` when it fails. `spend`: release the module's weights
     once the reference has run (the exporters do; the module is not used after its gate)."""
     dtype, gdn_in = qexport.model_dtype(module), qexport.gdn_dtype(module)
-    reason = unavailable(dtype, kernel, device)
+    reason = unavailable(dtype, kernel)
     if reason:
         return not_run(reason, mode)
     rows = prompts(module.d.vocab_size, n, lo, hi)
-    where = reference_device(device)
+    where = reference_device()
     progress("parity gate: float32 reference on %s (%d prompts of %d-%d tokens, one layer at a time) ..."
              % (where, n, min(r.shape[1] for r in rows), max(r.shape[1] for r in rows)))
     want = [h[-1] for h in reference_hidden(module, rows, where)]
     readout = module.readout
     if spend:
         release(module)
-    session, used, engine = session_for(onnx_path, device, kernel, gdn_in)
+    session, used, engine = session_for(onnx_path, kernel, gdn_in)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     got = graph_hidden(session, readout, rows)
     del session
@@ -172,10 +172,10 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, de
     return precision.judge(result, mode)
 
 
-def unavailable(dtype: str, kernel: str, device: str) -> str | None:
+def unavailable(dtype: str, kernel: str) -> str | None:
     """Why this export's gate cannot run on this machine, or None: a CUDA-only GDN kernel, or a
     bfloat16 graph (ONNX Runtime's CPU provider has no bfloat16 kernels for its matrix
-    products), where the gate may not use the CUDA provider."""
+    products), where ONNX Runtime has no CUDA provider."""
     if dtype == "float32":
         return None
     if kernel in CUDA_ONLY_KERNELS:
@@ -184,18 +184,18 @@ def unavailable(dtype: str, kernel: str, device: str) -> str | None:
         needs = "ONNX Runtime's CPU provider has no bfloat16 kernels for this graph"
     else:
         return None
-    if device == "cpu":
-        return needs + ", and --gate-device cpu keeps the gate off CUDA"
     if not precision.cuda_listed():
         return needs + ", and " + precision.NO_CUDA
     return None
 
 
-def check_options(dtype: str, kernel: str, device: str, mode: str) -> None:
-    """Refuse before the export what the gate could not do after it (`unavailable`) under
-    enforce; under record the export goes on and its manifest says the gate did not run."""
-    precision.check_gate_options(device, mode, dtype != "float32")
-    reason = unavailable(dtype, kernel, device)
+def check_options(dtype: str, kernel: str, mode: str) -> None:
+    """Refuse bad options, and before the export what the gate could not do after it
+    (`unavailable`) under enforce; under record the export goes on and its manifest says the
+    gate did not run."""
+    gdn.check_kernel(kernel)
+    precision.check_gate_mode(mode)
+    reason = unavailable(dtype, kernel)
     if reason and mode == "enforce":
         raise precision.GateUnavailable(
             "a %s export's parity gate cannot run here: %s. Export where ONNX Runtime has CUDA, or pass "

@@ -1,18 +1,16 @@
-"""The Gated DeltaNet recurrence as one torch custom op that exports to an ONNX Runtime kernel.
+"""The Gated DeltaNet recurrence as torch custom ops that export to ONNX Runtime kernels.
 
 transformers' chunked GDN loops over 64-token chunks in Python, so tracing it bakes the sequence
 length into the graph. Wrapping the recurrence in a custom op keeps the exported graph dynamic
-in batch and sequence and lets the exporter emit ONNX Runtime's own kernels
-(models.md §6.3):
+in batch and sequence and lets the exporter emit ONNX Runtime's own kernels (models.md §6.3),
+one of two (`--gdn-kernel`):
 
 * "linear_attention": com.microsoft `LinearAttention(update_rule="gated_delta")`, with CPU and
-  CUDA kernels (what the tests run);
-* "gated_delta_net": com.microsoft `GatedDeltaNet`, the fused CUDA-only kernel (inverse GQA, q/k
-  L2 norm and the initial state handled inside);
-* "gated_delta_net_fused": the same kernel fed more of the layer (`gated_delta_fused`): the
-  causal conv's output whole (packed q|k|v: no split kernel) and the raw gate logits, whose
-  decay `-exp(A_log)·softplus(a + dt_bias)` and `sigmoid(b)` it computes inside in fp32 (the
-  ~7 elementwise kernels a layer they took in the graph are gone).
+  CUDA kernels: the portable one, and what the tests run;
+* "gated_delta_net_fused": com.microsoft `GatedDeltaNet`, CUDA only, fed the causal conv's
+  output whole (packed q|k|v: no split kernel) and the raw gate logits, whose decay
+  `-exp(A_log)·softplus(a + dt_bias)` and `sigmoid(b)` it computes inside in fp32, with the
+  inverse GQA, the q/k L2 norm and the initial state (`gated_delta_fused`).
 
 Inputs (one layer): q, k [B, T, Hk, Dk] after the causal conv (not yet normalised) and v [B, T,
 Hv, Dv], in the model's dtype; g (log decay) and beta [B, T, Hv], float32. Output [B, T, Hv, Dv]
@@ -27,29 +25,25 @@ from typing import Optional
 
 import torch
 
-KERNELS = ("linear_attention", "gated_delta_net", "gated_delta_net_fused")
+KERNELS = ("linear_attention", "gated_delta_net_fused")
 # The kernels that read q/k/v in the graph's dtype (LinearAttention gets them cast to fp32).
-CUDA_KERNELS = ("gated_delta_net", "gated_delta_net_fused")
-# What a half-precision graph feeds those kernels (`--gdn-dtype`): float16, or the graph's own dtype.
-INPUT_DTYPES = ("float16", "model")
+CUDA_KERNELS = ("gated_delta_net_fused",)
 EPS = 1e-6
 
 
-def input_dtype(dtype: str, kernel: str, requested: str | None = None) -> str:
+def input_dtype(dtype: str, kernel: str) -> str:
     """The dtype the GatedDeltaNet kernel reads in a `dtype` graph. ONNX Runtime's chunked engines
-    take float16 only, and on bfloat16 inputs it falls back to its recurrent engine (1.8x slower
-    a Cua-S1 pass on an H200), so by default a bfloat16 graph casts the kernel's inputs to
-    float16 and its output back: bfloat16 values are exact in float16 from 6.1e-5 to 65504, and
-    the kernel's inputs follow a norm and a projection, far inside that. `requested="model"`
-    keeps the graph's dtype (the recurrent engine) for a checkpoint whose values are not."""
-    if requested not in (None,) + INPUT_DTYPES:
-        raise ValueError("unknown GDN input dtype %r (known: %s)" % (requested, ", ".join(INPUT_DTYPES)))
-    if requested is not None and (dtype == "float32" or kernel not in CUDA_KERNELS):
-        raise ValueError("--gdn-dtype applies to float16/bfloat16 graphs with --gdn-kernel %s"
-                         % " or ".join(CUDA_KERNELS))
-    if dtype == "bfloat16" and kernel in CUDA_KERNELS and requested != "model":
+    take float16 only and run bfloat16 on its slower recurrent engine, so a bfloat16 graph casts
+    the kernel's inputs to float16 and its output back: bfloat16 values are exact in float16 from
+    6.1e-5 to 65504, and the kernel's inputs follow a norm and a projection, far inside that."""
+    if dtype == "bfloat16" and kernel in CUDA_KERNELS:
         return "float16"
     return dtype
+
+
+def check_kernel(kernel: str) -> None:
+    if kernel not in KERNELS:
+        raise ValueError("unknown GDN kernel %r (known: %s)" % (kernel, ", ".join(KERNELS)))
 
 
 def _l2norm(x: torch.Tensor) -> torch.Tensor:
@@ -82,7 +76,7 @@ def recurrence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tenso
 @torch.library.custom_op("omni_qwen35::gated_delta", mutates_args=())
 def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
                 beta: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The recurrence's output (what torch runs; exported as `translation(kernel)`)."""
+    """The recurrence's output (what torch runs; exported as `translation()`)."""
     return recurrence(q, k, v, g, beta, state)[0]
 
 
@@ -164,12 +158,12 @@ def _zero_state(op, like, value_heads: int, value_dim: int, key_dim: int, state=
     else zeros (B from `like`)."""
     if state is not None:
         return state
-    return op.ConstantOfShape(op.Concat(_leading(op, like, 1), op.Constant(value_ints=[value_heads, value_dim, key_dim]),
-                                        axis=0))
+    shape = op.Concat(_leading(op, like, 1), op.Constant(value_ints=[value_heads, value_dim, key_dim]), axis=0)
+    return op.ConstantOfShape(shape)
 
 
-def translation(kernel: str):
-    """The ONNX translation of `gated_delta` for `kernel` (torch.onnx custom_translation_table)."""
+def translation():
+    """The ONNX translation of `gated_delta`: LinearAttention (torch.onnx custom_translation_table)."""
     from onnxscript import opset18 as op
 
     from models import onnx_ops
@@ -199,14 +193,7 @@ def translation(kernel: str):
                                          scale=float(dk ** -0.5), _outputs=2)
         return op.CastLike(op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0)), v)
 
-    def gated_delta_net(q, k, v, g, beta, state=None):
-        outputs = ms.GatedDeltaNet(q, k, v, None, g, beta, _zero_state(op, q, v.shape[2], v.shape[3], q.shape[3], state),
-                                   qk_l2_norm=1, update_rule="gated_delta", _outputs=2)
-        return outputs[0]
-
-    if kernel not in KERNELS:
-        raise ValueError("unknown GDN kernel %r (known: %s)" % (kernel, ", ".join(KERNELS)))
-    return linear_attention if kernel == "linear_attention" else gated_delta_net
+    return linear_attention
 
 
 def fused_translation():

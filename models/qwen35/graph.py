@@ -42,15 +42,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -
 
 
 def _merged(*linears: nn.Linear) -> nn.Linear:
-    """One bias-free Linear whose output is the given ones' outputs side by side: one matrix
-    product (one kernel launch, a wider GEMM) where the graph had several on the same input."""
+    """One bias-free Linear whose weight is the given ones' stacked (read part by part)."""
     weight = torch.cat([m.weight.detach() for m in linears], 0)
     merged = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")    # no init
     merged.weight = nn.Parameter(weight, requires_grad=False)
     return merged
-
-
-PROJECTIONS = ("merged", "separate")
 
 
 class Norm(nn.Module):
@@ -70,14 +66,13 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(d.hidden_size, d.intermediate_size, bias=False)
         self.down_proj = nn.Linear(d.intermediate_size, d.hidden_size, bias=False)
 
-    def merge_projections(self, separate: bool) -> None:
-        self.separate = separate
+    def merge_projections(self) -> None:
         self.sizes = [self.gate_proj.out_features, self.up_proj.out_features]
         self.gate_up_proj = _merged(self.gate_proj, self.up_proj)
         del self.gate_proj, self.up_proj
 
     def forward(self, x):
-        gate, up = parts(self.gate_up_proj, x, self.sizes, self.separate)
+        gate, up = parts(self.gate_up_proj, x, self.sizes)
         return self.down_proj(F.silu(gate) * up)
 
 
@@ -108,8 +103,7 @@ class GatedDeltaNet(nn.Module):
         for name, value in (("prefix_conv", conv), ("prefix_state", state)):
             self.register_buffer(name, value, persistent=False)
 
-    def merge_projections(self, separate: bool) -> None:
-        self.separate = separate
+    def merge_projections(self) -> None:
         linears = (self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a)
         self.in_proj_sizes = [m.out_features for m in linears]
         self.in_proj = _merged(*linears)
@@ -123,14 +117,11 @@ class GatedDeltaNet(nn.Module):
         if self.headed:
             conv_state = self.prefix_conv.expand(b, -1, -1)
             state = self.prefix_state.expand(b, -1, -1, -1)
-        if self.separate:
-            # b and a as one product: each alone is a 32-to-48-column product that takes as long
-            # as a wide one. Cast once (the GatedDeltaNet kernels read fp32 gates), then split.
-            nqkv, nz, nb, na = self.in_proj_sizes
-            qkv, z, ba = parts(self.in_proj, x, [nqkv, nz, nb + na], True)
-            b_logits, a_logits = ba.float().split([nb, na], dim=-1)
-        else:
-            qkv, z, b_logits, a_logits = parts(self.in_proj, x, self.in_proj_sizes, False)
+        # b and a as one product (a 32-to-48-column product takes as long as one twice as wide),
+        # cast once to the fp32 the GatedDeltaNet kernels read, then split.
+        nqkv, nz, nb, na = self.in_proj_sizes
+        qkv, z, ba = parts(self.in_proj, x, [nqkv, nz, nb + na])
+        b_logits, a_logits = ba.float().split([nb, na], dim=-1)
         if capture is not None:
             capture.append(_last(qkv, self.conv1d.weight.shape[-1] - 1))      # of a layer with no head
         qkv = causal_conv_silu(qkv, self.conv1d.weight, conv_state)          # causal depthwise conv
@@ -177,8 +168,7 @@ class Attention(nn.Module):
         for name, value in (("prefix_k", keys), ("prefix_v", values)):
             self.register_buffer(name, value, persistent=False)
 
-    def merge_projections(self, separate: bool) -> None:
-        self.separate = separate
+    def merge_projections(self) -> None:
         self.qkv_sizes = [m.out_features for m in (self.q_proj, self.k_proj, self.v_proj)]
         self.qkv_proj = _merged(self.q_proj, self.k_proj, self.v_proj)
         del self.q_proj, self.k_proj, self.v_proj
@@ -191,16 +181,12 @@ class Attention(nn.Module):
         d = self.d
         b, t, _ = x.shape
         hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
-        if self.separate:
-            # q_proj interleaves [query | gate] per head: take each as its own product.
-            w = self.qkv_proj.weight[: self.qkv_sizes[0]].view(hq, 2, hd, -1)
-            q = F.linear(x, w[:, 0].reshape(hq * hd, -1)).view(b, t, hq, hd)
-            gate = F.linear(x, w[:, 1].reshape(hq * hd, -1))
-            nq, nk, nv = self.qkv_sizes
-            k, v = rows(self.qkv_proj, x, nq, nq + nk), rows(self.qkv_proj, x, nq + nk, nq + nk + nv)
-        else:
-            qg, k, v = parts(self.qkv_proj, x, self.qkv_sizes, False)
-            q, gate = qg.view(b, t, hq, 2 * hd).chunk(2, dim=-1)
+        # q_proj interleaves [query | gate] per head: each is its own product over those weight rows.
+        w = self.qkv_proj.weight[: self.qkv_sizes[0]].view(hq, 2, hd, -1)
+        q = F.linear(x, w[:, 0].reshape(hq * hd, -1)).view(b, t, hq, hd)
+        gate = F.linear(x, w[:, 1].reshape(hq * hd, -1))
+        nq, nk, nv = self.qkv_sizes
+        k, v = rows(self.qkv_proj, x, nq, nq + nk), rows(self.qkv_proj, x, nq + nk, nq + nk + nv)
         # One RotaryEmbedding kernel each with the fused attention; traced with sdpa (fp32 graphs,
         # where ONNX Runtime's CUDA provider has no GroupQueryAttention kernel either).
         rotate = fused.rotary if self.kernel == "gqa" else fused.rope
@@ -260,11 +246,9 @@ def add_norm(norm: Norm, x: torch.Tensor, delta: torch.Tensor | None):
 
 class Backbone(nn.Module):
     def __init__(self, d: TextDims, readout: str = "last", letter_ids: list[int] | None = None,
-                 attention: str = "sdpa", projections: str = "separate"):
+                 attention: str = "sdpa"):
         super().__init__()
-        if projections not in PROJECTIONS:
-            raise ValueError("unknown projections %r (known: %s)" % (projections, ", ".join(PROJECTIONS)))
-        self.d, self.readout, self.attention, self.projections = d, readout, attention, projections
+        self.d, self.readout, self.attention = d, readout, attention
         self.embed_tokens = nn.Embedding(d.vocab_size, d.hidden_size)
         self.layers = nn.ModuleList(Layer(d, kind, attention) for kind in d.layer_types)
         self.norm = Norm(d.hidden_size, d.rms_norm_eps)
@@ -331,18 +315,16 @@ class Backbone(nn.Module):
 
     def load_text_state(self, state: dict, consume: bool = False) -> None:
         """Load a weights.load_text_state dict (an untied lm_head is not part of the backbone),
-        then merge the projections that read the same input into one weight each (MLP gate+up,
-        GDN qkv+z+b+a, attention q+k+v). "separate" (the default) runs one product per part over
-        weight row slices (models/projections.py); "merged" runs each as one matrix product and a
-        split: ~100 fewer kernels a pass (4B: 32 MLPs, 24 GDN and 8 attention layers), but the
-        split kernels took 7.2 of 80 ms at 16 rows on the H200. Over HTTP on the H200 (Cua-S1,
-        fp16, CUDA graphs for small batches as served) separate was as fast at c=1 and 1-4 ms
-        faster at c=4 (docs/benchmarks.md).
+        then stack the projections that read the same input into one weight each (MLP gate+up,
+        GDN qkv+z+b+a, attention q+k+v), read part by part: one matrix product per part, no split
+        kernel (models/projections.py). A stacked weight is read by several products, so the
+        exporter's optimizer leaves its row slices and transposes to models/fold.py, which folds
+        them one weight at a time as the graph is saved, instead of holding each folded copy in
+        memory.
         Each tensor is copied into its parameter in the parameter's dtype (`copy_` converts as
-        `.to` does), and `consume` drops it from `state` once copied: the load then holds about one
-        copy of the weights, not the checkpoint's plus the module's (an exporter's case: the 27B's
-        load peaked at ~167 GB of host memory). Merged layer by layer, so peak memory grows by one
-        layer's projections. The module runs only once loaded."""
+        `.to` does), and `consume` drops it from `state` once copied, so the load holds about one
+        copy of the weights, not the checkpoint's plus the module's (what a 27B export needs).
+        Stacked layer by layer, so peak memory grows by one layer's projections."""
         import torch
 
         own = self.state_dict(keep_vars=True)
@@ -362,4 +344,4 @@ class Backbone(nn.Module):
                     del state[k]
         for layer in self.layers:
             for module in (layer.mlp, layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn):
-                module.merge_projections(separate=self.projections == "separate")
+                module.merge_projections()

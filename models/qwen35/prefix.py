@@ -12,17 +12,19 @@ server refuses an export whose head its own tokenizer and prompt would not produ
 
 Public:
     capture(module, ids, device="cpu") -> (per-layer states, final-norm hidden [1, P, H] fp32)
-    check_option(prompt_head) -> None                            # "baked" or "in-rows"
     bake(module, ids, device="cpu") -> None                      # capture, then module.set_prefix
-    bake_for_export(module, prompt_head, tokenizer_dir, head_ids, device, progress) -> manifest "prefix"
+    bake_for_export(module, tokenizer_dir, head_ids, device, progress) -> manifest "prefix"
     cut(row, head) -> the row after the head                     # InferenceFailed without it
     check_head(manifest, head_ids, name) -> None                 # ValueError on a stale export
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from models.errors import InferenceFailed
+
+if TYPE_CHECKING:
+    import torch
 
 
 def capture(module, ids: Sequence[int], device: str = "cpu") -> tuple[list[tuple], "torch.Tensor"]:
@@ -54,27 +56,14 @@ def capture(module, ids: Sequence[int], device: str = "cpu") -> tuple[list[tuple
     return out, hidden
 
 
-PROMPT_HEADS = ("baked", "in-rows")
-
-
-def check_option(prompt_head: str) -> None:
-    """An exporter's `prompt_head`: "baked" (the head in the graph) or "in-rows" (run in every row)."""
-    if prompt_head not in PROMPT_HEADS:
-        raise ValueError("unknown prompt head %r (known: %s)" % (prompt_head, ", ".join(PROMPT_HEADS)))
-
-
 def bake(module, ids: Sequence[int], device: str = "cpu") -> None:
     """Bake the head `ids` into `module`: its rows then start after them."""
     module.set_prefix(list(ids), *capture(module, ids, device))
 
 
-def bake_for_export(module, prompt_head: str, tokenizer_dir: str, head_ids: Callable, device: str,
-                    progress) -> dict | None:
-    """An exporter's step: under "baked", bake the head `head_ids(tokenizer)` gives (the
-    checkpoint's tokenizer) into `module`; returns what the manifest records as "prefix" (None
-    under "in-rows")."""
-    if prompt_head != "baked":
-        return None
+def bake_for_export(module, tokenizer_dir: str, head_ids: Callable, device: str, progress) -> dict:
+    """An exporter's step: bake the head `head_ids(tokenizer)` gives (the checkpoint's tokenizer)
+    into `module`; returns what the manifest records as "prefix"."""
     from models.tokenizer import TokenizerHandle
 
     ids = list(head_ids(TokenizerHandle.load(tokenizer_dir)))
@@ -100,4 +89,4 @@ def check_head(manifest: Mapping, head_ids: Sequence[int], name: str = "this exp
                          "prompt encodes to; run its export command again" % (name, len(baked), len(head_ids)))
 
 
-__all__ = ["PROMPT_HEADS", "check_option", "capture", "bake", "bake_for_export", "cut", "check_head"]
+__all__ = ["capture", "bake", "bake_for_export", "cut", "check_head"]

@@ -5,9 +5,9 @@ with a tiny vision tower, or text-only `Qwen3_5ForCausalLM`), so tests read the 
 Full-size ones (`4b`, `9b`, `27b`: models.md §6.1 dims) are written tensor by tensor in 5 GB
 BF16 shards without building a torch model, which is what a GPU benchmark machine can afford.
 `--described` writes no shards at all, only `random_weights.json` (seed and dims): the exporter
-draws the same BF16 tensors as it loads them (`described_state`), so a 27B export (52 GB) fits a
-64 GiB disk that could not also hold its 51 GB checkpoint. transformers cannot read such a
-directory: the HF baselines need the written form. Every checkpoint carries a locally trained
+draws the same BF16 tensors as it loads them (`described_state`), so an export fits a disk that
+could not also hold the checkpoint's shards. transformers cannot read such a directory: the HF
+baselines need the written form. Every checkpoint carries a locally trained
 Qwen-style tokenizer (tokenizer_build).
 
     python -m models.qwen35.random_checkpoint OUT --size 4b [--described]
@@ -61,7 +61,8 @@ def text_keys(text: dict, prefix: str):
     kd = text["linear_num_key_heads"] * text["linear_key_head_dim"]
     vd = text["linear_num_value_heads"] * text["linear_value_head_dim"]
     hv, k = text["linear_num_value_heads"], text["linear_conv_kernel_dim"]
-    qh, kvh, hd, ffn = text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"], text["intermediate_size"]
+    qh, kvh, hd = text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"]
+    ffn = text["intermediate_size"]
     yield prefix + "embed_tokens.weight", (v, h)
     for i in range(text["num_hidden_layers"]):
         p = "%slayers.%d." % (prefix, i)
@@ -104,8 +105,6 @@ def build(out: str, size: str = "tiny", tied: bool | None = None, layout: str = 
           seed: int = 0, layers: int = 4, described: bool = False) -> str:
     """Write a random checkpoint; `layout` is "conditional" (multimodal, as published) or "causal_lm";
     `described` (full sizes only): the weights' description instead of their shards."""
-    import torch
-
     os.makedirs(out, exist_ok=True)
     tok = tokenizer_build.save(out, prompts=size != "tiny")
     if size == "tiny":

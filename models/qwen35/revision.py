@@ -2,9 +2,9 @@
 
 Every Qwen3.5 export records it in its options: an export of an earlier revision is not up to date,
 so its export command writes it again, and the server names it at load (served.QwenServed.notes).
-1: to 2026-12-01. 2: RoPE as RotaryEmbedding kernels, the attention's row lengths counted once a
-pass, the GatedDeltaNet b and a gates from one product.
+1: the first graph. 2: RoPE as RotaryEmbedding kernels, the attention's row lengths counted once
+a pass, the GatedDeltaNet b and a gates from one product.
 """
 GRAPH_REVISION = 2
 GRAPH_REVISION_NOTE = ("RoPE as one kernel, the attention's row lengths once a pass and the GatedDeltaNet gates "
-                       "from one product: ~190 fewer kernels a Cua-S1 pass")
+                       "from one product: fewer kernels a pass")

@@ -17,7 +17,7 @@ def test_a_half_export_that_failed_its_gate_is_named_at_load(english, tmp_path, 
 
     monkeypatch.setattr(precision, "MAX_DRIFT", 1e-6)        # below any real drift: the gate fails
     out = str(tmp_path / "fp16-recorded")
-    export.export(english[0], out, dtype="float16", gate_device="cpu", parity_gate="record", progress=None)
+    export.export(english[0], out, dtype="float16", parity_gate="record", progress=None)
     with caplog.at_level(logging.WARNING, logger="omni"):
         create_app(Settings(models=(out,)))
     warned = [r.getMessage() for r in caplog.records if "parity gate" in r.getMessage()]

@@ -22,7 +22,8 @@ def _graph(path: str) -> None:
     w = rng.standard_normal((64, 32)).astype(np.float16)
     order = np.array([3, 1, 2, 0, 7, 5, 6, 4], np.int64)
     inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(order, "order"),
-             numpy_helper.from_array(np.array([0], np.int64), "s"), numpy_helper.from_array(np.array([8], np.int64), "e"),
+             numpy_helper.from_array(np.array([0], np.int64), "s"),
+             numpy_helper.from_array(np.array([8], np.int64), "e"),
              numpy_helper.from_array(np.array([0.5] * 8, np.float32), "scale32")]
     nodes = [
         helper.make_node("Slice", ["W", "s", "e"], ["w_slice"]),
@@ -162,8 +163,9 @@ def same_graph(a: str, b: str) -> int:
     """Assert the ONNX graphs at `a` and `b` have the same nodes, in order, and the same
     initializers, byte for byte; returns how many initializers they hold."""
     ga, gb = onnx.load(a).graph, onnx.load(b).graph
-    nodes = lambda g: [(n.op_type, n.domain, list(n.input), list(n.output), [str(x) for x in n.attribute])
-                       for n in g.node]
+    def nodes(g):
+        return [(n.op_type, n.domain, list(n.input), list(n.output), [str(x) for x in n.attribute]) for n in g.node]
+
     assert nodes(ga) == nodes(gb)
     ia, ib = ({t.name: (t.data_type, list(t.dims), numpy_helper.to_array(t).tobytes()) for t in g.initializer}
               for g in (ga, gb))

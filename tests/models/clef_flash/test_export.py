@@ -160,7 +160,7 @@ def test_a_float16_export_passes_its_parity_gate(clef_dir, tmp_path):
     from models.manifest import read
 
     out = str(tmp_path / "clef-fp16")
-    export.export(clef_dir, out, dtype="float16", gate_device="cpu", progress=None)
+    export.export(clef_dir, out, dtype="float16", progress=None)
     result = read(out)["check"]["parity_gate"]
     assert result["passes"] and result["device"] == "cpu" and result["mode"] == "enforce"
     assert result["rows"] == gate.RECORDS * len(gate.OPTIONS_PER_QUESTION)

@@ -62,7 +62,8 @@ def test_shapes_of_each_type(tok):
 
 
 def test_ties_go_to_the_first_key_in_request_order(tok):
-    rec = prepare_record(body("x", {"c": {"type": "choice", "criteria": {"zeta": None, "mid": None, "alpha": None}}}), tok)
+    rec = prepare_record(body("x", {"c": {"type": "choice", "criteria": {"zeta": None, "mid": None, "alpha": None}}}),
+                         tok)
     assert rec.fields[0].keys == ("alpha", "mid", "zeta")
     out = finish(rec, np.zeros(3, dtype=np.float32), "m")["answers"]["c"]
     assert out["choice"] == "zeta" and list(out["probabilities"]) == ["zeta", "mid", "alpha"]

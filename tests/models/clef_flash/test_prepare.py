@@ -162,7 +162,8 @@ def test_limits_at_their_bounds_are_accepted(tok):
     for n in (2, 10):
         rec = prepare_record(body("x", {"s": {"type": "score", "criteria": ["l"] * n}}), tok)
         assert len(rec.option_spans) == n
-    assert len(prepare_record(body("x", {"c": {"type": "choice", "criteria": {"a": None, "b": None}}}), tok).option_spans) == 2
+    two = body("x", {"c": {"type": "choice", "criteria": {"a": None, "b": None}}})
+    assert len(prepare_record(two, tok).option_spans) == 2
     assert ClefLimits().max_length == 16384 and ClefLimits().max_state_tokens == 65536
 
 

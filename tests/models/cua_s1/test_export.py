@@ -15,8 +15,7 @@ def test_a_float16_export_records_its_parity_gate(random_cua, tmp_path):
 
     out = str(tmp_path / "cua-fp16")
     messages = []
-    export.export(random_cua.base, out, adapter=random_cua.text, dtype="float16", gate_device="cpu",
-                  progress=messages.append)
+    export.export(random_cua.base, out, adapter=random_cua.text, dtype="float16", progress=messages.append)
     meta = read(out)
     gate = meta["check"]["parity_gate"]
     assert gate["passes"] and gate["mode"] == "enforce" and gate["device"] == "cpu"
@@ -79,8 +78,8 @@ def test_a_bfloat16_export_without_cuda_records_that_its_gate_did_not_run(random
     from models.cua_s1 import export
 
     out = str(tmp_path / "cua-bf16")
-    export.export(random_cua.base, out, adapter=random_cua.text, dtype="bfloat16", gate_device="cpu",
-                  parity_gate="record", progress=None)
+    export.export(random_cua.base, out, adapter=random_cua.text, dtype="bfloat16", parity_gate="record",
+                  progress=None)
     gate = read(out)["check"]["parity_gate"]
     assert not gate["passes"] and "no bfloat16 kernels" in gate["not_run"]
     with caplog.at_level(logging.WARNING, logger="omni"):
@@ -89,15 +88,13 @@ def test_a_bfloat16_export_without_cuda_records_that_its_gate_did_not_run(random
 
 
 def test_a_bfloat16_export_feeds_its_gated_delta_net_kernels_float16(random_cua, tmp_path):
-    """The CUDA GatedDeltaNet kernels of a bfloat16 export read float16 (gdn.input_dtype), so the
-    server builds them with its configured chunked engine; `gdn_dtype="model"` keeps bfloat16
-    (and ONNX Runtime's recurrent engine). The option is part of what makes an export up to date."""
+    """The CUDA GatedDeltaNet kernel of a bfloat16 export reads float16 (gdn.input_dtype), so the
+    server builds it with its configured chunked engine; the manifest records what it reads."""
     from models import onnx_ops
     from models.cua_s1 import export
 
     out = str(tmp_path / "cua-bf16-gdn")
-    common = dict(adapter=random_cua.text, dtype="bfloat16", gdn_kernel="gated_delta_net_fused", gate_device="cpu",
-                  parity_gate="record")
+    common = dict(adapter=random_cua.text, dtype="bfloat16", gdn_kernel="gated_delta_net_fused", parity_gate="record")
     export.export(random_cua.base, out, progress=None, **common)
     meta = read(out)
     assert meta["weights_dtype"] == "bfloat16" and meta["graph"]["gdn_dtype"] == "float16"
@@ -106,34 +103,33 @@ def test_a_bfloat16_export_feeds_its_gated_delta_net_kernels_float16(random_cua,
     messages = []
     export.export(random_cua.base, out, progress=messages.append, **common)
     assert read(out)["exported_at"] == meta["exported_at"] and not any("exporting" in m for m in messages)
-    export.export(random_cua.base, out, progress=None, gdn_dtype="model", **common)
-    kept = read(out)
-    assert kept["graph"]["gdn_dtype"] == "bfloat16" and "gdn_dtype" not in kept["export_options"]
-    assert onnx_ops.gdn_plan_for("chunked_split", onnx_ops.gdn_dtype(kept)) == "auto"
 
 
-def test_the_export_command_refuses_a_gdn_dtype_it_cannot_apply(random_cua, tmp_path, capsys):
+def test_the_export_command_refuses_options_it_no_longer_takes(random_cua, tmp_path, capsys):
     import pytest
 
     from models import export as command
 
     base = ["cua-s1", "--checkpoint", random_cua.base, "--out", str(tmp_path / "x")]
-    for extra, says in ((["--gdn-dtype", "float16"], "applies to float16/bfloat16 graphs"),
-                        (["--dtype", "bfloat16", "--gdn-dtype", "model"], "applies to float16/bfloat16 graphs"),
-                        (["--dtype", "bfloat16", "--gdn-dtype", "float32"], "invalid choice: 'float32'")):
+    for extra, says in ((["--gdn-kernel", "gated_delta_net"], "invalid choice: 'gated_delta_net'"),
+                        (["--gdn-dtype", "model"], "unrecognized arguments: --gdn-dtype"),
+                        (["--prompt-head", "in-rows"], "unrecognized arguments: --prompt-head")):
         with pytest.raises(SystemExit) as exit_:
             command.main(base + extra)
         assert exit_.value.code == 2 and says in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        command.main(["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "y"), "--gdn-dtype", "model"])
-    assert "--gdn-dtype applies to Qwen3.5-backbone models only" in capsys.readouterr().err
+        command.main(["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "y"), "--gdn-kernel",
+                      "linear_attention"])
+    assert "--gdn-kernel applies to Qwen3.5-backbone models only" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 
-def test_the_prompt_head_in_rows_or_baked_and_a_stale_head_refused(random_cua, tmp_path):
-    """`--prompt-head in-rows` writes the graph that runs every row whole (no head recorded or
-    cut). An export from before the option is named at load and written again. A baked head that
-    this server's prompt would not produce is refused at load, before any request."""
+def test_the_prompt_head_is_baked_an_export_without_one_still_serves_and_a_stale_head_is_refused(
+        random_cua, tmp_path):
+    """The export bakes the system turn in and records its ids; an export without a baked head
+    (made before the exporter baked it) still serves every row whole, is named at load and is
+    not up to date. A baked head that this server's prompt would not produce is refused at load,
+    before any request."""
     import json
     import os
     import shutil
@@ -143,22 +139,6 @@ def test_the_prompt_head_in_rows_or_baked_and_a_stale_head_refused(random_cua, t
     from models.cua_s1 import export
     from models.cua_s1.prepare import head_ids
     from models.registry import load
-
-    out = str(tmp_path / "cua-rows")
-    export.export(random_cua.base, out, adapter=random_cua.text, prompt_head="in-rows", progress=None)
-    meta = read(out)
-    assert meta["prefix"] is None and meta["export_options"]["prompt_head"] == "in-rows"
-    model = load(out)
-    assert model.adapter.head == [] and model.notes() == [] and "baked_prompt_tokens" not in model.describe()
-    assert model.prepare(model.warmup_request).longest == len(model.prepare(model.warmup_request).work[0])
-    del meta["export_options"]["prompt_head"]
-    with open(os.path.join(out, "manifest.json"), "w") as f:
-        json.dump(meta, f)
-    (note,) = load(out).notes()
-    assert note.startswith("its graph runs the system turn in every row")
-    messages = []
-    export.export(random_cua.base, out, adapter=random_cua.text, prompt_head="in-rows", progress=messages.append)
-    assert messages and not any("up to date" in m for m in messages)
 
     baked = str(tmp_path / "cua-baked")
     export.export(random_cua.base, baked, adapter=random_cua.text, progress=None)
@@ -177,3 +157,20 @@ def test_the_prompt_head_in_rows_or_baked_and_a_stale_head_refused(random_cua, t
         json.dump(meta, f)
     with pytest.raises(ValueError, match="differs from the %d tokens.*export command again" % len(head)):
         load(stale)
+
+    headless = str(tmp_path / "cua-rows")          # as the exporter wrote before it baked the head
+    shutil.copytree(baked, headless)
+    meta = read(headless)
+    meta["prefix"] = None
+    del meta["export_options"]["prompt_head"]
+    with open(os.path.join(headless, "manifest.json"), "w") as f:
+        json.dump(meta, f)
+    model = load(headless)
+    assert model.adapter.head == [] and "baked_prompt_tokens" not in model.describe()
+    assert model.prepare(model.warmup_request).longest == len(model.prepare(model.warmup_request).work[0])
+    (note,) = model.notes()
+    assert note.startswith("its graph runs the system turn in every row")
+    messages = []
+    export.export(random_cua.base, headless, adapter=random_cua.text, progress=messages.append)
+    assert messages and not any("up to date" in m for m in messages)
+    assert read(headless)["prefix"] == {"ids": head, "tokens": len(head)}

@@ -130,7 +130,8 @@ def test_labels_are_rendered_escaped_values_or_keys():
 def test_structured_state_renders_with_python_json_in_insertion_order():
     tree = {"z": [1.0, 1e16, -0.0, True, None, "猫"], "a": {"β": "z", "a": "first"}, "n": 12345678901234567890}
     state, _ = map_request(body(tree))
-    assert state == '{"z": [1.0, 1e+16, -0.0, true, null, "猫"], "a": {"β": "z", "a": "first"}, "n": 12345678901234567890}'
+    assert state == ('{"z": [1.0, 1e+16, -0.0, true, null, "猫"], "a": {"β": "z", "a": "first"}, '
+                     '"n": 12345678901234567890}')
     state, _ = map_request(body(["x", {"k": 1e-05}]))
     assert state == '["x", {"k": 1e-05}]'
     # A string state passes through unchanged (no escaping, unlike labels).
@@ -188,9 +189,10 @@ def test_encode_framed_falls_back_to_whole_strings_where_a_cut_could_merge(tok):
     """A frame not cut at special tokens is encoded whole (pieces "ab" + "c" need not tokenize as
     "abc"); a frame whose first check fails is too."""
     bodies = ["cancel", "ed the form", " a"]
-    assert tok.encode_framed("Click the butt", bodies, " now") == [tok.encode("Click the butt%s now" % b) for b in bodies]
+    whole = [tok.encode("Click the butt%s now" % b) for b in bodies]
+    assert tok.encode_framed("Click the butt", bodies, " now") == whole
     assert tok._frames[("Click the butt", " now")] is None
-    assert tok.encode_framed("Click the butt", bodies, " now") == [tok.encode("Click the butt%s now" % b) for b in bodies]
+    assert tok.encode_framed("Click the butt", bodies, " now") == whole
 
 
 def test_each_question_is_an_independent_row(tok):

@@ -27,7 +27,8 @@ CASES = [
     ("score-5-structured", "Rate it.", {
         "s": {"type": "score", "instructions": {"rubric": "quality", "scale": 5},
               "criteria": ["awful", {"level": "poor"}, "fair", ["good"], 4.5]}}),
-    ("score-10", "Rate it.", {"s": {"type": "score", "instructions": "Quality", "criteria": ["l%d" % i for i in range(10)]}}),
+    ("score-10", "Rate it.", {"s": {"type": "score", "instructions": "Quality",
+                                    "criteria": ["l%d" % i for i in range(10)]}}),
     ("score-1", "One level only.", {"s": {"type": "score", "instructions": "Quality", "criteria": ["only"]}}),
     ("noul-criteria", "The email offers cheap watches.", {
         "spam": {"type": "noul", "instructions": "Is this spam?",
@@ -35,7 +36,8 @@ CASES = [
     ("noul-one-sided", "Hello there.", {
         "greet": {"type": "noul", "instructions": "Is it a greeting?", "criteria": {"true": "It greets"}}}),
     ("noul-uppercase-keys", "Hello there.", {
-        "greet": {"type": "noul", "instructions": "Is it a greeting?", "criteria": {"TRUE": "It greets", "False": None}}}),
+        "greet": {"type": "noul", "instructions": "Is it a greeting?",
+                  "criteria": {"TRUE": "It greets", "False": None}}}),
     ("noul-labels", "The sky is blue.", {
         "fact": {"type": "noul", "instructions": "True?", "labels": {"false": "B", "true": "A"}}}),
     ("instructions-array", "Shipping was slow.", {
@@ -48,13 +50,16 @@ CASES = [
                      {"role": "agent", "text": "let me check"}], {
         "q": {"type": "noul", "instructions": "Is the customer upset?"}}),
     ("unicode", "注文が二重に請求されました。返金してください 🙏 — Grüße, Zoë", {
-        "lang": {"type": "choice", "instructions": "Language?", "criteria": {"日本語": "Japanese", "english": "English"}},
+        "lang": {"type": "choice", "instructions": "Language?",
+                 "criteria": {"日本語": "Japanese", "english": "English"}},
         "refund": {"type": "noul", "instructions": "返金を求めていますか?"}}),
     ("mask-in-text", "Please [MASK] the <mask> order", {
-        "q": {"type": "choice", "instructions": "What [MASK]?", "criteria": {"cancel [MASK]": "stop it", "keep": None}}}),
+        "q": {"type": "choice", "instructions": "What [MASK]?",
+              "criteria": {"cancel [MASK]": "stop it", "keep": None}}}),
     ("truncated-string", LONG, {
         "q": {"type": "noul", "instructions": "Is a refund mentioned?"},
-        "c": {"type": "choice", "instructions": "Topic", "criteria": {"invoice": None, "shipping": None, "other": None}}}),
+        "c": {"type": "choice", "instructions": "Topic",
+              "criteria": {"invoice": None, "shipping": None, "other": None}}}),
     ("truncated-array-keeps-tail", [LONG, "the newest turn says: cancel everything"], {
         "q": {"type": "noul", "instructions": "Does the latest turn cancel?"}}),
     ("option-order", "Pick the middle one.", {

@@ -74,11 +74,16 @@ def test_rotary_reference_is_transformers_rotate_half():
 
 @pytest.fixture(scope="module")
 def exports(english, tmp_path_factory):
+    """The fused export, and the traced one the exporter writes for heads too wide for ONNX
+    Runtime's rotary kernel (here: a kernel made narrower than these heads)."""
     from models.laya import export
 
     root = tmp_path_factory.mktemp("laya-attention")
-    return {kind: export.export(english[0], str(root / kind), attention=kind, progress=None) and str(root / kind)
-            for kind in ("sdpa", "mha")}
+    export.export(english[0], str(root / "mha"), progress=None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fused, "ROTARY_BLOCK", 1)
+        export.export(english[0], str(root / "sdpa"), progress=None)
+    return {kind: str(root / kind) for kind in ("sdpa", "mha")}
 
 
 def _ops(path):
@@ -101,6 +106,7 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     meta = read(exports["mha"])
     layers, head = meta["dims"]["num_hidden_layers"], meta["config"]["head_layers"]
     assert meta["export_options"]["attention"] == "mha"
+    assert read(exports["sdpa"])["export_options"]["attention"] == "sdpa"
     ops, nodes = _ops(exports["mha"])
     traced, traced_nodes = _ops(exports["sdpa"])
     # One rotary kernel a layer over q, k and v from one product, cut by one Split; the decision
@@ -148,19 +154,6 @@ def test_fused_and_traced_exports_agree_on_ort(exports):
             assert np.abs(x - y).max() < 1e-4
 
 
-@pytest.mark.parametrize("model,kernel", [("laya", "gqa"), ("cua-s1", "mha")])
-def test_cli_refuses_another_familys_attention_kernel(model, kernel, tmp_path):
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
-    done = subprocess.run([sys.executable, "-m", "models.export", model, "--checkpoint", str(tmp_path),
-                           "--out", str(tmp_path / "out"), "--attention", kernel], cwd=ROOT,
-                          capture_output=True, text=True)
-    assert done.returncode == 2 and "--attention %s: %s takes" % (kernel, model) in done.stderr
-
-
 @pytest.mark.parametrize("heads, head_dim, group", [(2, 32, 2), (16, 64, 4), (12, 64, 4), (1, 64, 1), (3, 320, 1)])
 def test_packed_rotary_is_rotate_half_on_q_and_k_and_leaves_v(heads, head_dim, group):
     """One product's rows in packed_order, rotated a group of heads a block and split, are
@@ -182,6 +175,7 @@ def test_packed_rotary_is_rotate_half_on_q_and_k_and_leaves_v(heads, head_dim, g
     assert torch.equal(v, x[..., 2 * d:])
 
 
-def test_heads_too_wide_for_the_rotary_kernel_are_refused():
-    with pytest.raises(ValueError, match="too wide .*--attention sdpa"):
+def test_heads_too_wide_for_the_rotary_kernel_take_the_traced_attention():
+    assert fused.attention_for(64) == "mha" and fused.attention_for(512) == "sdpa"
+    with pytest.raises(ValueError, match="too wide .*traced attention"):
         fused.packed_group(2, 512)

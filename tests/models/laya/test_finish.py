@@ -69,7 +69,8 @@ def test_batch_calibration_is_bit_identical_to_each_row_alone():
     2-255 options, reordered options, per-bucket temperatures)."""
     from models.laya.finish import calibrate
 
-    calib = {"temperature": {0: 1.3, 1: 0.77, 2: 2.53}, "temperature_by_options": {"choice:3-5": 0.61, "choice:11+": 1.7}}
+    calib = {"temperature": {0: 1.3, 1: 0.77, 2: 2.53},
+             "temperature_by_options": {"choice:3-5": 0.61, "choice:11+": 1.7}}
     rng = np.random.default_rng(1)
     checked = 0
     for trial in range(60):

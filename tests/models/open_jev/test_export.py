@@ -14,7 +14,7 @@ def test_a_float16_export_records_its_parity_gate(package, tmp_path):
 
     out = str(tmp_path / "jev-fp16")
     export.export(package, out, base=os.path.join(os.path.dirname(package), "base"), dtype="float16",
-                  gate_device="cpu", progress=None)
+                  progress=None)
     meta = read(out)
     gate = meta["check"]["parity_gate"]
     assert gate["passes"] and gate["device"] == "cpu" and gate["rows"] == 8

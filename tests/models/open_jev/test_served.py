@@ -71,7 +71,8 @@ def test_probabilities_match_transformers_with_peft(jev_export, reference):
     want = []
     with torch.no_grad():
         for ids in prepared.work:
-            want.append(reference(input_ids=torch.from_numpy(np.asarray(ids, dtype=np.int64))[None]).last_hidden_state[0, -1].numpy())
+            row = torch.from_numpy(np.asarray(ids, dtype=np.int64))[None]
+            want.append(reference(input_ids=row).last_hidden_state[0, -1].numpy())
     want = np.stack(want)
     assert np.abs(hidden - want).max() <= 1e-4 * np.abs(want).max()
     ours = finishing.finish(prepared.context, hidden)

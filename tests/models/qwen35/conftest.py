@@ -44,8 +44,7 @@ def tied_letters_export(request, qwen_tied, artifacts):
 
     dims = TextDims.from_dir(qwen_tied)
     module = export.build_module(dims, weights.load_text_state(qwen_tied, torch.float32), "letters",
-                                 letter_ids=list(range(32, 58)), attention=request.param,
-                                 projections="merged")
+                                 letter_ids=list(range(32, 58)), attention=request.param)
     assert module.attention == request.param
     out = artifacts / ("qwen-tied-onnx-" + request.param)
     out.mkdir()

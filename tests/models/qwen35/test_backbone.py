@@ -136,7 +136,7 @@ def test_consuming_load_builds_the_same_weights_and_empties_the_state(qwen_untie
     ref.load_state_dict({k: v.to(target) for k, v in state.items() if k != "lm_head.weight"})
     for layer in ref.layers:
         for module in (layer.mlp, layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn):
-            module.merge_projections(separate=True)
+            module.merge_projections()
     module = export.build_module(dims, state, "last", dtype, attention="sdpa", consume=True)
     assert list(state) == ["lm_head.weight"]
     got, want = module.state_dict(), ref.state_dict()

@@ -6,7 +6,6 @@ import collections
 
 import numpy as np
 import onnx
-import pytest
 import torch
 
 from models.qwen35 import export, fused, weights
@@ -17,9 +16,6 @@ def test_attention_choice_follows_the_dtype():
     assert fused.attention_for("float32") == "sdpa"          # the CUDA provider has no fp32 GQA kernel
     assert fused.attention_for("float16") == "gqa"
     assert fused.attention_for("bfloat16") == "gqa"
-    assert fused.attention_for("float32", "gqa") == "gqa"
-    with pytest.raises(ValueError, match="unknown attention"):
-        fused.attention_for("float16", "flash")
 
 
 def test_exported_graph_uses_one_kernel_per_norm_attention_and_projection(tied_letters_export, qwen_tied):
@@ -46,10 +42,13 @@ def test_exported_graph_uses_one_kernel_per_norm_attention_and_projection(tied_l
     # The rows' lengths GroupQueryAttention reads are counted once a pass, for every layer.
     assert ops["IsNaN"] == (1 if module.attention == "gqa" else 0)
     assert ops["Pow"] == 0 and ops["ReduceMean"] == 0
-    # Projections reading the same input are one product: per layer the merged input projection
-    # and the output one (MLP, GDN or attention), plus the letter readout; traced attention adds
-    # its QKᵀ and ·V per attention layer.
-    assert ops["MatMul"] == 4 * layers + 1 + (0 if module.attention == "gqa" else 2 * full)
+    # One matrix product per projection, none of them split: MLP gate, up, down; GDN qkv, z, b
+    # with a (one narrow product, split after its cast), out; attention q, gate, k, v, o; plus the
+    # letter readout. Traced attention adds its QKᵀ and ·V per attention layer.
+    gdn = layers - full
+    assert ops["MatMul"] == 3 * layers + 4 * gdn + 5 * full + 1 + (0 if module.attention == "gqa" else 2 * full)
+    # The splits: the GDN's b|a gates, and the conv output's q/k/v for the LinearAttention kernel.
+    assert ops["Split"] == 2 * gdn
 
 
 def test_fused_ops_match_their_torch_reference_in_half_precision(qwen_tied, artifacts):
@@ -73,42 +72,6 @@ def test_fused_ops_match_their_torch_reference_in_half_precision(qwen_tied, arti
     assert got.dtype == np.float32                        # the readout is cast back to fp32
     rel = float(np.abs(got - want).max() / np.abs(want).max())
     assert 0 < rel <= 2e-2
-
-
-def test_separate_projections_are_the_merged_maths_without_split_kernels(qwen_tied, artifacts, tied_letters_export):
-    """`projections="separate"`: one matrix product per part of each merged projection (weight row
-    slices, the attention's per-head query/gate interleave included). Same numbers as the merged
-    module, and an export with no split behind any projection."""
-    import onnxruntime as ort
-
-    merged, merged_path = tied_letters_export
-    dims = TextDims.from_dir(qwen_tied)
-    state = weights.load_text_state(qwen_tied, torch.float32)
-    separate = export.build_module(dims, state, "letters", letter_ids=list(range(32, 58)),
-                                   attention=merged.attention, projections="separate")
-    ids, positions = export.example_inputs(dims.vocab_size, 3, 57, seed=9)
-    with torch.no_grad():
-        for a, b in zip(separate(ids, positions), merged(ids, positions)):
-            assert torch.allclose(a, b, atol=1e-5, rtol=0)
-    out = artifacts / ("qwen-tied-onnx-separate-" + merged.attention)
-    out.mkdir()
-    path = export.export_graph(separate, str(out), progress=lambda m: None)
-    got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
-        None, {"input_ids": ids.numpy(), "positions": positions.numpy()})
-    with torch.no_grad():
-        want = [t.numpy() for t in merged(ids, positions)]
-    for g, w in zip(got, want):
-        assert np.abs(g - w).max() < 1e-4
-    ops, merged_ops = (collections.Counter(n.op_type for n in onnx.load(p, load_external_data=False).graph.node)
-                       for p in (path, merged_path))
-    layers, full = len(dims.layer_types), dims.layer_types.count("full_attention")
-    traced = 0 if merged.attention == "gqa" else 2 * full
-    # MLP: gate, up, down; GDN: qkv, z, b with a (one narrow product, split), out; attention: q,
-    # gate, k, v, o; plus the letters.
-    gdn = layers - full
-    assert ops["MatMul"] == 8 * layers - gdn + 1 + traced
-    # The other splits are not the projections': the GDN conv output's q/k/v, the same in both.
-    assert ops["Split"] == merged_ops["Split"] - (2 * layers + 2 * full - full) + gdn
 
 
 def test_fused_gdn_kernel_is_the_same_maths_in_one_packed_node(qwen_tied, artifacts):
@@ -144,15 +107,15 @@ def test_fused_gdn_kernel_is_the_same_maths_in_one_packed_node(qwen_tied, artifa
         assert node.input[0] and not node.input[1] and not node.input[2]       # packed q|k|v, no key, no value
         assert all(node.input[i] for i in (4, 5, 6, 7, 8))                     # decay, beta, state, A_log, dt_bias
         assert len(node.output) == 2
-    plain_dir = artifacts / "qwen-tied-onnx-gdn"
+    plain_dir = artifacts / "qwen-tied-onnx-gdn-linear"
     plain_dir.mkdir()
-    plain_path = export.export_graph(module, str(plain_dir), kernel="gated_delta_net", progress=lambda m: None)
+    plain_path = export.export_graph(module, str(plain_dir), kernel="linear_attention", progress=lambda m: None)
     assert not any(m.fused for m in layers)
     ops, plain_ops = (collections.Counter(n.op_type for n in onnx.load(p, load_external_data=False).graph.node)
                       for p in (path, plain_path))
-    # Gone per GDN layer: the conv output's q/k/v split, the softplus and the beta sigmoid.
-    assert plain_ops["GatedDeltaNet"] == gdn_layers
+    # Gone per GDN layer against the graph-side gates: the conv output's q/k/v split, the
+    # softplus and the beta sigmoid.
+    assert plain_ops["LinearAttention"] == gdn_layers and ops["LinearAttention"] == 0
     assert ops["Split"] == plain_ops["Split"] - gdn_layers
     assert ops["Sigmoid"] == plain_ops["Sigmoid"] - gdn_layers
     assert plain_ops["Softplus"] == gdn_layers and ops["Softplus"] == 0
-    assert sum(ops.values()) < sum(plain_ops.values()) - 3 * gdn_layers

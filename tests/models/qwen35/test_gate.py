@@ -60,7 +60,7 @@ def test_reference_of_a_half_module_computes_in_float32(tied, half_export):
 def test_a_tiny_fp16_export_passes_on_the_cpu(half_export):
     module, path, letters = half_export
     result = gate.run(module, path, gate.letter_distributions(letters), kernel="linear_attention",
-                      device="cpu", progress=lambda m: None)
+                      progress=lambda m: None)
     assert result["passes"] and result["mode"] == "enforce"
     assert result["device"] == "cpu" and result["reference_device"] == "cpu"
     assert result["rows"] == gate.PROMPTS and len(result["prompt_tokens"]) == gate.PROMPTS
@@ -76,9 +76,8 @@ def test_enforce_refuses_what_record_keeps(half_export, monkeypatch):
     monkeypatch.setattr(precision, "MAX_DRIFT", 1e-4)
     dists = gate.letter_distributions(letters)
     with pytest.raises(precision.GateFailed, match="fails the parity gate .*limit 0.0001.*--parity-gate record"):
-        gate.run(module, path, dists, kernel="linear_attention", device="cpu", progress=lambda m: None)
-    kept = gate.run(module, path, dists, kernel="linear_attention", device="cpu", mode="record",
-                    progress=lambda m: None)
+        gate.run(module, path, dists, kernel="linear_attention", progress=lambda m: None)
+    kept = gate.run(module, path, dists, kernel="linear_attention", mode="record", progress=lambda m: None)
     assert not kept["passes"] and kept["mode"] == "record" and kept["max_prob_drift"] > 1e-4
 
 
@@ -94,34 +93,35 @@ def test_noul_distributions_are_open_jev_calibration():
 
 
 def test_options_the_gate_cannot_honour_fail_before_the_export(monkeypatch):
-    gate.check_options("float32", "gated_delta_net_fused", "cpu", "enforce")     # fp32: no gate
-    gate.check_options("float16", "linear_attention", "cpu", "record")
-    with pytest.raises(precision.GateUnavailable, match="cannot run here: --gdn-kernel gated_delta_net_fused runs on CUDA only.*--gate-device cpu"):
-        gate.check_options("float16", "gated_delta_net_fused", "cpu", "enforce")
     monkeypatch.setattr(precision, "cuda_listed", lambda: False)
-    with pytest.raises(RuntimeError, match="runs on CUDA only.*no CUDA provider"):
-        gate.check_options("bfloat16", "gated_delta_net", "auto", "enforce")
-    with pytest.raises(precision.GateUnavailable, match="--gate-device cuda: this onnxruntime has no CUDA provider"):
-        gate.check_options("float16", "linear_attention", "cuda", "enforce")
+    gate.check_options("float32", "gated_delta_net_fused", "enforce")     # fp32: no gate
+    gate.check_options("float16", "linear_attention", "record")
+    with pytest.raises(precision.GateUnavailable, match="cannot run here: --gdn-kernel gated_delta_net_fused "
+                                                        "runs on CUDA only.*no CUDA provider"):
+        gate.check_options("float16", "gated_delta_net_fused", "enforce")
+    gate.check_options("float16", "gated_delta_net_fused", "record")       # exported, its gate not run
     with pytest.raises(ValueError, match="parity_gate"):
-        gate.check_options("float16", "linear_attention", "cpu", "warn")
+        gate.check_options("float16", "linear_attention", "warn")
+    with pytest.raises(ValueError, match="unknown GDN kernel 'gated_delta_net'"):
+        gate.check_options("float16", "gated_delta_net", "enforce")
 
 
-def test_a_gate_that_cannot_run_here_is_refused_or_recorded_as_not_run(tied):
-    """A bfloat16 graph on a machine (or gate) without CUDA: ONNX Runtime's CPU provider has no
-    bfloat16 matrix products. enforce refuses before the export; record exports and says so."""
+def test_a_gate_that_cannot_run_here_is_refused_or_recorded_as_not_run(tied, monkeypatch):
+    """A bfloat16 graph on a machine without CUDA: ONNX Runtime's CPU provider has no bfloat16
+    matrix products. enforce refuses before the export; record exports and says so."""
+    monkeypatch.setattr(precision, "cuda_listed", lambda: False)
     dims, state = tied
     module = export.build_module(dims, state, "last", "bfloat16")
     with pytest.raises(RuntimeError, match="bfloat16 export's parity gate cannot run here: .*no bfloat16 kernels"):
-        gate.check_options("bfloat16", "linear_attention", "cpu", "enforce")
-    gate.check_options("bfloat16", "linear_attention", "cpu", "record")
+        gate.check_options("bfloat16", "linear_attention", "enforce")
+    gate.check_options("bfloat16", "linear_attention", "record")
     dists = gate.letter_distributions(np.ones((26, dims.hidden_size)))
-    kept = gate.run(module, "never-opened.onnx", dists, kernel="linear_attention", device="cpu", mode="record",
+    kept = gate.run(module, "never-opened.onnx", dists, kernel="linear_attention", mode="record",
                     progress=lambda m: None)
     assert not kept["passes"] and "no bfloat16 kernels" in kept["not_run"] and kept["mode"] == "record"
     assert precision.summary(kept).startswith("parity gate NOT RUN (recorded)")
     with pytest.raises(precision.GateFailed, match="could not run"):
-        gate.run(module, "never-opened.onnx", dists, kernel="linear_attention", device="cpu", progress=lambda m: None)
+        gate.run(module, "never-opened.onnx", dists, kernel="linear_attention", progress=lambda m: None)
 
 
 def test_spend_frees_the_module_once_its_reference_has_run(tied, half_export):
@@ -129,6 +129,6 @@ def test_spend_frees_the_module_once_its_reference_has_run(tied, half_export):
     dims, state = tied
     module = export.build_module(dims, state, "last", "float16")      # the export's module, again
     result = gate.run(module, half_export[1], gate.letter_distributions(half_export[2]), kernel="linear_attention",
-                      device="cpu", spend=True, progress=lambda m: None)
+                      spend=True, progress=lambda m: None)
     assert result["passes"] and result["rows"] == gate.PROMPTS
     assert all(t.numel() == 0 for t in list(module.parameters()) + list(module.buffers()))

@@ -1,7 +1,6 @@
 """What a half-precision graph feeds its GatedDeltaNet kernel (models.qwen35.gdn.input_dtype):
 a bfloat16 graph casts the kernel's inputs to float16 (ONNX Runtime's chunked engines take
-float16 only) and its output back, unless told to keep its own dtype; the parity gate's
-reference stays float32 either way."""
+float16 only) and its output back; the parity gate's reference stays float32."""
 from __future__ import annotations
 
 import collections
@@ -17,21 +16,13 @@ from models.qwen35.dims import TextDims
 FLOAT16, BFLOAT16 = onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16
 
 
-def test_input_dtype_defaults_to_float16_for_bfloat16_graphs_with_the_cuda_kernels():
+def test_input_dtype_is_float16_for_bfloat16_graphs_with_the_cuda_kernel():
     for kernel in gdn.CUDA_KERNELS:
         assert gdn.input_dtype("bfloat16", kernel) == "float16"
-        assert gdn.input_dtype("bfloat16", kernel, "float16") == "float16"
-        assert gdn.input_dtype("bfloat16", kernel, "model") == "bfloat16"
-        assert gdn.input_dtype("float16", kernel) == gdn.input_dtype("float16", kernel, "model") == "float16"
+        assert gdn.input_dtype("float16", kernel) == "float16"
         assert gdn.input_dtype("float32", kernel) == "float32"
-    # LinearAttention casts its inputs to float32 itself: nothing to choose.
+    # LinearAttention casts its inputs to float32 itself.
     assert gdn.input_dtype("bfloat16", "linear_attention") == "bfloat16"
-    with pytest.raises(ValueError, match="applies to float16/bfloat16 graphs"):
-        gdn.input_dtype("float32", "gated_delta_net_fused", "float16")
-    with pytest.raises(ValueError, match="applies to float16/bfloat16 graphs"):
-        gdn.input_dtype("bfloat16", "linear_attention", "model")
-    with pytest.raises(ValueError, match="unknown GDN input dtype"):
-        gdn.input_dtype("bfloat16", "gated_delta_net", "float8")
 
 
 def _casts_around_gdn(path: str) -> list[tuple[int | None, int | None]]:
@@ -45,7 +36,9 @@ def _casts_around_gdn(path: str) -> list[tuple[int | None, int | None]]:
             consumers[i].append(n)
 
     def to(node):
-        return next(a.i for a in node.attribute if a.name == "to") if node is not None and node.op_type == "Cast" else None
+        if node is None or node.op_type != "Cast":
+            return None
+        return next(a.i for a in node.attribute if a.name == "to")
 
     out = []
     for node in (n for n in graph.node if n.op_type == "GatedDeltaNet"):
@@ -64,27 +57,11 @@ def bf16_module(qwen_tied):
                                letter_ids=list(range(32, 58)))
 
 
-@pytest.mark.parametrize("kernel", gdn.CUDA_KERNELS)
-def test_a_bfloat16_graph_casts_each_gdn_kernel_to_float16_and_back(bf16_module, qwen_tied, tmp_path, kernel):
+def test_a_bfloat16_graph_casts_each_gdn_kernel_to_float16_and_back(bf16_module, qwen_tied, tmp_path):
     layers = TextDims.from_dir(qwen_tied).layer_types.count("linear_attention")
-    path = export.export_graph(bf16_module, str(tmp_path), kernel, progress=lambda m: None, gdn_dtype="float16")
+    path = export.export_graph(bf16_module, str(tmp_path), "gated_delta_net_fused", progress=lambda m: None)
     assert export.gdn_dtype(bf16_module) == "float16" and export.model_dtype(bf16_module) == "bfloat16"
-    if kernel == "gated_delta_net_fused":
-        assert _casts_around_gdn(path) == [(FLOAT16, BFLOAT16)] * layers
-    else:                                 # q, k and v split after one cast of the conv output
-        graph = onnx.load(path, load_external_data=False).graph
-        gdn_nodes = [n for n in graph.node if n.op_type == "GatedDeltaNet"]
-        assert len(gdn_nodes) == layers
-        casts = collections.Counter(next(a.i for a in n.attribute if a.name == "to")
-                                    for n in graph.node if n.op_type == "Cast")
-        assert casts[FLOAT16] == layers
-
-
-def test_a_bfloat16_graph_told_to_keep_its_dtype_has_no_casts(bf16_module, tmp_path):
-    path = export.export_graph(bf16_module, str(tmp_path), "gated_delta_net_fused", progress=lambda m: None,
-                               gdn_dtype="bfloat16")
-    assert export.gdn_dtype(bf16_module) == "bfloat16"
-    assert set(_casts_around_gdn(path)) == {(None, None)}
+    assert _casts_around_gdn(path) == [(FLOAT16, BFLOAT16)] * layers
 
 
 def test_the_cast_keeps_torchs_numbers_and_the_gates_reference_stays_float32(bf16_module, qwen_tied):
