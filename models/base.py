@@ -2,7 +2,7 @@
 
 The runtime (app/runtime) knows only these shapes. Preparation validates the whole request and
 returns `Prepared`: the executor work plus the context finishing needs. The model's
-`BatchAdapter` packs the work of one or more requests into the session's input layout and
+`BatchAdapter` packs the work of one or more requests into the ORT session's input layout and
 unpacks outputs back to each request; finishing calibrates and decodes one request's outputs.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Prepared:
 
 @dataclass
 class Packed:
-    """A batch in the session's input layout, with what telemetry reports about it."""
+    """A batch in the ORT session's input layout, with what telemetry reports about it."""
 
     feeds: dict[str, np.ndarray]
     rows: int

@@ -92,7 +92,7 @@ class BatchPolicy:
     # -- at which shape --------------------------------------------------------------------
     def pack(self, slot, prepared: Sequence[Prepared]) -> tuple[Packed, Callable]:
         """The requests' works in the ORT session's input layout, and the call that runs each part.
-        `slot`: the model, its session and whether that replays static shapes (ModelSlot)."""
+        `slot`: the model, its ORT session and whether that replays static shapes (ModelSlot)."""
         model, session, policy = slot.model, slot.session, slot.model.cuda_graphs
         works = [p.work for p in prepared]
 

@@ -1,7 +1,7 @@
 """Pack Laya rows from one or more requests into one padded batch; split the outputs back.
 
 Rows are right-padded with the pad id to a multiple of `pad_to` tokens (a bounded set of shapes
-for the session) and to at least 2 marker columns (the graph's TopK(2) needs them; masked
+for the ORT session) and to at least 2 marker columns (the graph's TopK(2) needs them; masked
 columns change nothing). Attention masks keep padding out of every real row, so a request's
 answers do not depend on what it was batched with.
 
@@ -33,7 +33,7 @@ class LayaAdapter:
         self.calibration = calibration
 
     def compatible(self, prepared: Prepared) -> Hashable:
-        return "laya"   # any rows of one session can share a batch
+        return "laya"   # any rows of one model can share a batch
 
     def padded_length(self, longest: int, multiple: int) -> int:
         return min(-(-longest // multiple) * multiple, max(self.max_len, longest))
@@ -112,8 +112,7 @@ def static_multiple(rows: int, longest: int, pad_to: int, padding_budget: int = 
     tokens: rounding may add ~`padding_budget` tokens to a pass or 1/8 of its longest row,
     whichever is more, within [`pad_to`, 64]. A pass of a few rows is launch-bound, so padding
     it costs little and coarse buckets mean fewer graphs to capture; at 16 rows the forward is
-    mostly arithmetic and every padded column is paid for 16 times (H200, 16 rows of a 92-token
-    question: 16 x 96 instead of 16 x 128 cut `infer` from 6.64 to 5.43 ms). Long rows keep
+    mostly arithmetic and every padded column is paid for 16 times. Long rows keep
     coarser steps, so traffic of every length up to 512 still makes few enough shapes for the
     graph budget (OMNI_CUDA_GRAPHS)."""
     by_budget = _pow2_below(padding_budget // rows)     # a power of two (12 rows: 16, not 21)
@@ -124,9 +123,9 @@ def static_multiple(rows: int, longest: int, pad_to: int, padding_budget: int = 
 def static_rows(n: int) -> int:
     """The row bucket of a captured batch of `n` rows: a power of two up to 8, then the next
     multiple of 4 up to 32 and of 8 beyond (14 buckets up to 64). A filler row costs about what
-    a real one does (~0.1 ms a 48-token row on the H200), so coarse buckets are paid for in every
-    pass: powers of two made a 10-row pass at c=16 a 16-row one and a 22-row pass at c=64 a
-    32-row one, where capture saves ~0.7 ms of a 4.2 ms pass (2026-11-30, row-buckets session)."""
+    a real one does, so coarse buckets are paid for in every pass (powers of two would make a
+    10-row pass a 16-row one and a 22-row pass a 32-row one), while replay saves only the
+    launch overhead."""
     if n <= 8:
         return _pow2(n)
     step = 4 if n <= 32 else 8
