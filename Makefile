@@ -1,4 +1,7 @@
 # Two commands on a fresh machine: `make serve` and `make test`.
+#   make test       every test: the image build, exports, soaks and fuzzers included (what CI runs)
+#   make test-fast  the fast tier, `pytest -m "not slow"`: a few minutes, for the edit-test loop
+#   make lint       ruff over the repository ([tool.ruff] in pyproject.toml)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -7,7 +10,7 @@ HOST   ?= 0.0.0.0
 # Extras: cpu (onnxruntime) or gpu (onnxruntime-gpu); export and test add torch and references.
 EXTRAS ?= cpu,export,test
 
-.PHONY: install serve test export-demo clean
+.PHONY: install serve test test-fast lint export-demo clean
 
 install: $(VENV)/.installed
 
@@ -29,5 +32,11 @@ serve: install
 test: install
 	$(PY) -m pytest -q
 
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+lint: install
+	$(VENV)/bin/ruff check .
+
 clean:
-	rm -rf $(VENV) .omni .pytest_cache
+	rm -rf $(VENV) .omni .pytest_cache .ruff_cache

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from benchmarks.local_server import ROOT, Server, free_port, run_server  # noqa: F401  (the tests' entry point)
+from tests.server import ROOT, Server, free_port, run_server  # noqa: F401  (re-exported: tests import them from here)
 
 
 @pytest.fixture(scope="session")

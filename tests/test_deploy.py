@@ -81,9 +81,9 @@ def test_every_stage_that_installs_from_the_wheelhouse_has_it():
     reads it must have it: copied in, or inherited from the stage it is built from."""
     has, readers = {}, []
     for name, parent, lines in _stages(os.path.join(ROOT, "Dockerfile")):
-        here = has.get(parent, False) or any(l.startswith("COPY") and "/wheelhouse" in l for l in lines)
+        here = has.get(parent, False) or any(line.startswith("COPY") and "/wheelhouse" in line for line in lines)
         has[name] = here
-        if any(l.startswith("RUN") and "--find-links /wheelhouse" in l for l in lines):
+        if any(line.startswith("RUN") and "--find-links /wheelhouse" in line for line in lines):
             readers.append(name)
             assert here, "stage %s installs from /wheelhouse but has none" % name
     assert {"deps", "export-deps"} <= set(readers)

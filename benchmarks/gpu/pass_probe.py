@@ -8,8 +8,8 @@ copies of the feeds into the graph's buffers, the replay, and reading the output
 uncaptured ones the binding, the run and the outputs; then `unpack` (which calibrates). The GPU's
 own kernel time per pass comes from CUPTI (benchmarks/gpu/cupti.py), so the host's share of a
 pass is the rest. Each captured shape's replay is also compared with a plain run at that
-shape (`replay_max_abs_diff`). Uses the server's settings (OMNI_CUDA_GRAPH_ROWS,
-OMNI_CUDA_SDPA_KERNEL) and the same GraphRunner the executor runs.
+shape (`replay_max_abs_diff`). Uses the server's settings (OMNI_CUDA_GRAPH_ROWS, OMNI_CUDA_GRAPHS,
+OMNI_CUDA_GDN_PLAN), the same GraphRunner the executor runs and its batching policy's `pack`.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import argparse
 import json
 import statistics
 import time
+import types
 import warnings
 
 import numpy as np
@@ -78,6 +79,7 @@ def main(argv=None):
 
     from app.config import Settings
     from app.runtime import sessions
+    from app.runtime.batching import BatchPolicy
     from benchmarks.make_workloads import laya_requests
     from models import onnx_ops
     from models.registry import load
@@ -94,12 +96,13 @@ def main(argv=None):
         # As the executor builds it (app/runtime/executor.py): the model's graph policy, the served
         # GatedDeltaNet engine.
         info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
-                               sdpa_kernel=settings.cuda_sdpa_kernel,
                                capture_after=policy.capture_after if policy else 1,
                                gdn_plan=onnx_ops.gdn_plan_for(settings.cuda_gdn_plan,
-                                                              onnx_ops.gdn_dtype(model.manifest)),
-                               pinned_buffers=settings.pinned_host_buffers)
+                                                              onnx_ops.gdn_dtype(model.manifest)))
         runner = info.session
+    # What the executor's batching policy packs against (app/runtime/registry.py's ModelSlot).
+    slot = types.SimpleNamespace(model=model, session=runner, static_shapes=isinstance(runner, sessions.GraphRunner))
+    batching = BatchPolicy.from_settings(settings)
     pool = None
     if args.workload:
         with open(args.workload, encoding="utf-8") as f:
@@ -108,18 +111,18 @@ def main(argv=None):
     for n in (int(x) for x in args.rows.split(",")):
         bodies = laya_requests(n, 1, 20 + n) if pool is None else [pool[i % len(pool)] for i in range(n)]
         prepared = [model.prepare(b) for b in bodies]
-        works = [p.work for p in prepared]
-        rows, tokens = sessions.bounded_shape(policy, [p.rows for p in prepared], max(p.longest for p in prepared))
-        # Bucketed shapes where the runner replays graphs (none with OMNI_CUDA_GRAPHS=0).
-        static, _ = sessions.batch_runner(runner, isinstance(runner, sessions.GraphRunner), rows,
-                                          settings.cuda_graph_rows, tokens,
-                                          sessions.token_bound(policy, settings.cuda_graph_tokens))
-        cases[n] = (works, static)
+        cases[n] = (prepared, [p.work for p in prepared])
+
+    def pack(n: int):
+        """The pass as the executor packs it (app/runtime/batching.py), and whether its shape is
+        bucketed for the runner's graphs (none with OMNI_CUDA_GRAPHS=0)."""
+        packed, run = batching.pack(slot, cases[n][0])
+        return packed, slot.static_shapes and run == runner.run
 
     def one(n: int, t: dict | None):
-        works, static = cases[n]
+        works = cases[n][1]
         marks = [time.perf_counter()]
-        packed = model.adapter.pack(works, static=static)
+        packed, static = pack(n)
         marks.append(time.perf_counter())
         # Micro-batches (Packed.parts: the Qwen rows of like lengths, Clef-Flash's passes of records) run one
         # after another, as on the executor; each step's time is summed over them.
@@ -137,17 +140,16 @@ def main(argv=None):
             for stage, a, b in zip(("pack", "feeds_in", "run", "outputs_out", "unpack"), marks, marks[1:]):
                 t[stage].append((b - a) * 1000.0)
             t["pass"].append((marks[-1] - marks[0]) * 1000.0)
-        return packed
+        return packed, static
 
     timings = {n: {k: [] for k in ("pack", "feeds_in", "run", "outputs_out", "unpack", "pass")} for n in cases}
     for i in range(args.warmup + args.iters):
         for n in cases:
             one(n, timings[n] if i >= args.warmup else None)
     report = {"export": args.export, "runtime": info.runtime, "graph_rows": settings.cuda_graph_rows,
-              "pinned": getattr(getattr(runner, "cuda", None), "path", None),
-              "sdpa_kernel": settings.cuda_sdpa_kernel, "iters": args.iters, "cases": {}}
-    for n, (works, static) in cases.items():
-        packed = one(n, None)
+              "pinned": getattr(getattr(runner, "cuda", None), "path", None), "iters": args.iters, "cases": {}}
+    for n in cases:
+        packed, static = one(n, None)
         # Bucketed for capture is not captured: a capture ONNX Runtime refused (or the budget)
         # leaves the shape running uncaptured, whatever the policy asked.
         replayed = static and isinstance(runner, sessions.GraphRunner) and all(
@@ -157,7 +159,7 @@ def main(argv=None):
         if replayed:
             # The replay against a plain run at the same shape, on new data: the captured graph
             # reads and writes through its bound blocks (sessions.Captured), not its own buffers.
-            again = model.adapter.pack(cases[n][0], static=True)
+            again, _ = pack(n)
             row["replay_max_abs_diff"] = max(
                 float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
                 for feeds in again.parts or [again.feeds]

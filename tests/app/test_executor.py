@@ -6,7 +6,6 @@ import asyncio
 import numpy as np
 import pytest
 
-from app.config import Settings
 from app.runtime.executor import Overloaded
 from app.runtime.registry import SlotState
 from models.errors import InferenceFailed
@@ -194,7 +193,8 @@ def test_a_split_keeps_other_models_jobs_in_their_place(two_models):
     question = {"refund": {"type": "noul", "instructions": "Refund?"}}
     long = " ".join(["The parcel arrived late, the box was wet and two items were missing."] * 24)
     short = "I was charged twice."
-    order = [("english", short), ("english", short + " "), ("multilingual", short), ("english", long), ("english", long)]
+    order = [("english", short), ("english", short + " "), ("multilingual", short), ("english", long),
+             ("english", long)]
 
     async def main():
         with h.executor._cv:

@@ -16,6 +16,8 @@ from app.config import Settings
 from app.problems import Problem
 from models.errors import InferenceFailed, RequestError
 
+pytestmark = pytest.mark.slow      # thousands of generated requests: minutes
+
 KNOWN = {"malformed_request", "unsupported_media_type", "too_large", "length_required", "invalid_request",
          "invalid_question", "unknown_model", "too_many_questions", "input_too_long"}
 CFG = Settings(max_body_bytes=1 << 20, max_decompressed_bytes=1 << 20)
@@ -34,7 +36,8 @@ criteria = st.one_of(values, st.lists(st.one_of(st.text(max_size=12), st.integer
 question = st.fixed_dictionaries(
     {"type": st.one_of(st.sampled_from(["choice", "score", "noul"]), values)},
     optional={"instructions": values, "criteria": criteria,
-              "labels": st.one_of(values, st.fixed_dictionaries({"false": st.text(max_size=5), "true": st.text(max_size=5)})),
+              "labels": st.one_of(values, st.fixed_dictionaries({"false": st.text(max_size=5),
+                                                                  "true": st.text(max_size=5)})),
               "option_order": st.one_of(values, st.lists(st.integers(-1, 12), max_size=12))})
 texts = st.text(min_size=1, max_size=30)
 labels = st.one_of(texts, st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False), st.booleans())
@@ -133,7 +136,8 @@ def test_raw_bytes(offline, data):
 def test_compressed_bodies(offline, payload, encoding, mode, cut):
     gz, zs = gzip.compress(payload), zstandard.ZstdCompressor().compress(payload)
     data = {"raw": payload, "compressed": gz if encoding == "gzip" else zs,
-            "truncated": (gz if encoding == "gzip" else zs)[:-cut], "mislabelled": zs if encoding == "gzip" else gz}[mode]
+            "truncated": (gz if encoding == "gzip" else zs)[:-cut],
+            "mislabelled": zs if encoding == "gzip" else gz}[mode]
     offline(data, {"content-encoding": encoding})
 
 
@@ -153,9 +157,12 @@ def test_fuzz_over_http(server):
         for i in range(300):
             body = {"state": rng.choice(["x", {"a": [1, None]}, ["t1", "t2"], 5, None]),
                     "questions": {"q%d" % j: rng.choice([
-                        {"type": "choice", "instructions": "pick", "criteria": rng.choice([[], ["a"], {"a": None, "b": 1}, "x"])},
-                        {"type": "score", "instructions": rng.choice(["r", None, 3, []]), "criteria": ["l", "m", None][:rng.randint(0, 3)]},
-                        {"type": rng.choice(["noul", "other", 7]), "instructions": "ok?", "criteria": rng.choice([None, {"TRUE": "y"}, {"maybe": 1}])}])
+                        {"type": "choice", "instructions": "pick",
+                         "criteria": rng.choice([[], ["a"], {"a": None, "b": 1}, "x"])},
+                        {"type": "score", "instructions": rng.choice(["r", None, 3, []]),
+                         "criteria": ["l", "m", None][:rng.randint(0, 3)]},
+                        {"type": rng.choice(["noul", "other", 7]), "instructions": "ok?",
+                         "criteria": rng.choice([None, {"TRUE": "y"}, {"maybe": 1}])}])
                         for j in range(rng.randint(0, 4))}}
             if rng.random() < 0.2:
                 body["model"] = rng.choice(["english", "laya", "zzz", 5])

@@ -11,13 +11,15 @@ import socket
 import time
 
 import httpx
+import pytest
 
-from benchmarks import soak
+from tests import soak
 from tests.app.test_http import BODY, HEAVY
 from tests.app.test_tracing import _with_client, otlp_receiver
 from tests.conftest import run_server
 
 
+@pytest.mark.slow
 def test_mixed_load_answers_belong_to_their_requests(english, tmp_path):
     """64 clients for a bounded time: valid, invalid and oversized requests; no 5xx, no 503 (the
     queue is far from full), every 200 checked against its own request."""
@@ -68,6 +70,7 @@ def test_disconnect_before_dispatch_drops_the_work(english, tmp_path):
         assert httpx.post(s.url + "/v1/systemone", json=BODY).status_code == 200
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_in_flight_work_and_flushes_traces(english, tmp_path):
     receiver, received = otlp_receiver()
     # The default 5 s export delay outlasts the test: spans can only arrive through the flush.

@@ -8,6 +8,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from app.launch import event_loop
 from tests.conftest import ROOT, free_port
@@ -19,6 +20,7 @@ def test_the_event_loop_is_uvloop_unless_the_operator_says():
     assert event_loop({"GRANIAN_LOOP": ""}) == "uvloop"
 
 
+@pytest.mark.slow
 def test_launch_serves_the_demo(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_")}

@@ -12,6 +12,7 @@ from models import precision
 from models.tokenizer import usable_cores
 
 
+@pytest.mark.slow
 def test_a_half_export_that_failed_its_gate_is_named_at_load(english, tmp_path, monkeypatch, caplog):
     from models.laya import export
 

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
-from app.config import Settings
 from app.middleware import request_id
 from app.runtime.executor import Job
 from app import serving

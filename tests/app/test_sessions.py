@@ -20,7 +20,8 @@ def session(tmp_path_factory):
     graph = helper.make_graph(
         [helper.make_node("Mul", ["x", "two"], ["x2"]), helper.make_node("Add", ["x2", "one"], ["y"])],
         "affine", [x], [y],
-        [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]), helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+        [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
+         helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     path = tmp_path_factory.mktemp("graph") / "affine.onnx"
     onnx.save(model, str(path))
@@ -112,7 +113,8 @@ def test_a_graph_onnx_runtime_will_not_capture_is_served_without_graphs(refusal,
     assert asked == [{"device_id": 0, "enable_cuda_graph": "1"}, {"device_id": 0}] and cuda == {"device_id": 0}
     assert "m.onnx cannot be captured as CUDA graphs, so it runs without them" in caplog.text
 
-    assert sessions.without_graphs_if_refused(lambda c: session, {"enable_cuda_graph": "1"}, "m.onnx") == (session, None)
+    assert (sessions.without_graphs_if_refused(lambda c: session, {"enable_cuda_graph": "1"}, "m.onnx")
+            == (session, None))
 
     def broken(cuda):
         raise RuntimeError("CUDA out of memory")
@@ -200,7 +202,8 @@ def test_readiness_says_whether_each_model_replays_cuda_graphs_and_why_not():
     from app.runtime.registry import ModelSlot
 
     model = types.SimpleNamespace(name="m", aliases=(), manifest={}, limits=lambda: {})
-    on, refused, off = ModelSlot(model, static_shapes=True), ModelSlot(model, graphs_refused="no capture"), ModelSlot(model)
+    on, refused, off = (ModelSlot(model, static_shapes=True), ModelSlot(model, graphs_refused="no capture"),
+                        ModelSlot(model))
     assert [s.cuda_graphs() for s in (on, refused, off)] == ["on", "refused", "off"]
     status = _model_status(refused)
     assert status["cuda_graphs"] == "refused" and status["cuda_graphs_refused"] == "no capture"

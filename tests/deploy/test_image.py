@@ -24,6 +24,8 @@ from tests.deploy import tools
 from tests.deploy.engine import private_engine
 from tests.deploy.stack import Stack
 
+pytestmark = [pytest.mark.slow, pytest.mark.image]
+
 BASE_IMAGE = "omni-ci-base:bookworm"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = "00-%s-00f067aa0ba902b7-01" % TRACE_ID     # sampled: parent-based sampling keeps it

@@ -163,6 +163,7 @@ def same_graph(a: str, b: str) -> int:
     """Assert the ONNX graphs at `a` and `b` have the same nodes, in order, and the same
     initializers, byte for byte; returns how many initializers they hold."""
     ga, gb = onnx.load(a).graph, onnx.load(b).graph
+
     def nodes(g):
         return [(n.op_type, n.domain, list(n.input), list(n.output), [str(x) for x in n.attribute]) for n in g.node]
 
@@ -174,6 +175,7 @@ def same_graph(a: str, b: str) -> int:
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.slow
 def test_folding_as_the_save_writes_gives_the_file_folds_graph(english, tmp_path, monkeypatch, dtype):
     """fold_lazily (the exporters' fold, before the save) folds what fold_weights folds, into the
     same initializers under the same names, so fold_weights finds nothing left after it; and the

@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from models.errors import RequestError
 from tests.app.test_fuzz import KNOWN, requests_, valid_ish, values
 
+pytestmark = pytest.mark.slow      # hundreds of generated requests a family
+
 FUZZ = settings(max_examples=700, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 KNOWN_HERE = KNOWN | {"too_large"}
 

@@ -152,6 +152,7 @@ def test_compose_gives_the_clef_joint_signature(backbone, clef_dir, head_onnx, t
     assert float(np.abs(logits.numpy() - onnx_logits).max()) < 1e-5
 
 
+@pytest.mark.slow
 def test_a_float16_export_passes_its_parity_gate(clef_dir, tmp_path):
     """The whole clef-joint-v1 graph in fp16 against the float32 backbone read by the same head,
     per question over its own options (models/clef_flash/gate.py); recorded in the manifest."""

@@ -69,6 +69,7 @@ def test_export_is_one_checked_graph(clef_export):
     assert meta["export_options"]["prompt_head"] == "baked" and meta["prefix"]["tokens"] > 20
 
 
+@pytest.mark.slow
 def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_export, tmp_path, tok):
     """The graph runs the ids after the head, with the whole record's positions and spans (the
     reference tests below check its answers); an export without a baked head (made before the

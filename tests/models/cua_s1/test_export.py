@@ -3,10 +3,13 @@ distributions and records it in the manifest (the gate itself: tests/models/qwen
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from models import precision
 from models.manifest import read
 from models.placement import host_arithmetic
+
+pytestmark = pytest.mark.slow      # several exports each, gates included
 
 
 def test_a_float16_export_records_its_parity_gate(random_cua, tmp_path):

@@ -100,6 +100,7 @@ def _ops(path):
     return collections.Counter(n.op_type for n in graph.node), running
 
 
+@pytest.mark.slow
 def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english):
     from models.manifest import read
 
@@ -140,6 +141,7 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     assert nodes < traced_nodes / 2, (nodes, traced_nodes)
 
 
+@pytest.mark.slow
 def test_fused_and_traced_exports_agree_on_ort(exports):
     import onnxruntime as ort
 

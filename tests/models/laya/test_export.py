@@ -63,6 +63,7 @@ def test_an_up_to_date_export_from_before_folding_is_folded_not_exported_again(e
     assert {k: v for k, v in again.items() if k != "weights_folded"} == meta
 
 
+@pytest.mark.slow
 def test_changed_source_is_exported_again(english, tmp_path):
     from models.laya import export
 
@@ -131,6 +132,7 @@ def test_bad_checkpoint_names():
         hub.resolve("not a repo id", ["x"])
 
 
+@pytest.mark.slow
 def test_typed_decisions_variant_exports(tmp_path):
     """The third published variant: english-shaped encoder, 1024-token window, its own aliases."""
     from models.laya import export, random_checkpoint

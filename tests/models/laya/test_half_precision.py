@@ -77,6 +77,7 @@ def test_the_manifest_names_where_the_gate_ran(english_fp16):
         assert device == "cpu"
 
 
+@pytest.mark.slow
 def test_record_exports_what_enforce_refuses(english, tmp_path, monkeypatch, capsys):
     """Against a drift limit below the export's own drift: enforce leaves nothing behind (and the
     export command exits 3, deploy/export.sh's cue for float32), record writes the export with

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from models import precision
 from models.manifest import read
 from models.placement import host_arithmetic
+
+pytestmark = pytest.mark.slow      # a float16 export and its gate
 
 
 def test_a_float16_export_records_its_parity_gate(package, tmp_path):

@@ -156,6 +156,7 @@ def test_a_checkpoint_of_another_shape_is_refused(qwen_untied):
     assert set(state) == keys            # refused before anything was consumed
 
 
+@pytest.mark.slow
 def test_the_export_folds_as_it_writes_into_the_file_folds_graph(qwen_untied, tmp_path, monkeypatch):
     """A Qwen3.5 export's weight transforms (transposes, row slices) are folded before the save
     (models.fold.fold_lazily): the same graph and weights, byte for byte, as saving unfolded and

@@ -6,6 +6,7 @@ import collections
 
 import numpy as np
 import onnx
+import pytest
 import torch
 
 from models.qwen35 import export, fused, weights
@@ -51,6 +52,7 @@ def test_exported_graph_uses_one_kernel_per_norm_attention_and_projection(tied_l
     assert ops["Split"] == 2 * gdn
 
 
+@pytest.mark.slow
 def test_fused_ops_match_their_torch_reference_in_half_precision(qwen_tied, artifacts):
     """An fp16 graph (GroupQueryAttention, fp16 norms, LinearAttention fed fp32) on ONNX Runtime's
     CPU kernels stays within fp16 rounding of the fp32 torch module."""
@@ -74,6 +76,7 @@ def test_fused_ops_match_their_torch_reference_in_half_precision(qwen_tied, arti
     assert 0 < rel <= 2e-2
 
 
+@pytest.mark.slow
 def test_fused_gdn_kernel_is_the_same_maths_in_one_packed_node(qwen_tied, artifacts):
     """`gated_delta_net_fused`: torch runs the layer through `gated_delta_fused` with the same
     numbers as the split q/k/v and graph-side gates, and the export feeds each GatedDeltaNet node

@@ -70,6 +70,7 @@ def test_a_tiny_fp16_export_passes_on_the_cpu(half_export):
     assert "gdn_plan" not in result                                # no GatedDeltaNet kernel ran
 
 
+@pytest.mark.slow
 def test_enforce_refuses_what_record_keeps(half_export, monkeypatch):
     """The same export against a drift limit below its measured drift (1e-4)."""
     module, path, letters = half_export

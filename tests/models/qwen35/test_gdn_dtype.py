@@ -57,6 +57,7 @@ def bf16_module(qwen_tied):
                                letter_ids=list(range(32, 58)))
 
 
+@pytest.mark.slow
 def test_a_bfloat16_graph_casts_each_gdn_kernel_to_float16_and_back(bf16_module, qwen_tied, tmp_path):
     layers = TextDims.from_dir(qwen_tied).layer_types.count("linear_attention")
     path = export.export_graph(bf16_module, str(tmp_path), "gated_delta_net_fused", progress=lambda m: None)

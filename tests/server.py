@@ -1,0 +1,77 @@
+"""The tests' server harness: a real Granian process (one worker) serving app.main:app on a free
+loopback port, as served. Tests take it from here (tests/conftest.py re-exports it); benchmarks
+never import it: one that needs a live server of its own starts it through `python -m app.launch`
+(benchmarks/loop_profile.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from app.launch import event_loop
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, port: int, log_path: str):
+        self.proc, self.port, self.log_path = proc, port, log_path
+        self.url = "http://127.0.0.1:%d" % port
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+
+@contextlib.contextmanager
+def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi"):
+    """A real Granian process (one worker) serving app.main:app on a free loopback port, through
+    the interface it is served with (`rsgi`, app/rsgi.py) unless `interface` says `asgi`, on the
+    event loop it is served on (app.launch.event_loop)."""
+    port = free_port()
+    log_path = str(tmp_path / ("server-%d.log" % port))
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_")}
+    full_env.update(env)
+    full_env["PYTHONUNBUFFERED"] = "1"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",
+             "--loop", event_loop(full_env), "--host", "127.0.0.1", "--port", str(port), "app.main:app"],
+            cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(proc, port, log_path)
+    try:
+        deadline = time.monotonic() + timeout
+        path = "/readyz" if wait_ready else "/livez"
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError("server exited early:\n" + server.log())
+            try:
+                if httpx.get(server.url + path, timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server not %s in %ss:\n%s" % (path, timeout, server.log()))
+            time.sleep(0.05)
+        yield server
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
