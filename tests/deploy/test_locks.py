@@ -195,3 +195,37 @@ def test_the_dockerfile_installs_from_the_locks():
     assert locks == {"pip", "${ORT_EXTRA}", "export", "torch-${TORCH}"}, locks
     with open(os.path.join(ROOT, ".dockerignore")) as f:
         assert "!requirements/*.txt" in f.read().splitlines()
+
+
+def _block(lock, name):
+    """The lines of one pin in requirements/<lock>.txt (its hashes included)."""
+    with open(os.path.join(REQ, lock + ".txt")) as f:
+        blocks = re.split(r"\n(?=[A-Za-z])", f.read())
+    return next(b for b in blocks if b.startswith(name + "==")).split("    #")[0].rstrip() + "\n"
+
+
+@pytest.mark.slow      # a venv and packages from the index
+def test_sync_removes_the_other_runtime_and_other_versions_then_installs_the_locks(tmp_path):
+    """requirements/sync.py in a real venv: a package the --drop lock names and the install does
+    not goes, one installed at another version than locked is replaced, and the lock's own pins
+    are installed with their hashes; other packages stay."""
+    venv = tmp_path / "venv"
+    subprocess.run(["python3", "-m", "venv", str(venv)], check=True, timeout=120)
+    py = str(venv / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run(pip + ["sniffio==1.3.0", "mdurl==0.1.2", "iniconfig==2.3.1"], check=True, timeout=300)
+    (tmp_path / "want.txt").write_text(_block("cpu", "sniffio"))
+    (tmp_path / "drop.txt").write_text(_block("cpu", "mdurl"))
+    proc = subprocess.run([py, os.path.join(REQ, "sync.py"), "--drop", str(tmp_path / "drop.txt"),
+                           str(tmp_path / "want.txt")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "sync: removing mdurl sniffio" in proc.stderr
+    listed = subprocess.run([py, "-m", "pip", "list", "--format", "freeze", "--disable-pip-version-check"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert "sniffio==1.3.1" in listed and "iniconfig==2.3.1" in listed
+    assert not [p for p in listed if p.startswith("mdurl==")]
+    # A lock without hashes is refused, as --require-hashes does.
+    (tmp_path / "bare.txt").write_text("mdurl==0.1.2\n")
+    bare = subprocess.run([py, os.path.join(REQ, "sync.py"), str(tmp_path / "bare.txt")], capture_output=True,
+                          text=True, timeout=300)
+    assert bare.returncode != 0 and "hash" in bare.stderr.lower()
