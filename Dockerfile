@@ -1,6 +1,7 @@
 # System1-Omni images.
 #   runtime (default): the server, no torch. ORT_EXTRA=gpu (onnxruntime-gpu + CUDA/cuDNN pip
 #                      packages, loaded with preload_dlls) or ORT_EXTRA=cpu (onnxruntime).
+#                      Both install from requirements/ORT_EXTRA.txt, a lock with hashes.
 #   export:            runtime + torch/transformers: turns checkpoints into ONNX directories.
 # BASE_IMAGE is any image with python3 (>= 3.11) and its venv module; air-gapped sites put
 # wheels in ./wheelhouse/ and build with PIP_OFFLINE=1. No `# syntax=` line: BuildKit would fetch
@@ -25,16 +26,12 @@ FROM base AS deps
 ARG ORT_EXTRA=gpu
 ARG PIP_OFFLINE=0
 COPY wheelhouse/ /wheelhouse/
-COPY pyproject.toml README.md ./
-COPY app/__init__.py app/__init__.py
-COPY models/__init__.py models/__init__.py
-# Dependencies only (the code comes later, so code edits keep this layer). Versions are pinned
-# in pyproject.toml, which hadolint cannot read.
-# hadolint ignore=DL3013
+COPY requirements/ requirements/
+# The installer, then the runtime's lock (requirements/, `make lock`): every package pinned with
+# its hashes, and the code comes later, so code edits keep this layer.
 RUN if [ "$PIP_OFFLINE" = 1 ]; then set -- --no-index; fi; \
-    pip install "$@" --find-links /wheelhouse ".[${ORT_EXTRA}]" \
-    && if [ "$ORT_EXTRA" = gpu ]; then pip install "$@" --find-links /wheelhouse "onnxruntime-gpu[cuda,cudnn]==1.31.1"; fi \
-    && pip uninstall -y system1-omni
+    pip install "$@" --find-links /wheelhouse --require-hashes -r requirements/pip.txt \
+    && pip install "$@" --find-links /wheelhouse --require-hashes -r "requirements/${ORT_EXTRA}.txt"
 
 FROM base AS runtime
 ARG VERSION=0.1.0
@@ -58,16 +55,18 @@ ENV GRANIAN_LOOP=uvloop
 ENTRYPOINT ["granian", "--interface", "rsgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \
             "--workers-kill-timeout", "30", "app.main:app"]
 
-# torch and the exporter's packages, installed where the wheelhouse is (the runtime stage has
-# none, so an offline export build found no wheels there).
+# torch and the exporter's packages from their locks, installed where the wheelhouse is (the
+# runtime stage has none, so an offline export build found no wheels there). TORCH: cuda (PyPI's
+# wheel and its CUDA wheels) or cpu (requirements/torch-cpu.txt, the CPU build for Python 3.11 on
+# x86_64, found on TORCH_INDEX_URL or in the wheelhouse).
 FROM deps AS export-deps
 ARG PIP_OFFLINE=0
+ARG TORCH=cuda
 ARG TORCH_INDEX_URL=
-# Pinned; hadolint reads the "$@" of the optional index flags as a package.
-# hadolint ignore=DL3013
 RUN if [ "$PIP_OFFLINE" = 1 ]; then set -- --no-index; fi; \
     if [ -n "$TORCH_INDEX_URL" ]; then set -- "$@" --extra-index-url "$TORCH_INDEX_URL"; fi; \
-    pip install "$@" --find-links /wheelhouse "torch==2.13.0" "transformers==5.23.0" "onnx==1.23.2" "onnxscript==0.7.2"
+    pip install "$@" --find-links /wheelhouse --require-hashes -r requirements/export.txt \
+        -r "requirements/torch-${TORCH}.txt"
 
 # From base, not runtime: one copy of the venv in the image, and no healthcheck (nothing listens;
 # compose waits for this container to exit).

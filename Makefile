@@ -2,30 +2,46 @@
 #   make test       every test: the image build, exports, soaks and fuzzers included (what CI runs)
 #   make test-fast  the fast tier, `pytest -m "not slow"`: a few minutes, for the edit-test loop
 #   make lint       ruff over the repository ([tool.ruff] in pyproject.toml)
+#   make lock       regenerate requirements/*.txt from pyproject.toml (after editing its dependencies)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8000
 HOST   ?= 0.0.0.0
 # Extras: cpu (onnxruntime) or gpu (onnxruntime-gpu); export and test add torch and references.
+# Each installs from its lock, requirements/EXTRA.txt; `make test` takes the default, `make
+# serve` cpu,export (the export extra builds the demo model).
 EXTRAS ?= cpu,export,test
+# torch's build, with export or test: cpu (requirements/torch-cpu.txt: the CPU wheel for Python
+# 3.11 on x86_64 Linux, which pip finds where its find-links hold it) or cuda (PyPI's wheel).
+TORCH  ?= $(if $(findstring gpu,$(EXTRAS)),cuda,cpu)
 
-.PHONY: install serve test test-fast lint export-demo clean
+comma := ,
+LOCKS  = $(patsubst %,requirements/%.txt,$(subst $(comma), ,$(EXTRAS))) \
+         $(if $(filter export test,$(subst $(comma), ,$(EXTRAS))),requirements/torch-$(TORCH).txt)
+NODEPS = $(if $(filter test,$(subst $(comma), ,$(EXTRAS))),--nodeps requirements/test-nodeps.txt)
+# The other runtime goes: onnxruntime and onnxruntime-gpu share one package directory.
+DROP   = --drop requirements/$(if $(findstring gpu,$(EXTRAS)),cpu,gpu).txt
+# One stamp per set installed: another set (EXTRAS=gpu,export after the default) installs again.
+STAMP  = $(VENV)/.installed-$(subst $(comma),+,$(EXTRAS))+torch-$(TORCH)
 
-install: $(VENV)/.installed
+.PHONY: install serve test test-fast lint lock export-demo clean
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	# torch 2.13.0 CPU first: where a local wheel exists pip takes it instead of a CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
-	# Cloudflare's joint_schema_model.py ships unmodified in clef-finetune: the Clef-Flash parity
-	# reference. Without its dependencies: they would bring a torchvision that breaks beside
-	# this torch, and the reference needs only torch.
-	case ',$(EXTRAS),' in *,test,*) $(PY) -m pip install -q --no-deps clef-finetune==0.1.0 ;; esac
-	touch $@
+install:
+	@$(MAKE) --no-print-directory '$(STAMP)' EXTRAS=$(EXTRAS) TORCH=$(TORCH)
 
+# The locks' packages (requirements/sync.py), then the project itself, editable, without
+# dependencies: the locks name them all.
+$(VENV)/.installed-%: pyproject.toml requirements/pip.txt requirements/sync.py $(LOCKS) \
+                      $(if $(NODEPS),requirements/test-nodeps.txt)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --require-hashes -r requirements/pip.txt
+	$(PY) requirements/sync.py $(DROP) $(NODEPS) $(LOCKS)
+	$(PY) -m pip install -q --no-deps -e .
+	rm -f $(VENV)/.installed-*
+	touch '$@'
+
+serve: EXTRAS = cpu,export
 serve: install
 	PORT=$(PORT) HOST=$(HOST) $(PY) -m app.launch
 
@@ -37,6 +53,11 @@ test-fast: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+
+lock:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --require-hashes --no-deps -r requirements/uv.txt
+	$(PY) requirements/lock.py --uv $(VENV)/bin/uv
 
 clean:
 	rm -rf $(VENV) .omni .pytest_cache .ruff_cache

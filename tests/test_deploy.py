@@ -34,12 +34,17 @@ def test_compose_stack():
     assert {"export", "server", "otel-collector", "tempo", "prometheus", "grafana"} <= set(c["services"])
     server = c["services"]["server"]
     assert server["depends_on"]["export"]["condition"] == "service_completed_successfully"
+    # The observability stack is a profile: without it the server runs alone.
+    assert server["depends_on"]["otel-collector"] == {"condition": "service_started", "required": False}
+    for name in ("otel-collector", "tempo", "prometheus", "grafana"):
+        assert c["services"][name]["profiles"] == ["observability"], name
+    assert "profiles" not in server and "profiles" not in c["services"]["export"]
     assert "models:/models:ro" in server["volumes"]
     assert all(p.startswith("127.0.0.1:") for s in c["services"].values() for p in s.get("ports", []))
     assert "/readyz" in " ".join(server["healthcheck"]["test"])
     assert int(server["stop_grace_period"].rstrip("s")) > 30
     assert server["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
-    assert server["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http://otel-collector:")
+    assert server["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "${OTEL_EXPORTER_OTLP_ENDPOINT:-http://otel-collector:4318}"
     assert server["environment"]["OTEL_SDK_DISABLED"] == "${OTEL_SDK_DISABLED:-false}"   # the operator's switch
     export = c["services"]["export"]
     assert export["environment"]["OMNI_MODELS"] == server["environment"]["OMNI_MODELS"]
@@ -50,6 +55,9 @@ def test_compose_stack():
     assert export["environment"]["OMNI_GDN_KERNEL"] == "${OMNI_GDN_KERNEL:-gated_delta_net_fused}"
     cpu = _compose("compose.cpu.yaml")["services"]
     assert cpu["server"]["deploy"] == {"tag": "reset"} and cpu["server"]["build"]["args"]["ORT_EXTRA"] == "cpu"
+    # The CPU images have tags of their own: building them never replaces the GPU stack's.
+    for name in ("server", "export"):
+        assert cpu[name]["image"] == c["services"][name]["image"] + "-cpu", name
     # ...and the CPU stack the portable graphs, with no GPU asked for.
     assert cpu["export"]["deploy"] == {"tag": "reset"}
     assert cpu["export"]["environment"]["OMNI_EXPORT_DTYPE"] == "${OMNI_EXPORT_DTYPE:-float32}"

@@ -23,7 +23,8 @@ letter logits (letters A..Z = token ids 32..57; a row uses only its first n):
 2. **BF16 rounding** (`bf16=True`, the default): the reference (transformers + PEFT) takes the
    logits out of `lm_head` in BF16, so rounding our f32 logits to BF16 first tracks it best.
    `bf16=False` is the native worker's readout (no rounding), which the stable-softmax check
-   [1000, 1001] is stated on (BF16 would make it [1000, 1000]).
+   [1000, 1001] is stated on (BF16 would make it [1000, 1000]). A served float32 export reads
+   out unrounded, as the float32 reference does; half-precision exports round.
 3. **Softmax** in float64 over the n letters, max-subtracted, summed left to right; the
    probabilities are then rounded to float32, as the native worker returns them. No temperature.
 4. **Answer.** `choice` = first argmax (ties go to the earliest option); `probabilities` in

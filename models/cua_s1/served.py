@@ -33,6 +33,9 @@ class CuaS1Model(QwenServed):
         super().__init__(directory, manifest, "Cua-S1")
         self.letter_rows = np.load(os.path.join(directory, LETTER_ROWS)).astype(np.float32)
         self.letter_rows64 = self.letter_rows.astype(np.float64)      # exact: float32 values, widened once
+        # A half-precision export tracks the authors' bfloat16 reference, so its logits are rounded
+        # to bfloat16 (finish.py, step 2); a float32 export answers as their float32 reference.
+        self.bf16_readout = manifest.get("weights_dtype", "float32") != "float32"
         self.limits_ = limits or CuaLimits()
         self.adapter = LastTokenAdapter(self.pad_id, key=self.family, head=self.baked_head(head_ids(self.tok)))
         # The registry has routed the request here; its served name and upstream's name both pass.
@@ -46,7 +49,8 @@ class CuaS1Model(QwenServed):
         (hidden,) = output
         if hidden.shape[0] != prepared.questions:
             raise InferenceFailed("expected %d hidden rows, got %d" % (prepared.questions, hidden.shape[0]))
-        return finishing.finish_hidden(prepared.context, hidden, self.letter_rows64, profile, model_name)
+        return finishing.finish_hidden(prepared.context, hidden, self.letter_rows64, profile, model_name,
+                                       bf16=self.bf16_readout)
 
     def limits(self) -> dict:
         lim = self.limits_

@@ -39,3 +39,30 @@ def test_compose_config_validates(compose_bin, files):
     assert any(name == "server" for name, _ in published)
     for name, port in published:
         assert port.get("host_ip") == "127.0.0.1", (name, port)
+
+
+def _config(compose_bin, files, *args):
+    cmd = [compose_bin, "--project-name", "validate"] + sum((["--file", f] for f in files), []) + list(args)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMNI_", "DOCKER_", "COMPOSE_"))}
+    proc = subprocess.run(cmd + ["config", "--format", "json"], cwd=ROOT, env={**env, **ENV},
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["services"]
+
+
+@pytest.mark.parametrize("files", [(BASE,), (BASE, "compose.cpu.yaml")], ids=["gpu", "cpu"])
+def test_the_observability_stack_is_a_profile(compose_bin, files):
+    """`up` alone runs the export and the server; the profile adds the collector and its stores."""
+    assert set(_config(compose_bin, files)) == {"export", "server"}
+    observed = _config(compose_bin, files, "--profile", "observability")
+    assert set(observed) == {"export", "server", "otel-collector", "tempo", "prometheus", "grafana"}
+    assert observed["server"]["depends_on"]["otel-collector"]["required"] is False
+
+
+def test_the_cpu_stack_has_images_of_its_own(compose_bin):
+    """The CPU override builds onnxruntime (CPU) images under tags of their own, so building it
+    never replaces the GPU stack's images."""
+    gpu, cpu = _config(compose_bin, (BASE,)), _config(compose_bin, (BASE, "compose.cpu.yaml"))
+    for name in ("server", "export"):
+        assert cpu[name]["image"] == gpu[name]["image"] + "-cpu", (name, cpu[name]["image"])
+        assert cpu[name]["build"]["args"]["ORT_EXTRA"] == "cpu" and gpu[name]["build"]["args"]["ORT_EXTRA"] == "gpu"

@@ -192,3 +192,28 @@ def test_export_marker_is_required_and_checked(tmp_path):
         ck.read_export_marker(str(tmp_path))
     (tmp_path / "cua_s1_export.json").write_text(json.dumps({"format": "cua-s1-text-merged/1"}))
     assert ck.read_export_marker(str(tmp_path)) == {"format": "cua-s1-text-merged/1"}
+
+
+def test_merging_keeps_float32_weights_and_rounds_half_precision_once(random_cua):
+    """A float32 export merges into float32 weights, equal to PEFT's float32 merge; a
+    half-precision export reads the weights as stored and rounds the float32 sum once."""
+    torch = pytest.importorskip("torch")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from models.qwen35 import weights
+    from models.qwen35.export import load_dtype
+
+    fp32, stored = weights.load_text_state(random_cua.base, load_dtype("float32")), \
+        weights.load_text_state(random_cua.base, load_dtype("float16"))
+    name = "layers.3.self_attn.q_proj.weight"
+    unmerged = fp32[name].clone()
+    merged = weights.merge_lora(fp32, random_cua.text)
+    weights.merge_lora(stored, random_cua.text)
+    assert name in merged and fp32[name].dtype == torch.float32
+    base = AutoModelForCausalLM.from_pretrained(random_cua.base, dtype=torch.float32)
+    peft = PeftModel.from_pretrained(base, random_cua.text).merge_and_unload()
+    torch.testing.assert_close(fp32[name], peft.model.layers[3].self_attn.q_proj.weight.detach(), rtol=0, atol=1e-6)
+    assert float((fp32[name] - unmerged).abs().max()) > 1e-3
+    if stored[name].dtype != torch.float32:
+        assert torch.equal(stored[name], fp32[name].to(stored[name].dtype))
