@@ -6,7 +6,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8000
-HOST   ?= 0.0.0.0
+# Loopback: the developer command serves this machine only (the image listens on 0.0.0.0).
+HOST   ?= 127.0.0.1
 # Extras: cpu (onnxruntime) or gpu (onnxruntime-gpu); export and test add torch and references.
 EXTRAS ?= cpu,export,test
 

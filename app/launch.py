@@ -42,7 +42,7 @@ def event_loop(env=None) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
+    ap.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     ap.add_argument("--port", default=os.environ.get("PORT", "8000"))
     args = ap.parse_args(argv)
     if not os.environ.get("OMNI_MODELS") and not os.environ.get("OMNI_CONFIG"):

@@ -13,6 +13,7 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from app.config import Settings
 from app.metrics import Metrics
 from app.middleware import RequestContext
+from app.parent_watch import watch_parent
 from app.problems import Problem
 from app.rsgi import RSGIFace
 from app.routes.common import Omni, problem_reply, unexpected
@@ -107,7 +108,10 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
 
 def _lazy_app():
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return create_app()
+    settings = Settings.from_env()
+    # In Granian's worker: stop when the main process dies (its in-flight work ends by its deadline).
+    watch_parent(settings.request_timeout_s + 5)
+    return create_app(settings)
 
 
 app = _lazy_app()
