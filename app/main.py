@@ -8,7 +8,6 @@ from litestar import Litestar, Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from app.config import Settings
 from app.metrics import Metrics
@@ -87,14 +86,15 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
                         model.name)
         for note in model.notes():
             log.warning("model %s: %s", model.name, note)
+    swagger, swagger_assets = discovery.swagger_ui()
     litestar = Litestar(
         route_handlers=[systemone.systemone, health.livez, health.readyz, health.metrics,
-                        discovery.list_models, discovery.schema],
+                        discovery.list_models, discovery.schema, *swagger_assets],
         on_startup=[engine.start],
         on_shutdown=[engine.stop],
         exception_handlers={Problem: _on_problem, HTTPException: _on_http, Exception: _on_unexpected},
         openapi_config=OpenAPIConfig(title="System1-Omni", version="0.1.0", path="/schema/docs",
-                                     render_plugins=[SwaggerRenderPlugin()],
+                                     render_plugins=[swagger],
                                      description="System One decision models over POST /v1/systemone"),
         state=State({"omni": Omni(settings, registry, engine, metrics)}),
         request_max_body_size=None,

@@ -21,6 +21,7 @@ import functools
 from typing import Any, Awaitable, Callable, Mapping
 
 from app.body import RSGI_CLOSED, read_rsgi
+from app.middleware import oversized_headers
 from app.problems import Problem
 from app.routes.common import Omni, problem_reply, unexpected
 
@@ -52,7 +53,10 @@ class RSGIFace:
         if rscope.proto != "http":
             return                  # no websocket routes: Granian closes it
         hot = self.hot.get(rscope.path) if rscope.method == "POST" else None
-        if hot is None:
+        problem = oversized_headers(rscope.headers)
+        if problem is not None:
+            self.refuse(rscope, proto, problem)
+        elif hot is None:
             try:
                 await bridge(self.context, rscope, proto, self.lifespan.state)
             except Unanswered as exc:
