@@ -104,10 +104,10 @@ def check_question(qid: str, qdef: Any, limits: LayaLimits) -> str | None:
             seen: dict = {}
             for i, label in enumerate(crit):
                 if label is None:
-                    return "choice label %d is null; a label must be a string, number or bool" % i
+                    return "choice label %d is null; a label must be a string, number or boolean" % i
                 if not isinstance(label, (str, int, float, bool)):
                     return ("choice label %d is %s; a label is option text and answer key, so "
-                            "it must be a string, number or bool" % (i, json_kind(label)))
+                            "it must be a string, number or boolean" % (i, json_kind(label)))
                 if label in seen:
                     return ("choice label %d (%r) repeats label %d; every option needs its own key "
                             "(1, 1.0 and true are one key)" % (i, label, seen[label]))
