@@ -12,6 +12,9 @@ import os
 import socket
 import sys
 
+# Granian buffers up to 16 MiB of an HTTP/2 request's headers by default; the app refuses more than
+# 64 KiB of them (app/middleware.py), so Granian need hold no more than a few times that.
+HTTP2_MAX_HEADERS = 256 * 1024
 DEMO_ROOT = os.environ.get("OMNI_DEMO_DIR", os.path.join(".omni", "demo"))
 
 
@@ -69,7 +72,8 @@ def main(argv=None) -> None:
         print("serving the DEMO model (random weights: answers are random) from %s"
               % os.environ["OMNI_MODELS"], file=sys.stderr, flush=True)
     cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1", "--loop", event_loop(),
-           "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30", "app.main:app"]
+           "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30",
+           "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), "app.main:app"]
     os.execv(sys.executable, cmd)
 
 
