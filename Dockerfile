@@ -52,8 +52,9 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=600s --retries=3 \
 # every request's cancelled timers alive for good: benchmarks/HISTORY.md).
 ENV GRANIAN_LOOP=uvloop
 # One worker: the executor thread owns the sessions. SIGTERM drains in-flight work (see docs).
+# HTTP/2 headers: Granian holds at most 256 KiB of them (its default is 16 MiB); the app takes 64 KiB.
 ENTRYPOINT ["granian", "--interface", "rsgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \
-            "--workers-kill-timeout", "30", "app.main:app"]
+            "--workers-kill-timeout", "30", "--http2-max-headers-size", "262144", "app.main:app"]
 
 # torch and the exporter's packages from their locks, installed where the wheelhouse is (the
 # runtime stage has none, so an offline export build found no wheels there). TORCH: cuda (PyPI's

@@ -7,7 +7,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8000
-HOST   ?= 0.0.0.0
+# Loopback: the developer command serves this machine only (the image listens on 0.0.0.0).
+HOST   ?= 127.0.0.1
 # Extras: cpu (onnxruntime) or gpu (onnxruntime-gpu); export and test add torch and references.
 # Each installs from its lock, requirements/EXTRA.txt; `make test` takes the default, `make
 # serve` cpu,export (the export extra builds the demo model).

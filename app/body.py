@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import sys
 import zlib
 from typing import Any
 
@@ -18,6 +19,8 @@ from granian.rsgi import ProtocolClosed, ProtocolError
 
 from app.config import Settings
 from app.problems import Problem, malformed
+from models.nesting import nests_deeper, too_deep_detail
+from models.render import json_kind
 
 _ENCODINGS = ("identity", "gzip", "x-gzip", "zstd")
 
@@ -200,6 +203,13 @@ def _reject_constant(name: str):
     raise ValueError("%s is not valid JSON" % name)
 
 
+def _bounded_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > sys.get_int_max_str_digits() > 0:
+        raise ValueError("a number of %d digits is out of range (at most %d)" % (digits, sys.get_int_max_str_digits()))
+    return int(text)
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
@@ -229,25 +239,34 @@ def parse_json(data: bytes) -> dict:
         data = data[3:]
     fast = _parse_plain(data)
     if fast is not None:
-        return fast
+        return _within_nesting(fast, data)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise malformed("body is not valid UTF-8 (byte %d)" % exc.start) from None
     if not text.strip():
         raise malformed("body is empty; send a JSON object")
+    if text.startswith("\ufeff"):
+        raise malformed("body starts with a second byte order mark")
     try:
         obj = json.loads(text, object_pairs_hook=_pairs, parse_constant=_reject_constant,
-                         parse_float=_finite_float)
+                         parse_float=_finite_float, parse_int=_bounded_int)
     except RecursionError:
-        raise malformed("body nests too deeply") from None
+        raise malformed(too_deep_detail()) from None
     except ValueError as exc:
         raise malformed("body is not valid JSON: %s" % exc) from None
     if not isinstance(obj, dict):
-        raise malformed("body must be a JSON object, got %s" % type(obj).__name__)
+        raise malformed("body must be a JSON object, got %s" % json_kind(obj))
     # Raw UTF-8 cannot carry a surrogate (decode above rejects it): only a \u escape can.
     if b"\\u" in data and _has_lone_surrogate(obj):
         raise malformed("body holds a lone UTF-16 surrogate escape, which is not text")
+    return _within_nesting(obj, data)
+
+
+def _within_nesting(obj: dict, data: bytes) -> dict:
+    """The body, unless it nests deeper than every model can render (models/nesting.py)."""
+    if nests_deeper(obj, raw=data):
+        raise malformed(too_deep_detail())
     return obj
 
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 
+# Granian buffers up to 16 MiB of an HTTP/2 request's headers by default; the app refuses more than
+# 64 KiB of them (app/middleware.py), so Granian need hold no more than a few times that.
+HTTP2_MAX_HEADERS = 256 * 1024
 DEMO_ROOT = os.environ.get("OMNI_DEMO_DIR", os.path.join(".omni", "demo"))
 
 
@@ -40,17 +44,36 @@ def event_loop(env=None) -> str:
     return "uvloop"
 
 
+def port_taken(host: str, port: int) -> OSError | None:
+    """Why `host:port` cannot be listened on, else None. Granian listens with SO_REUSEPORT, so a
+    second server on a port already served would join the first and share its clients, silently:
+    a plain bind finds it out first."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # as servers do: TIME_WAIT is no owner
+            probe.bind(address)
+    except OSError as exc:
+        return exc
+    return None
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
+    ap.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     ap.add_argument("--port", default=os.environ.get("PORT", "8000"))
     args = ap.parse_args(argv)
+    taken = port_taken(args.host, int(args.port))
+    if taken is not None:
+        sys.exit("cannot serve on %s:%s: %s (another server there? PORT=... picks another port)"
+                 % (args.host, args.port, taken.strerror or taken))
     if not os.environ.get("OMNI_MODELS") and not os.environ.get("OMNI_CONFIG"):
         os.environ["OMNI_MODELS"] = ensure_demo()
         print("serving the DEMO model (random weights: answers are random) from %s"
               % os.environ["OMNI_MODELS"], file=sys.stderr, flush=True)
     cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1", "--loop", event_loop(),
-           "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30", "app.main:app"]
+           "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30",
+           "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), "app.main:app"]
     os.execv(sys.executable, cmd)
 
 

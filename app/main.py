@@ -8,11 +8,11 @@ from litestar import Litestar, Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from app.config import Settings
 from app.metrics import Metrics
 from app.middleware import RequestContext
+from app.parent_watch import watch_parent
 from app.problems import Problem
 from app.rsgi import RSGIFace
 from app.routes.common import Omni, problem_reply, unexpected
@@ -86,14 +86,15 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
                         model.name)
         for note in model.notes():
             log.warning("model %s: %s", model.name, note)
+    swagger, swagger_assets = discovery.swagger_ui()
     litestar = Litestar(
         route_handlers=[systemone.systemone, health.livez, health.readyz, health.metrics,
-                        discovery.list_models, discovery.schema],
+                        discovery.list_models, discovery.schema, *swagger_assets],
         on_startup=[engine.start],
         on_shutdown=[engine.stop],
         exception_handlers={Problem: _on_problem, HTTPException: _on_http, Exception: _on_unexpected},
         openapi_config=OpenAPIConfig(title="System1-Omni", version="0.1.0", path="/schema/docs",
-                                     render_plugins=[SwaggerRenderPlugin()],
+                                     render_plugins=[swagger],
                                      description="System One decision models over POST /v1/systemone"),
         state=State({"omni": Omni(settings, registry, engine, metrics)}),
         request_max_body_size=None,
@@ -107,7 +108,10 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
 
 def _lazy_app():
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return create_app()
+    settings = Settings.from_env()
+    # In Granian's worker: stop when the main process dies (its in-flight work ends by its deadline).
+    watch_parent(settings.request_timeout_s + 5)
+    return create_app(settings)
 
 
 app = _lazy_app()

@@ -13,10 +13,26 @@ from typing import Mapping
 
 from opentelemetry.trace import Status, StatusCode
 
+from app.problems import Problem
 from app.timing import Timing
 
 _REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 UNTIMED = ("/livez", "/readyz", "/health", "/metrics")
+# Request headers larger than this in all (names and values) are refused with 431 (docs/api.md);
+# Granian's own buffer refuses far larger ones before the app.
+MAX_HEADER_BYTES = 64 * 1024
+
+
+def oversized_headers(headers: Mapping[str, str]) -> Problem | None:
+    """The 431 for headers over MAX_HEADER_BYTES in all, else None. `headers`: any mapping with
+    `items()` (Granian's, or headers_of's)."""
+    size = 0
+    for name, value in headers.items():
+        size += len(name) + len(value)
+    if size <= MAX_HEADER_BYTES:
+        return None
+    return Problem(431, "headers_too_large", "request headers hold %d bytes; at most %d are accepted"
+                   % (size, MAX_HEADER_BYTES), headers={"Connection": "close"})
 
 
 def request_id(headers: Mapping[str, str]) -> str:
@@ -119,7 +135,8 @@ class RequestContext:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
-        self.open(scope, scope.get("method", ""), path, headers_of(scope.get("headers", [])))
+        headers = headers_of(scope.get("headers", []))
+        self.open(scope, scope.get("method", ""), path, headers)
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
@@ -132,12 +149,27 @@ class RequestContext:
             await send(message)
 
         try:
-            await self.direct.get(path, self.app)(scope, receive, send_with_headers)
+            problem = oversized_headers(headers)
+            if problem is None:
+                await self.direct.get(path, self.app)(scope, receive, send_with_headers)
+            else:
+                await self.refuse(scope, headers, problem, send_with_headers)
         except BaseException as exc:
             self.failed(scope, exc)
             raise
         finally:
             self.closed(scope)
+
+    async def refuse(self, scope, headers: Mapping[str, str], problem: Problem, send) -> None:
+        """Answer `problem` before the app sees the request."""
+        from app.routes.common import problem_reply        # the routes import this module
+
+        body, media = problem_reply(self.app.state.omni, scope, problem, headers)
+        extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
+        await send({"type": "http.response.start", "status": problem.status,
+                    "headers": [(b"content-type", media.encode("latin-1")),
+                                (b"content-length", b"%d" % len(body))] + extra})
+        await send({"type": "http.response.body", "body": body})
 
     def _record(self, path: str, scope, status: int, timing: Timing) -> None:
         route = path if path in UNTIMED or path.startswith("/v1/") or path.startswith("/schema") else "other"

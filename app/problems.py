@@ -8,10 +8,12 @@ from models.errors import RequestError
 TITLES = {
     400: "Malformed request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed",
     408: "Request timeout", 411: "Length required", 413: "Content too large",
-    415: "Unsupported media type", 422: "Unprocessable request", 499: "Client closed request",
-    500: "Inference failed",
-    503: "Service unavailable", 504: "Deadline exceeded",
+    415: "Unsupported media type", 422: "Unprocessable request", 431: "Request headers too large",
+    499: "Client closed request", 500: "Internal server error", 503: "Service unavailable",
+    504: "Deadline exceeded",
 }
+# Titles of the codes that share a status with others and need their own.
+CODE_TITLES = {"inference_failed": "Inference failed"}
 # What hosted-Jev clients branch on, for the codes that differ from ours.
 _JEV_ERROR_TYPES = {"unauthorized": "authentication_error", "overloaded": "rate_limit_error",
                     "not_ready": "service_unavailable", "inference_failed": "internal_error"}
@@ -42,7 +44,7 @@ class Problem(Exception):
                                "message": self.detail}}
             return msgspec.json.encode(body), "application/json"
         body = {"type": "https://system1-omni.dev/problems/" + self.code.replace("_", "-"),
-                "title": TITLES.get(self.status, "Error"), "status": self.status,
+                "title": CODE_TITLES.get(self.code) or TITLES.get(self.status, "Error"), "status": self.status,
                 "code": self.code, "detail": self.detail, "instance": instance}
         if self.errors:
             body["errors"] = self.errors

@@ -21,6 +21,7 @@ import functools
 from typing import Any, Awaitable, Callable, Mapping
 
 from app.body import RSGI_CLOSED, read_rsgi
+from app.middleware import oversized_headers
 from app.problems import Problem
 from app.routes.common import Omni, problem_reply, unexpected
 
@@ -52,10 +53,31 @@ class RSGIFace:
         if rscope.proto != "http":
             return                  # no websocket routes: Granian closes it
         hot = self.hot.get(rscope.path) if rscope.method == "POST" else None
-        if hot is None:
-            await bridge(self.context, rscope, proto, self.lifespan.state)
+        problem = oversized_headers(rscope.headers)
+        if problem is not None:
+            self.refuse(rscope, proto, problem)
+        elif hot is None:
+            try:
+                await bridge(self.context, rscope, proto, self.lifespan.state)
+            except Unanswered as exc:
+                self.refuse(rscope, proto, unexpected(rscope.method, rscope.path, exc.__cause__))
         else:
             await self.answer(hot, rscope, proto)
+
+    def refuse(self, rscope, proto, problem: Problem) -> None:
+        """Answer `problem` where no ASGI layer did: with a request id and Server-Timing, counted,
+        as every other answer is (Granian's own bare 500 has none of them)."""
+        context, path, headers = self.context, rscope.path, rscope.headers
+        scope: dict = {"method": rscope.method, "path": path}
+        context.open(scope, rscope.method, path, headers)
+        try:
+            status, content, extra = self._problem(scope, headers, problem)
+            rid, server_timing = context.answered(scope, path, status)
+            proto.response_bytes(status, extra + [("x-request-id", rid), ("server-timing", server_timing)], content)
+        except RSGI_CLOSED:
+            pass
+        finally:
+            context.closed(scope)
 
     async def answer(self, hot: Hot, rscope, proto) -> None:
         context, path = self.context, rscope.path
@@ -96,12 +118,18 @@ class RSGIFace:
 async def bridge(app, rscope, proto, state: dict | None = None) -> None:
     """One request through an ASGI app: its scope built from Granian's (with a copy of the
     lifespan's `state`, as ASGI servers give it), the body given as one message, the answer sent
-    as one response, or streamed where the app streams it."""
-    scope = {"type": "http", "asgi": _ASGI, "http_version": rscope.http_version, "method": rscope.method,
-             "scheme": rscope.scheme, "path": rscope.path, "raw_path": rscope.path.encode("utf-8"),
-             "query_string": rscope.query_string.encode("latin-1"), "root_path": "",
-             "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in rscope.headers.items()],
-             "client": _address(rscope.client), "server": _address(rscope.server), "state": dict(state or {})}
+    as one response, or streamed where the app streams it. Granian decodes the request line as
+    UTF-8 (refusing what is not), so encoding its text as UTF-8 gives back the bytes as sent,
+    whatever they hold. Raises `Unanswered` where the request failed before an answer began."""
+    try:
+        scope = {"type": "http", "asgi": _ASGI, "http_version": rscope.http_version, "method": rscope.method,
+                 "scheme": rscope.scheme, "path": rscope.path, "raw_path": rscope.path.encode("utf-8"),
+                 "query_string": rscope.query_string.encode("utf-8"), "root_path": "",
+                 "headers": [(k.encode("utf-8"), v.encode("utf-8")) for k, v in rscope.headers.items()],
+                 "client": _address(rscope.client), "server": _address(rscope.server),
+                 "state": dict(state or {})}
+    except Exception as exc:
+        raise Unanswered() from exc
     body_given = False
 
     async def receive() -> dict:
@@ -139,9 +167,18 @@ async def bridge(app, rscope, proto, state: dict | None = None) -> None:
         if body:
             await stream.send_bytes(body)
 
-    await app(scope, receive, send)
+    try:
+        await app(scope, receive, send)
+    except Exception as exc:
+        if start or sent:
+            raise
+        raise Unanswered() from exc
     if start and not sent:          # a start with no body message (HEAD, or an empty answer)
         proto.response_bytes(start["status"], start["headers"], b"")
+
+
+class Unanswered(Exception):
+    """A bridged request failed before its answer began: the face answers it (`__cause__`)."""
 
 
 def _address(text: str | None) -> tuple[str, int] | None:

@@ -17,6 +17,24 @@ def render(value: Any, *, separators: tuple[str, str] | None = None, sort_keys: 
                       default=default)
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words, for problem details: "null", "a boolean",
+    "a number", "a string", "an array" or "an object"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a value JSON does not have"
+
+
 def json_key(key: Any) -> str:
     """The string a JSON object key becomes when Python's `json` encodes a dict with it."""
     if isinstance(key, str):

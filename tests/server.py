@@ -15,7 +15,7 @@ import time
 
 import httpx
 
-from app.launch import event_loop
+from app.launch import HTTP2_MAX_HEADERS, event_loop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +49,8 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",
-             "--loop", event_loop(full_env), "--host", "127.0.0.1", "--port", str(port), "app.main:app"],
+             "--loop", event_loop(full_env), "--host", "127.0.0.1", "--port", str(port),
+             "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), "app.main:app"],
             cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = Server(proc, port, log_path)
     try:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
 from dataclasses import dataclass
 
 from app.config import PROFILES, Settings
@@ -50,11 +51,49 @@ def problem_reply(o: Omni, scope, problem: Problem, headers) -> tuple[bytes, str
     return body, media
 
 
+class Repeats:
+    """Which unexpected errors had their traceback logged lately. Requests that hit one bug all
+    fail alike: its traceback is logged once per `interval_s` for each place an error is raised
+    (its type, file and line), and each repeat in between as one line, so a client repeating a
+    failing request cannot flood the log."""
+
+    def __init__(self, interval_s: float = 60.0, sites: int = 1024):
+        self.interval_s, self.sites = interval_s, sites
+        self.logged: dict[tuple, float] = {}
+        self.repeats: dict[tuple, int] = {}
+
+    @staticmethod
+    def site(exc: BaseException) -> tuple:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        return (type(exc).__qualname__,) + ((tb.tb_frame.f_code.co_filename, tb.tb_lineno) if tb else ("?", 0))
+
+    def log(self, method: str, path: str, exc: BaseException) -> None:
+        site, now = self.site(exc), time.monotonic()
+        last = self.logged.get(site)
+        if last is None or now - last >= self.interval_s:
+            if len(self.logged) >= self.sites:
+                self.logged.clear()
+                self.repeats.clear()
+            self.logged[site] = now
+            repeats = self.repeats.pop(site, 0)
+            log.error("unhandled error on %s %s%s", method, path,
+                      " (%d more like it since its last traceback)" % repeats if repeats else "", exc_info=exc)
+            return
+        self.repeats[site] = self.repeats.get(site, 0) + 1
+        log.error("unhandled error on %s %s: %s at %s:%d (again; its traceback is logged once per %g s)",
+                  method, path, site[0], site[1], site[2], self.interval_s)
+
+
+_repeats = Repeats()
+
+
 def unexpected(method: str, path: str, exc: BaseException) -> Problem:
-    """The 500 `internal_error` for an error no handler expected, logged with its traceback; the
-    client learns nothing of it. The app's exception handler, the direct route and the RSGI face
-    all answer with it."""
-    log.exception("unhandled error on %s %s", method, path, exc_info=exc)
+    """The 500 `internal_error` for an error no handler expected, logged (with its traceback, the
+    first time in a while: Repeats); the client learns nothing of it. The app's exception
+    handler, the direct route and the RSGI face all answer with it."""
+    _repeats.log(method, path[:200], exc)
     return Problem(500, "internal_error", "internal error; it is logged")
 
 

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from models.errors import InputTooLong, RequestError, check_questions, questions_of
-from models.render import render as _render
+from models.render import json_kind, render as _render
 from models.tokenizer import TokenizerHandle
 
 QTYPES = {"noul": 0, "choice": 1, "score": 2}        # Clef's type ids (never share: §1.1)
@@ -122,7 +122,7 @@ def check_question(qid: Any, qdef: Any, limits: ClefLimits) -> str | None:
     if not isinstance(qid, str):
         return "question id must be a string"
     if not isinstance(qdef, dict):
-        return "definition must be an object, got %s" % type(qdef).__name__
+        return "definition must be an object, got %s" % json_kind(qdef)
     t = qdef.get("type")
     if not isinstance(t, str) or t not in QTYPES:
         return "unknown type %r; use one of choice, score, noul" % (t,)

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from models.base import Prepared
 from models.cua_s1.checkpoint import LETTERS, MODEL_NAME
 from models.errors import InputTooLong, InvalidQuestions, RequestError, UnknownModel, questions_of
-from models.render import render
+from models.render import json_kind as _kind, render
 from models.tokenizer import TokenizerHandle
 
 # Copied by upstream from trycua/cua 0e75660c (`libs/cua-s1/python/src/cua_s1/four_b.py`, MIT).
@@ -77,11 +77,6 @@ def _text(value: Any) -> str | None:
 def _escape(label: str) -> str:
     """Upstream's chooser quotes each label as a JSON string and drops the quotes."""
     return json.dumps(label, ensure_ascii=False)[1:-1]
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else "a boolean" if isinstance(value, bool) else \
-        "a number" if isinstance(value, (int, float)) else type(value).__name__
 
 
 def check_model(model: Any, names: Sequence[str]) -> None:

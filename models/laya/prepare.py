@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from models.errors import InvalidQuestions, RequestError, TooLarge, check_questions, questions_of
 from models.laya.checkpoint import QTYPES
-from models.render import render
+from models.render import json_kind, render
 from models.tokenizer import TokenizerHandle
 
 OPTION_TOKENS = 48          # each option's text is cut to its first 48 tokens
@@ -78,7 +78,7 @@ def check_question(qid: str, qdef: Any, limits: LayaLimits) -> str | None:
     if not isinstance(qid, str) or not qid.strip():
         return "question id must be a non-empty string"
     if not isinstance(qdef, dict):
-        return "definition must be an object, got %s" % type(qdef).__name__
+        return "definition must be an object, got %s" % json_kind(qdef)
     t = qdef.get("type")
     if not isinstance(t, str) or t not in QTYPES:
         return "unknown type %r; use one of %s" % (t, sorted(QTYPES))
@@ -104,10 +104,10 @@ def check_question(qid: str, qdef: Any, limits: LayaLimits) -> str | None:
             seen: dict = {}
             for i, label in enumerate(crit):
                 if label is None:
-                    return "choice label %d is null; a label must be a string, number or bool" % i
+                    return "choice label %d is null; a label must be a string, number or boolean" % i
                 if not isinstance(label, (str, int, float, bool)):
-                    return ("choice label %d is a %s; a label is option text and answer key, so "
-                            "it must be a string, number or bool" % (i, type(label).__name__))
+                    return ("choice label %d is %s; a label is option text and answer key, so "
+                            "it must be a string, number or boolean" % (i, json_kind(label)))
                 if label in seen:
                     return ("choice label %d (%r) repeats label %d; every option needs its own key "
                             "(1, 1.0 and true are one key)" % (i, label, seen[label]))
@@ -229,7 +229,7 @@ def validate_envelope(body: Mapping[str, Any], limits: LayaLimits) -> tuple[Any,
         raise RequestError("'state' is required: a string, object or array")
     state = body["state"]
     if not isinstance(state, (str, dict, list)):
-        raise RequestError("'state' must be a string, object or array, got %s" % type(state).__name__)
+        raise RequestError("'state' must be a string, object or array, got %s" % json_kind(state))
     questions = questions_of(body, limits.max_questions)
     return state, questions
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from models.errors import InputTooLong, InvalidQuestions, RequestError, TooLarge, UnknownModel, questions_of
 from models.open_jev.checkpoint import MergedExport, Variant
-from models.render import json_key, render
+from models.render import json_key, json_kind as _kind, render
 from models.tokenizer import TokenizerHandle
 
 KINDS = ("choice", "score", "noul")
@@ -83,16 +83,6 @@ def _description(value: Any, what: str) -> str:
     if not isinstance(value, (str, dict, list)):
         raise ValueError("%s must be text, an object, or an array, got %s" % (what, _kind(value)))
     return render_value(value)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return type(value).__name__
 
 
 def compile_question(qid: str, qdef: Any, limits: OpenJevLimits = LIMITS) -> Question:

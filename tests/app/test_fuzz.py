@@ -1,10 +1,13 @@
 """Property-based fuzzing of the body decoder and the validator: over 10,000 generated requests,
 no error other than a problem with a known code, and every request that passes preparation runs
-through the model and is finished without error."""
+through the model and is finished without error. Over HTTP: generated requests, and request lines
+and headers holding raw bytes, never answered with a 5xx."""
 from __future__ import annotations
 
 import gzip
 import json
+import re
+import socket
 
 import httpx
 import pytest
@@ -15,11 +18,22 @@ from app.body import check_headers, decompress, parse_json
 from app.config import Settings
 from app.problems import Problem
 from models.errors import InferenceFailed, RequestError
+from models.nesting import MAX_NESTING
+from tests.app.test_edges import PLACES, nested
 
 pytestmark = pytest.mark.slow      # thousands of generated requests: minutes
 
 KNOWN = {"malformed_request", "unsupported_media_type", "too_large", "length_required", "invalid_request",
          "invalid_question", "unknown_model", "too_many_questions", "input_too_long"}
+# What a problem's detail never says: it speaks of JSON, not of the Python that parsed it. What the
+# client sent, quoted back, is left out of the search.
+PYTHON_WORDS = re.compile(r"sys\.|utf-8-sig|NoneType|Traceback|[Rr]ecursion|object of type|__\w+__|"
+                          r"\b(dict|str|tuple|bytes|bool|int|float)\b")
+QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def speaks_python(detail: str) -> bool:
+    return PYTHON_WORDS.search(QUOTED.sub("", detail)) is not None
 CFG = Settings(max_body_bytes=1 << 20, max_decompressed_bytes=1 << 20)
 FUZZ = settings(max_examples=2600, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
@@ -56,6 +70,30 @@ valid_ish = st.fixed_dictionaries({"state": st.one_of(st.text(max_size=400), st.
                                                       st.lists(values, max_size=6)),
                                    "questions": st.dictionaries(texts, valid_question, min_size=1, max_size=6)},
                                   optional={"model": st.sampled_from(["english", "laya", "jev-latest", "EN"])})
+
+
+def nest(depth: int, leaf, kinds: str):
+    """`leaf` inside `depth` arrays and objects, `kinds` ("a" array, "o" object) cycling."""
+    value = leaf
+    for i in range(depth):
+        value = [value] if kinds[i % len(kinds)] == "a" else {"k%d" % i: value}
+    return value
+
+
+# Values nested around the body path's bound (models/nesting.py): those within it reach the model.
+deep_values = st.builds(nest, st.integers(1, 2 * MAX_NESTING), st.one_of(texts, st.none(), st.integers()),
+                        st.sampled_from(["a", "o", "ao", "aoo"]))
+deep_question = st.one_of(
+    st.fixed_dictionaries({"type": st.just("choice"), "instructions": st.one_of(texts, deep_values),
+                           "criteria": st.one_of(st.fixed_dictionaries({"a": deep_values, "b": st.none()}),
+                                                 st.lists(deep_values, min_size=1, max_size=3))}),
+    st.fixed_dictionaries({"type": st.just("score"), "instructions": texts,
+                           "criteria": st.lists(st.one_of(texts, deep_values), min_size=1, max_size=4)}),
+    st.fixed_dictionaries({"type": st.just("noul"), "instructions": st.one_of(texts, deep_values)},
+                          optional={"criteria": st.fixed_dictionaries({"true": deep_values},
+                                                                      optional={"false": texts})}))
+deep_requests = st.fixed_dictionaries({"state": st.one_of(texts, deep_values),
+                                       "questions": st.dictionaries(texts, deep_question, min_size=1, max_size=3)})
 requests_ = st.fixed_dictionaries(
     {}, optional={"model": st.one_of(st.sampled_from(["english", "laya", "jev-latest", "nope"]), values),
                   "state": values, "questions": st.one_of(values, st.dictionaries(st.text(max_size=10), question,
@@ -79,11 +117,11 @@ class Offline:
             body = parse_json(decompress(raw, encoding, CFG.max_decompressed_bytes))
             slot = self.registry.resolve(body.get("model"))
             prepared = slot.model.prepare(body)
-        except Problem as exc:
+        except (Problem, RequestError) as exc:
             assert exc.code in KNOWN and 400 <= exc.status < 500, (exc.status, exc.code)
-            return exc.status
-        except RequestError as exc:
-            assert exc.code in KNOWN and 400 <= exc.status < 500, (exc.status, exc.code)
+            assert not speaks_python(exc.detail), exc.detail
+            for error in exc.errors:
+                assert not speaks_python(error["detail"]), error
             return exc.status
         if self.ran < 400:                 # the forward pass is the slow part: a sample runs it
             self.ran += 1
@@ -131,6 +169,23 @@ def test_raw_bytes(offline, data):
 
 
 @FUZZ
+@given(body=deep_requests)
+def test_deep_nesting(offline, body):
+    """Within the nesting bound a body is rendered (and a sample answered), past it a 400."""
+    status = offline(json.dumps(body).encode())
+    assert status in (200, 400, 413, 422), status
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(depth=st.integers(1, 5000), place=st.sampled_from(sorted(PLACES)))
+def test_deep_nesting_as_text(offline, depth, place):
+    """Nesting too deep to build as Python objects: the parser's own limit and the bound alike."""
+    template, around = PLACES[place]
+    status = offline(template.replace("V", nested(depth)).encode())
+    assert status == (400 if depth + around > MAX_NESTING else 200) or status == 422, (depth, status)
+
+
+@FUZZ
 @given(payload=st.one_of(st.binary(max_size=200), st.just(VALID)), encoding=st.sampled_from(["gzip", "zstd"]),
        mode=st.sampled_from(["raw", "compressed", "truncated", "mislabelled"]), cut=st.integers(1, 40))
 def test_compressed_bodies(offline, payload, encoding, mode, cut):
@@ -172,6 +227,37 @@ def test_fuzz_over_http(server):
                 assert r.json()["code"] in KNOWN
             examples.append(r.status_code)
     assert {200, 422} <= set(examples)
+
+
+# Bytes for the request line and header values: UTF-8 past Latin-1 and within it, bytes that are
+# not UTF-8, control bytes, escapes, and plain text.
+RAW_PIECES = [b"\xe2\x82\xac", b"\xc3\xa9", b"\xf0\x9f\x98\x80", b"\xff", b"\xfe\xff", b"\x80", b"\x00", b"\x1b",
+              b"\t", b"%FF", b"%00", b"%E2%82%AC", b"%", b"?", b"#", b"/", b"..", b"a", b"=", b"&", b";", b" "]
+RAW_ROUTES = [b"/livez", b"/readyz", b"/health", b"/metrics", b"/v1/models", b"/schema", b"/schema/docs",
+              b"/v1/systemone", b"/nope"]
+raw_text = st.lists(st.sampled_from(RAW_PIECES), max_size=8).map(b"".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(route=st.sampled_from(RAW_ROUTES), path=raw_text, query=raw_text, value=raw_text,
+       name=st.sampled_from([b"X-Note", b"Prefer", b"X-Request-Id", b"Authorization", b"Content-Type", b"Accept"]),
+       post=st.booleans())
+def test_raw_request_lines_over_http(server, route, path, query, value, name, post):
+    """Raw bytes in the path, the query and a header value: never a 5xx, and every answer the app
+    gives carries a request id (only Granian's own refusal of what is not HTTP has none)."""
+    body = VALID if post else b""
+    head = ((b"POST " if post else b"GET ") + route + path + b"?" + query + b" HTTP/1.1\r\nHost: x\r\n" +
+            name + b": " + value + b"\r\nContent-Type: application/json\r\n" +
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(head + body)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    status = int(data.split(b" ", 2)[1])
+    answer_head, _, content = data.partition(b"\r\n\r\n")
+    assert status < 500, (head, data[:300])
+    assert b"\r\nx-request-id: " in answer_head.lower() or (status == 400 and not content), (head, data[:300])
 
 
 def test_fuzzing_reached_the_model(offline):

@@ -340,7 +340,8 @@ def test_fatal_load_failure_is_not_ready(english, tmp_path):
 
 
 def test_oversized_headers_are_refused_before_the_app(server):
-    """Granian's HTTP/1 header buffer (417,792 bytes by default) bounds header memory: 431."""
+    """Past Granian's HTTP/1 read buffer Granian itself refuses the head with 431 (the app's own
+    64 KiB bound, with a problem body: tests/app/test_edges.py)."""
     head = _raw(server, b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 600_000 +
                 b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
     assert head.startswith(b"HTTP/1.1 431")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -10,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from app.launch import event_loop
+from app.launch import event_loop, main, port_taken
 from tests.conftest import ROOT, free_port
 
 
@@ -51,3 +52,19 @@ def test_launch_serves_the_demo(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+def test_launch_refuses_a_port_another_server_holds(monkeypatch):
+    """Granian listens with SO_REUSEPORT: a second server would share the port with the first
+    (or with an orphaned worker) instead of failing, so launch looks first."""
+    port = free_port()
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)            # as Granian does
+        held.bind(("127.0.0.1", port))
+        held.listen()
+        assert port_taken("127.0.0.1", port) is not None
+        monkeypatch.setenv("OMNI_MODELS", "unused")
+        with pytest.raises(SystemExit) as exit_:
+            main(["--host", "127.0.0.1", "--port", str(port)])
+        assert "cannot serve on 127.0.0.1:%d" % port in str(exit_.value.code)
+    assert port_taken("127.0.0.1", port) is None

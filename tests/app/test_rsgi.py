@@ -245,3 +245,15 @@ def test_addresses_and_a_failed_lifespan():
             loop.run_until_complete(Lifespan(failing).startup())
     finally:
         loop.close()
+
+
+def test_a_bridged_request_that_fails_before_its_answer_is_a_problem(served, caplog):
+    """Text Granian never gives (a lone surrogate) stands for any failure before the ASGI app
+    answers: a 500 problem with a request id and Server-Timing, not Granian's bare 500."""
+    with caplog.at_level(logging.ERROR, logger="omni"):
+        proto = served.call(Scope("GET", "/livez", [("x-request-id", "odd-1")], query="q=\ud800"))
+    assert proto.status == 500 and proto.json()["code"] == "internal_error"
+    assert proto.json()["title"] == "Internal server error" and proto.json()["instance"] == "odd-1"
+    assert proto.headers["x-request-id"] == "odd-1" and "total;dur=" in proto.headers["server-timing"]
+    ok = served.call(Scope("GET", "/livez", query="q=\u20ac\U0001f600"))      # raw UTF-8, as Granian gives it
+    assert ok.status == 200 and ok.headers["x-request-id"]
