@@ -5,7 +5,12 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
 - **take** (`next_pass`): the oldest live job, plus every later job of the same model whose
   adapter says it may share the pass (`compatible`), within `max_batch_rows` rows and
   `max_batch_tokens` rows × longest row. Jobs of other models, or past the budgets, stay queued
-  in order.
+  in order. Admission is by cost (rows × longest row), not only by age: while a job costing at
+  most an eighth of the oldest's waits, the oldest cheap job leads the pass instead and only
+  such cheap jobs join it, so a small request never waits behind queued large ones; a job is
+  passed over at most `MAX_BYPASS` times, so none starves. And a job that alone costs over an
+  eighth of the token budget shares no pass with another such job: passes that large gain
+  nothing from batching, and the request behind them waits for the pass in flight.
 - **split** (`next_pass`): every row of a pass is padded to its longest row. Where the taken jobs'
   lengths differ so much that one more pass costs less than the padding it saves (the model's
   `pass_tokens`), the cheapest split into passes of like lengths is found exactly (`passes`), only
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import heapq
+import itertools
 import logging
 import time
 from typing import Callable, Sequence
@@ -36,6 +42,14 @@ from typing import Callable, Sequence
 from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 
 log = logging.getLogger("omni.batching")
+
+CHEAP_RATIO = 8     # a job costing at most 1/8 of the oldest's goes first
+MAX_BYPASS = 4      # passes a job may wait for cheaper ones that came later
+
+
+def cost(job) -> int:
+    """A job's share of a pass: its rows × its longest row, in tokens."""
+    return job.prepared.rows * job.prepared.longest
 
 
 class BatchPolicy:
@@ -69,17 +83,22 @@ class BatchPolicy:
             drop(queue.popleft())
         if not queue:
             return []
-        head = queue.popleft()
+        head, bound = self._cheap(queue)
+        if head is None:
+            head = queue.popleft()
         adapter = head.slot.model.adapter
         key = adapter.compatible(head.prepared)
         jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
+        large = self.max_tokens // CHEAP_RATIO
+        alone = cost(head) > large
         keep = []
         while queue:
             job = queue.popleft()
             if job.cancelled:
                 drop(job)
                 continue
-            if job.slot is head.slot and adapter.compatible(job.prepared) == key:
+            if (job.slot is head.slot and adapter.compatible(job.prepared) == key
+                    and (bound is None or cost(job) <= bound) and not (alone and cost(job) > large)):
                 r, n = rows + job.prepared.rows, max(longest, job.prepared.longest)
                 if r <= self.max_rows and r * n <= self.max_tokens:
                     jobs.append(job)
@@ -88,6 +107,23 @@ class BatchPolicy:
             keep.append(job)
         queue.extendleft(reversed(keep))
         return jobs
+
+    @staticmethod
+    def _cheap(queue: collections.deque) -> tuple[object, int | None]:
+        """(the oldest live job costing at most 1/CHEAP_RATIO of the oldest's, taken off the
+        queue; that cost bound) while the oldest may still be passed over, else (None, None).
+        Every job passed over counts it."""
+        oldest = queue[0]
+        if oldest.bypassed >= MAX_BYPASS:
+            return None, None
+        bound = cost(oldest) // CHEAP_RATIO
+        for i, job in enumerate(queue):
+            if not job.cancelled and cost(job) <= bound:
+                for ahead in itertools.islice(queue, i):
+                    ahead.bypassed += 1
+                del queue[i]
+                return job, bound
+        return None, None
 
     # -- at which shape --------------------------------------------------------------------
     def pack(self, slot, prepared: Sequence[Prepared]) -> tuple[Packed, Callable]:

@@ -1,4 +1,5 @@
-"""The executor thread: it owns every ONNX Runtime session and runs forward passes in FIFO order.
+"""The executor thread: it owns every ONNX Runtime session and runs forward passes, oldest first
+save where cheaper jobs go ahead of costly ones (app/runtime/batching.py).
 
 Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees up,
 the thread asks the batching policy (app/runtime/batching.py) for the next pass's jobs and their
@@ -67,6 +68,7 @@ class Job:
     ran: float = 0.0                       # when its outputs were ready (its last part's end)
     batch: BatchInfo | None = None
     outcome: str = ""                      # why the future was cancelled: "gone", "expired"
+    bypassed: int = 0                      # passes that cheaper, later jobs ran before it
 
     @property
     def cancelled(self) -> bool:
