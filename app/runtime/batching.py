@@ -10,12 +10,12 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   such cheap jobs join it, so a small request never waits behind queued large ones; a job is
   passed over at most `MAX_BYPASS` times, so none starves. And a job that alone costs over an
   eighth of the token budget shares no pass with another such job: passes that large gain
-  nothing from batching, and the request behind them waits for the pass in flight.
+  little from batching, and the request behind them waits for the pass in flight.
 - **split** (`next_pass`): every row of a pass is padded to its longest row. Where the taken jobs'
   lengths differ so much that one more pass costs less than the padding it saves (the model's
   `pass_tokens`), the cheapest split into passes of like lengths is found exactly (`passes`), only
-  the pass holding the oldest job runs now, and the others go back to the front of the queue in
-  arrival order. The oldest job always runs next, so none is starved.
+  the pass holding the job that leads the take runs now, and the others go back to the front of
+  the queue in arrival order.
 - **shape** (`pack`): an ORT session that replays CUDA graphs gets the batch padded to the adapter's
   bucketed shapes while the pass is small (at most `cuda_graph_rows` rows and the model's token
   bound, `GraphPolicy.max_tokens`), since replay saves launch overhead only while a pass is
