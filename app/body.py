@@ -178,9 +178,9 @@ def inflate(data: bytes, encoding: str, limit: int) -> bytes | None:
 
 
 def count_values(data: bytes, chunk: int = 1 << 20) -> int:
-    """How many JSON values `data` holds, counted from its bytes as the `[`, `{` and `,` outside
-    strings (an empty array or object counts twice). numpy counts a chunk at a time, so that a
-    worker thread counting 32 MiB lets go of the GIL between and within chunks."""
+    """How many JSON values `data` holds, near enough: the `[`, `{` and `,` outside its strings
+    (each array and object, and each item after its first). numpy counts a chunk at a time, so
+    that a worker thread counting 32 MiB lets go of the GIL between and within chunks."""
     if b"\\" in data:            # escapes: pairs of backslashes go first, then escaped quotes
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
     a = np.frombuffer(data, np.uint8)

@@ -12,7 +12,8 @@ worker, CPU) on a free loopback port and measures three things:
   150 KB state) for `--seconds`: the worker's RSS before, at its peak, when they stop and
   `--settle` seconds later.
 - **small while large**: one client sending a one-question request, first alone, then while 4
-  clients send the largest requests: its p50 and p99.
+  clients send the largest requests: its p50 and p99, beside the time one large request takes
+  alone (a small request waits at most for the pass in flight).
 """
 from __future__ import annotations
 
@@ -133,6 +134,10 @@ async def large(url: str, pid: int, seconds: float, settle: float, clients: int 
 async def small_while_large(url: str, seconds: float, clients: int = 4) -> dict:
     small, big = json.dumps(SMALL).encode(), json.dumps(large_body()).encode()
     out: dict = {"large_clients": clients}
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:     # one large request alone
+        t0 = time.perf_counter()
+        await client.post("/v1/systemone", content=big, headers={"content-type": "application/json"})
+        out["one_large_alone_s"] = round(time.perf_counter() - t0, 3)
     for phase, n in (("alone", 0), ("with_large", clients)):
         stop, lat, big_lat, statuses = asyncio.Event(), [], [], {}
         tasks = [asyncio.create_task(closed_loop(url, big, stop, big_lat, statuses)) for _ in range(n)]
