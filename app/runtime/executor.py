@@ -21,7 +21,7 @@ from typing import Any, Callable
 from opentelemetry import trace
 
 from app.runtime import sessions
-from app.runtime.batching import BatchPolicy
+from app.runtime.batching import BatchPolicy, cost
 from app.runtime.registry import ModelSlot, SlotState
 from models.base import Packed, Prepared
 from models import onnx_ops
@@ -32,6 +32,9 @@ log = logging.getLogger("omni.executor")
 
 class Overloaded(Exception):
     pass
+
+
+QUEUED_PASSES = 8       # the queue holds at most this many passes' tokens (max_batch_tokens each)
 
 
 @dataclass
@@ -86,6 +89,7 @@ class Executor:
         self._failures: dict[ModelSlot, int] = {}
         self.tracer = tracer or trace.NoOpTracer()
         self._queue: collections.deque[Job] = collections.deque()
+        self._queued_cost = 0               # rows × longest row over the queue (batching.cost)
         self._cv = threading.Condition()
         self._stopping = False
         self._pending_loads: list[ModelSlot] = []
@@ -109,7 +113,14 @@ class Executor:
                 raise Overloaded("the server is shutting down")
             if len(self._queue) >= self.settings.queue_size:
                 raise Overloaded("%d requests are already waiting" % len(self._queue))
+            # What the queue may hold in tokens (and the memory of their prepared rows): a few
+            # passes' worth. A request comes in on an empty queue however large it is.
+            bound = QUEUED_PASSES * self.settings.max_batch_tokens
+            if self._queue and self._queued_cost + cost(job) > bound:
+                raise Overloaded("%d tokens are already waiting, and %d more would pass the bound of %d"
+                                 % (self._queued_cost, cost(job), bound))
             self._queue.append(job)
+            self._queued_cost += cost(job)
             self._cv.notify()
         return job
 
@@ -134,6 +145,7 @@ class Executor:
                 if self.settings.batch_window_ms > 0 and len(self._queue) < self.settings.max_batch_rows:
                     self._cv.wait(self.settings.batch_window_ms / 1000.0)
                 jobs = self.policy.next_pass(self._queue, self._drop)
+                self._queued_cost = sum(cost(j) for j in self._queue)
             if jobs:
                 self._execute(jobs)
 
