@@ -7,8 +7,9 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   `max_batch_tokens` rows × longest row. Jobs of other models, or past the budgets, stay queued
   in order. Admission is by cost (rows × longest row), not only by age: while a job costing at
   most an eighth of the oldest's waits, the oldest cheap job leads the pass instead and only
-  such cheap jobs join it, so a small request never waits behind queued large ones; a job is
-  passed over at most `MAX_BYPASS` times, so none starves. And a job that alone costs over an
+  such cheap jobs join it, so a small request never waits behind queued large ones. A job is
+  passed over only until the passes run ahead of it cost as much as it does, so none starves:
+  cheap work at most doubles a costly job's wait for the device. And a job that alone costs over an
   eighth of the token budget shares no pass with another such job: passes that large gain
   little from batching, and the request behind them waits for the pass in flight.
 - **split** (`next_pass`): every row of a pass is padded to its longest row. Where the taken jobs'
@@ -44,7 +45,6 @@ from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 log = logging.getLogger("omni.batching")
 
 CHEAP_RATIO = 8     # a job costing at most 1/8 of the oldest's goes first
-MAX_BYPASS = 4      # passes a job may wait for cheaper ones that came later
 
 
 def cost(job) -> int:
@@ -83,7 +83,7 @@ class BatchPolicy:
             drop(queue.popleft())
         if not queue:
             return []
-        head, bound = self._cheap(queue)
+        head, bound, passed = self._cheap(queue)
         if head is None:
             head = queue.popleft()
         adapter = head.slot.model.adapter
@@ -106,24 +106,26 @@ class BatchPolicy:
                     continue
             keep.append(job)
         queue.extendleft(reversed(keep))
+        spent = sum(cost(job) for job in jobs)
+        for job in passed:
+            job.passed_over += spent
         return jobs
 
     @staticmethod
-    def _cheap(queue: collections.deque) -> tuple[object, int | None]:
+    def _cheap(queue: collections.deque) -> tuple[object, int | None, list]:
         """(the oldest live job costing at most 1/CHEAP_RATIO of the oldest's, taken off the
-        queue; that cost bound) while the oldest may still be passed over, else (None, None).
-        Every job passed over counts it."""
+        queue; that cost bound; the jobs it passes over) while the oldest has been passed over by
+        less than its own cost, else (None, None, [])."""
         oldest = queue[0]
-        if oldest.bypassed >= MAX_BYPASS:
-            return None, None
         bound = cost(oldest) // CHEAP_RATIO
+        if oldest.passed_over >= cost(oldest):
+            return None, None, []
         for i, job in enumerate(queue):
             if not job.cancelled and cost(job) <= bound:
-                for ahead in itertools.islice(queue, i):
-                    ahead.bypassed += 1
+                passed = list(itertools.islice(queue, i))
                 del queue[i]
-                return job, bound
-        return None, None
+                return job, bound, passed
+        return None, None, []
 
     # -- at which shape --------------------------------------------------------------------
     def pack(self, slot, prepared: Sequence[Prepared]) -> tuple[Packed, Callable]:

@@ -71,7 +71,7 @@ class Job:
     ran: float = 0.0                       # when its outputs were ready (its last part's end)
     batch: BatchInfo | None = None
     outcome: str = ""                      # why the future was cancelled: "gone", "expired"
-    bypassed: int = 0                      # passes that cheaper, later jobs ran before it
+    passed_over: int = 0                   # tokens of the cheaper, later jobs run before it
 
     @property
     def cancelled(self) -> bool:

@@ -79,7 +79,7 @@ class _Job:
         from models.base import Prepared
 
         self.slot, self.prepared = _Slot, Prepared(rows, rows * longest, longest, None, None)
-        self.cancelled, self.enqueued, self.bypassed = False, t, 0
+        self.cancelled, self.enqueued, self.passed_over = False, t, 0
 
 
 def _queue(*sizes):
@@ -95,22 +95,22 @@ def test_a_cheap_job_goes_before_costly_ones_and_takes_only_cheap_company():
     q = _queue((64, 512), (64, 512), (1, 60), (2, 300), (1, 80))
     big1, big2, small1, medium, small2 = list(q)
     assert policy.next_pass(q, drop=None) == [small1, medium, small2]   # all within 1/8 of the oldest's cost
-    assert big1.bypassed == big2.bypassed == 1
+    assert big1.passed_over == big2.passed_over == 60 + 600 + 80      # the tokens that went first
     assert list(q) == [big1, big2]
     assert policy.next_pass(q, drop=None) == [big1]      # two jobs that each fill 1/8 of the budget: apart
     assert policy.next_pass(q, drop=None) == [big2]
 
 
-def test_a_costly_job_is_passed_over_a_bounded_number_of_times():
-    from app.runtime.batching import MAX_BYPASS, BatchPolicy
+def test_a_costly_job_is_passed_over_only_until_the_cheap_work_costs_as_much():
+    from app.runtime.batching import BatchPolicy
 
     policy = BatchPolicy(256, 131072, 64)
     q = _queue((64, 512))
     big = q[0]
-    for i in range(MAX_BYPASS):
-        small = _Job(1, 60, 1 + i)
+    for i in range(8):                               # 8 passes of 8 x 512 tokens: 32,768, its own cost
+        small = _Job(8, 512, 1 + i)
         q.append(small)
-        assert policy.next_pass(q, drop=None) == [small] and big.bypassed == i + 1
+        assert policy.next_pass(q, drop=None) == [small] and big.passed_over == 4096 * (i + 1)
     late = _Job(1, 60, 99)
     q.append(late)
     assert policy.next_pass(q, drop=None) == [big, late]     # its turn: the cheap one rides along
