@@ -51,6 +51,8 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=600s --retries=3 \
 # uvloop, never Granian's `auto` (which takes rloop wherever it is installed, and rloop keeps
 # every request's cancelled timers alive for good: benchmarks/HISTORY.md).
 ENV GRANIAN_LOOP=uvloop
+# glibc's allocator (app/launch.py MALLOC_ENV): memory a large request took goes back once it is answered.
+ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144 MALLOC_TRIM_THRESHOLD_=262144
 # One worker: the executor thread owns the sessions. SIGTERM drains in-flight work (see docs).
 # HTTP/2 headers: Granian holds at most 256 KiB of them (its default is 16 MiB); the app takes 64 KiB.
 ENTRYPOINT ["granian", "--interface", "rsgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \

@@ -4,6 +4,12 @@ The size limit is checked from `Content-Length` before any byte is read, then ag
 streaming (chunked bodies), and again after decompression (bombs). The parse is strict where
 the tokens depend on it: duplicate keys, NaN/Infinity, invalid UTF-8 and lone surrogates are
 400s, never passed on to a model.
+
+Bytes are not what a body costs: 32 KiB of gzip can expand to ten million empty arrays, each a
+Python object to build, walk and render. So a body's JSON values are counted from its bytes
+before it is decoded (`check_values`), and a body past `max_body_values` is a 413. A body over
+`OFFLOAD_BYTES`, before or after decompression, is decompressed, counted and decoded on a worker
+thread, so that the event loop goes on answering other requests meanwhile.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import zlib
 from typing import Any
 
 import msgspec
+import numpy as np
 from granian.rsgi import ProtocolClosed, ProtocolError
 
 from app.config import Settings
@@ -23,6 +30,9 @@ from models.nesting import nests_deeper, too_deep_detail
 from models.render import json_kind
 
 _ENCODINGS = ("identity", "gzip", "x-gzip", "zstd")
+# A body larger than this, compressed or not, is decoded off the event loop, and its request
+# prepared off it too (app/routes/systemone.py).
+OFFLOAD_BYTES = 64 * 1024
 
 
 def _too_large(limit: int, what: str = "body", unread: bool = False) -> Problem:
@@ -138,14 +148,22 @@ def _gone() -> Problem:
 
 
 def decompress(data: bytes, encoding: str, limit: int) -> bytes:
+    out = inflate(data, encoding, limit)
+    if out is None:
+        raise _too_large(limit, "body after decompression")
+    return out
+
+
+def inflate(data: bytes, encoding: str, limit: int) -> bytes | None:
+    """The decompressed body, or None where it is over `limit` bytes."""
     if encoding == "identity":
-        return data
+        return data if len(data) <= limit else None
     try:
         if encoding in ("gzip", "x-gzip"):
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
             out = d.decompress(data, limit + 1)
             if len(out) > limit:
-                raise _too_large(limit, "body after decompression")
+                return None
             if not d.eof:
                 raise malformed("gzip body is truncated")
             return out
@@ -153,15 +171,43 @@ def decompress(data: bytes, encoding: str, limit: int) -> bytes:
 
         reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
         out = reader.read(limit + 1)
-        if len(out) > limit:
-            raise _too_large(limit, "body after decompression")
-        return out
+        return None if len(out) > limit else out
     except Problem:
         raise
     except (zlib.error, gzip.BadGzipFile, EOFError, OSError, ValueError) as exc:
         raise malformed("body is not valid %s data: %s" % (encoding, exc)) from None
     except Exception as exc:  # zstandard.ZstdError and kin
         raise malformed("body is not valid %s data: %s" % (encoding, exc)) from None
+
+
+def count_values(data: bytes, chunk: int = 1 << 20) -> int:
+    """How many JSON values `data` holds, near enough: the `[`, `{` and `,` outside its strings
+    (each array and object, and each item after its first). numpy counts a chunk at a time, so
+    that a worker thread counting 32 MiB lets go of the GIL between and within chunks."""
+    if b"\\" in data:            # escapes: pairs of backslashes go first, then escaped quotes
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    a = np.frombuffer(data, np.uint8)
+    total, inside = 0, 0
+    for start in range(0, len(a), chunk):
+        c = a[start:start + chunk]
+        quote = c == 34
+        outside = (np.cumsum(quote, dtype=np.uint8) & 1) == inside      # quotes so far, mod 2
+        total += int(np.count_nonzero(((c == 44) | (c == 91) | (c == 123)) & outside))
+        inside ^= int(np.count_nonzero(quote)) & 1
+    return total
+
+
+def check_values(data: bytes, limit: int) -> None:
+    """413 `too_large` where the body holds over `limit` JSON values. The bytes bound the count
+    (a small body never gets counted), then `,`, `[` and `{` anywhere bound it; only a body past
+    both is counted exactly, outside its strings."""
+    if len(data) <= limit:
+        return
+    if data.count(b",") + data.count(b"[") + data.count(b"{") <= limit:
+        return
+    if count_values(data) > limit:
+        raise Problem(413, "too_large", "request body holds over %d JSON values (arrays, objects and their items); "
+                      "send fewer" % limit)
 
 
 def _parse_plain(data: bytes) -> dict | None:
@@ -270,9 +316,22 @@ def _within_nesting(obj: dict, data: bytes) -> dict:
     return obj
 
 
-async def read_json(headers, read, settings: Settings) -> dict:
+def decode(raw: bytes, encoding: str, settings: Settings) -> tuple[dict, int]:
+    """The body's JSON object and its size in bytes once decompressed, within the limits."""
+    data = decompress(raw, encoding, settings.max_decompressed_bytes)
+    check_values(data, settings.max_body_values)
+    return parse_json(data), len(data)
+
+
+async def read_json(headers, read, settings: Settings) -> tuple[dict, int]:
     """`headers`: lower-case names → values (routes.systemone.headers_of); `read()`: the raw
-    body (read_raw or read_rsgi), awaited once the headers have passed."""
+    body (read_raw or read_rsgi), awaited once the headers have passed. Returns the body's JSON
+    object and its size once decompressed; one past `OFFLOAD_BYTES` is decoded off the loop."""
     encoding = check_headers(headers, settings)
     raw = await read()
-    return parse_json(decompress(raw, encoding, settings.max_decompressed_bytes))
+    if len(raw) <= OFFLOAD_BYTES:
+        data = inflate(raw, encoding, min(OFFLOAD_BYTES, settings.max_decompressed_bytes))
+        if data is not None:
+            check_values(data, settings.max_body_values)
+            return parse_json(data), len(data)
+    return await asyncio.to_thread(decode, raw, encoding, settings)

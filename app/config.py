@@ -25,6 +25,7 @@ class Settings:
     api_key: str | None = None              # bearer token required on /v1/* when set
     max_body_bytes: int = 8 * 1024 * 1024   # checked from Content-Length, then while reading
     max_decompressed_bytes: int = 32 * 1024 * 1024
+    max_body_values: int = 1 << 18         # JSON values in one body (arrays, objects, items)
     body_timeout_s: float = 10.0            # a body slower than this is 408
     request_timeout_s: float = 30.0         # queue + inference budget, else 504
     queue_size: int = 1024                  # requests waiting for the executor, else 503
@@ -50,8 +51,8 @@ class Settings:
             raise ValueError("profile must be one of %s, got %r" % (PROFILES, self.profile))
         if self.cuda_gdn_plan not in GDN_PLANS:
             raise ValueError("cuda_gdn_plan must be one of %s, got %r" % (GDN_PLANS, self.cuda_gdn_plan))
-        for name in ("max_body_bytes", "queue_size", "max_batch_rows", "max_batch_tokens", "warmup_requests",
-                     "fatal_after_failures"):
+        for name in ("max_body_bytes", "max_body_values", "queue_size", "max_batch_rows", "max_batch_tokens",
+                     "warmup_requests", "fatal_after_failures"):
             if getattr(self, name) <= 0:
                 raise ValueError("%s must be positive" % name)
 

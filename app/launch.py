@@ -17,6 +17,17 @@ import sys
 HTTP2_MAX_HEADERS = 256 * 1024
 DEMO_ROOT = os.environ.get("OMNI_DEMO_DIR", os.path.join(".omni", "demo"))
 
+# glibc's allocator, read once as a process starts (the Dockerfile sets the same): two arenas,
+# not eight a core, and blocks from 256 KiB up mapped on their own and unmapped when freed, so
+# the memory a large request took goes back to the system once it is answered. The operator's
+# own values win.
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144", "MALLOC_TRIM_THRESHOLD_": "262144"}
+
+
+def malloc_env(env) -> dict:
+    """`env` with MALLOC_ENV's settings where it sets none of its own."""
+    return {**MALLOC_ENV, **env}
+
 
 def ensure_demo(root: str = DEMO_ROOT) -> str:
     """Export directory of the demo model, building it on first use (needs the export extra)."""
@@ -74,7 +85,7 @@ def main(argv=None) -> None:
     cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1", "--loop", event_loop(),
            "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30",
            "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), "app.main:app"]
-    os.execv(sys.executable, cmd)
+    os.execve(sys.executable, cmd, malloc_env(os.environ))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 
 import httpx
 
-from app.launch import HTTP2_MAX_HEADERS, event_loop
+from app.launch import HTTP2_MAX_HEADERS, event_loop, malloc_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,7 +43,7 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
     event loop it is served on (app.launch.event_loop)."""
     port = free_port()
     log_path = str(tmp_path / ("server-%d.log" % port))
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_")}
+    full_env = malloc_env({k: v for k, v in os.environ.items() if not k.startswith("OMNI_")})
     full_env.update(env)
     full_env["PYTHONUNBUFFERED"] = "1"
     with open(log_path, "w") as log:

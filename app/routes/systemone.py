@@ -17,11 +17,10 @@ from litestar import asgi
 from litestar.types import Receive, Scope, Send
 
 from app import middleware
-from app.body import read_json, read_raw
+from app.body import OFFLOAD_BYTES, read_json, read_raw
 from app.problems import Problem
 from app.routes.common import check_auth, problem_reply, profile_of, unexpected
 
-OFFLOAD_BYTES = 64 * 1024
 _JSON = (b"content-type", b"application/json")
 
 
@@ -54,11 +53,10 @@ async def answer(o, scope: dict, headers: Mapping[str, str], read: Callable[[], 
     timing = scope["omni.timing"]
     check_auth(headers, o.settings)
     with timing.stage("decode"):
-        body = await read_json(headers, read, o.settings)
-    # Bodies past 64 KiB (or of unknown length) are prepared off the event loop.
-    length = headers.get("content-length")
-    offload = length is None or not length.isdigit() or int(length) > OFFLOAD_BYTES
-    slot, response = await o.engine.decide(body, profile, timing, offload=offload, disconnected=disconnected)
+        body, size = await read_json(headers, read, o.settings)
+    # A body past 64 KiB once decompressed is prepared off the event loop.
+    slot, response = await o.engine.decide(body, profile, timing, offload=size > OFFLOAD_BYTES,
+                                           disconnected=disconnected)
     scope["omni.model"] = slot.name
     return msgspec.json.encode(response)
 

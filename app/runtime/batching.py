@@ -5,12 +5,18 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
 - **take** (`next_pass`): the oldest live job, plus every later job of the same model whose
   adapter says it may share the pass (`compatible`), within `max_batch_rows` rows and
   `max_batch_tokens` rows × longest row. Jobs of other models, or past the budgets, stay queued
-  in order.
+  in order. Admission is by cost (rows × longest row), not only by age: while a job costing at
+  most an eighth of the oldest's waits, the oldest cheap job leads the pass instead and only
+  such cheap jobs join it, so a small request never waits behind queued large ones. A job is
+  passed over only until the passes run ahead of it cost as much as it does, so none starves:
+  cheap work at most doubles a costly job's wait for the device. And a job that alone costs over an
+  eighth of the token budget shares no pass with another such job: passes that large gain
+  little from batching, and the request behind them waits for the pass in flight.
 - **split** (`next_pass`): every row of a pass is padded to its longest row. Where the taken jobs'
   lengths differ so much that one more pass costs less than the padding it saves (the model's
   `pass_tokens`), the cheapest split into passes of like lengths is found exactly (`passes`), only
-  the pass holding the oldest job runs now, and the others go back to the front of the queue in
-  arrival order. The oldest job always runs next, so none is starved.
+  the pass holding the job that leads the take runs now, and the others go back to the front of
+  the queue in arrival order.
 - **shape** (`pack`): an ORT session that replays CUDA graphs gets the batch padded to the adapter's
   bucketed shapes while the pass is small (at most `cuda_graph_rows` rows and the model's token
   bound, `GraphPolicy.max_tokens`), since replay saves launch overhead only while a pass is
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import heapq
+import itertools
 import logging
 import time
 from typing import Callable, Sequence
@@ -36,6 +43,13 @@ from typing import Callable, Sequence
 from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 
 log = logging.getLogger("omni.batching")
+
+CHEAP_RATIO = 8     # a job costing at most 1/8 of the oldest's goes first
+
+
+def cost(job) -> int:
+    """A job's share of a pass: its rows × its longest row, in tokens."""
+    return job.prepared.rows * job.prepared.longest
 
 
 class BatchPolicy:
@@ -69,17 +83,22 @@ class BatchPolicy:
             drop(queue.popleft())
         if not queue:
             return []
-        head = queue.popleft()
+        head, bound, passed = self._cheap(queue)
+        if head is None:
+            head = queue.popleft()
         adapter = head.slot.model.adapter
         key = adapter.compatible(head.prepared)
         jobs, rows, longest = [head], head.prepared.rows, head.prepared.longest
+        large = self.max_tokens // CHEAP_RATIO
+        alone = cost(head) > large
         keep = []
         while queue:
             job = queue.popleft()
             if job.cancelled:
                 drop(job)
                 continue
-            if job.slot is head.slot and adapter.compatible(job.prepared) == key:
+            if (job.slot is head.slot and adapter.compatible(job.prepared) == key
+                    and (bound is None or cost(job) <= bound) and not (alone and cost(job) > large)):
                 r, n = rows + job.prepared.rows, max(longest, job.prepared.longest)
                 if r <= self.max_rows and r * n <= self.max_tokens:
                     jobs.append(job)
@@ -87,7 +106,26 @@ class BatchPolicy:
                     continue
             keep.append(job)
         queue.extendleft(reversed(keep))
+        spent = sum(cost(job) for job in jobs)
+        for job in passed:
+            job.passed_over += spent
         return jobs
+
+    @staticmethod
+    def _cheap(queue: collections.deque) -> tuple[object, int | None, list]:
+        """(the oldest live job costing at most 1/CHEAP_RATIO of the oldest's, taken off the
+        queue; that cost bound; the jobs it passes over) while the oldest has been passed over by
+        less than its own cost, else (None, None, [])."""
+        oldest = queue[0]
+        bound = cost(oldest) // CHEAP_RATIO
+        if oldest.passed_over >= cost(oldest):
+            return None, None, []
+        for i, job in enumerate(queue):
+            if not job.cancelled and cost(job) <= bound:
+                passed = list(itertools.islice(queue, i))
+                del queue[i]
+                return job, bound, passed
+        return None, None, []
 
     # -- at which shape --------------------------------------------------------------------
     def pack(self, slot, prepared: Sequence[Prepared]) -> tuple[Packed, Callable]:

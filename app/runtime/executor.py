@@ -1,4 +1,5 @@
-"""The executor thread: it owns every ONNX Runtime session and runs forward passes in FIFO order.
+"""The executor thread: it owns every ONNX Runtime session and runs forward passes, oldest first
+save where cheaper jobs go ahead of costly ones (app/runtime/batching.py).
 
 Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees up,
 the thread asks the batching policy (app/runtime/batching.py) for the next pass's jobs and their
@@ -20,7 +21,7 @@ from typing import Any, Callable
 from opentelemetry import trace
 
 from app.runtime import sessions
-from app.runtime.batching import BatchPolicy
+from app.runtime.batching import BatchPolicy, cost
 from app.runtime.registry import ModelSlot, SlotState
 from models.base import Packed, Prepared
 from models import onnx_ops
@@ -31,6 +32,9 @@ log = logging.getLogger("omni.executor")
 
 class Overloaded(Exception):
     pass
+
+
+QUEUED_PASSES = 8       # the queue holds at most this many passes' tokens (max_batch_tokens each)
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Job:
     ran: float = 0.0                       # when its outputs were ready (its last part's end)
     batch: BatchInfo | None = None
     outcome: str = ""                      # why the future was cancelled: "gone", "expired"
+    passed_over: int = 0                   # tokens of the cheaper, later jobs run before it
 
     @property
     def cancelled(self) -> bool:
@@ -84,6 +89,7 @@ class Executor:
         self._failures: dict[ModelSlot, int] = {}
         self.tracer = tracer or trace.NoOpTracer()
         self._queue: collections.deque[Job] = collections.deque()
+        self._queued_cost = 0               # rows × longest row over the queue (batching.cost)
         self._cv = threading.Condition()
         self._stopping = False
         self._pending_loads: list[ModelSlot] = []
@@ -107,7 +113,14 @@ class Executor:
                 raise Overloaded("the server is shutting down")
             if len(self._queue) >= self.settings.queue_size:
                 raise Overloaded("%d requests are already waiting" % len(self._queue))
+            # What the queue may hold in tokens (and the memory of their prepared rows): a few
+            # passes' worth. A request comes in on an empty queue however large it is.
+            bound = QUEUED_PASSES * self.settings.max_batch_tokens
+            if self._queue and self._queued_cost + cost(job) > bound:
+                raise Overloaded("%d tokens are already waiting, and %d more would pass the bound of %d"
+                                 % (self._queued_cost, cost(job), bound))
             self._queue.append(job)
+            self._queued_cost += cost(job)
             self._cv.notify()
         return job
 
@@ -132,6 +145,7 @@ class Executor:
                 if self.settings.batch_window_ms > 0 and len(self._queue) < self.settings.max_batch_rows:
                     self._cv.wait(self.settings.batch_window_ms / 1000.0)
                 jobs = self.policy.next_pass(self._queue, self._drop)
+                self._queued_cost = sum(cost(j) for j in self._queue)
             if jobs:
                 self._execute(jobs)
 

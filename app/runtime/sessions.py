@@ -282,4 +282,23 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
     # Spinning intra-op threads burn the cores the event loop and tokenizer need.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(onnx_path, sess_options=options, providers=["CPUExecutionProvider"])
-    return SessionInfo(session, "cpu", "CPUExecutionProvider", runtime)
+    return SessionInfo(CpuSession(session, ort), "cpu", "CPUExecutionProvider", runtime)
+
+
+class CpuSession:
+    """A CPU InferenceSession whose large passes give their memory back. ONNX Runtime's CPU arena
+    keeps the largest pass's activations for good (a pass of 64 long rows holds hundreds of MB);
+    a pass whose largest input holds over `shrink_after` elements asks it to release what the run
+    no longer uses, at the end of that run. Small passes keep the arena, and its speed."""
+
+    def __init__(self, session, ort, shrink_after: int = 8192):
+        self.session, self.shrink_after = session, shrink_after
+        self.shrink = ort.RunOptions()
+        self.shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+
+    def run(self, output_names, feeds: dict):
+        large = max((a.size for a in feeds.values()), default=0) > self.shrink_after
+        return self.session.run(output_names, feeds, self.shrink if large else None)
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)

@@ -60,3 +60,57 @@ def test_one_pass_where_a_split_saves_less_than_a_pass_costs():
     # Waste over the threshold, yet one pass still costs least: 8 short rows and one long one
     # pad 8 × 70 tokens, and a second pass costs 512.
     assert head_pass([(1, 100)] * 8 + [(1, 170)], 512) is None
+
+
+class _Slot:
+    """A model slot as the policy sees it: one adapter whose works all may share a pass."""
+
+    class model:
+        pass_tokens = 0
+
+        class adapter:
+            @staticmethod
+            def compatible(prepared):
+                return 0
+
+
+class _Job:
+    def __init__(self, rows, longest, t):
+        from models.base import Prepared
+
+        self.slot, self.prepared = _Slot, Prepared(rows, rows * longest, longest, None, None)
+        self.cancelled, self.enqueued, self.passed_over = False, t, 0
+
+
+def _queue(*sizes):
+    import collections
+
+    return collections.deque(_Job(r, n, t) for t, (r, n) in enumerate(sizes))
+
+
+def test_a_cheap_job_goes_before_costly_ones_and_takes_only_cheap_company():
+    from app.runtime.batching import BatchPolicy
+
+    policy = BatchPolicy(256, 131072, 64)
+    q = _queue((64, 512), (64, 512), (1, 60), (2, 300), (1, 80))
+    big1, big2, small1, medium, small2 = list(q)
+    assert policy.next_pass(q, drop=None) == [small1, medium, small2]   # all within 1/8 of the oldest's cost
+    assert big1.passed_over == big2.passed_over == 60 + 600 + 80      # the tokens that went first
+    assert list(q) == [big1, big2]
+    assert policy.next_pass(q, drop=None) == [big1]      # two jobs that each fill 1/8 of the budget: apart
+    assert policy.next_pass(q, drop=None) == [big2]
+
+
+def test_a_costly_job_is_passed_over_only_until_the_cheap_work_costs_as_much():
+    from app.runtime.batching import BatchPolicy
+
+    policy = BatchPolicy(256, 131072, 64)
+    q = _queue((64, 512))
+    big = q[0]
+    for i in range(8):                               # 8 passes of 8 x 512 tokens: 32,768, its own cost
+        small = _Job(8, 512, 1 + i)
+        q.append(small)
+        assert policy.next_pass(q, drop=None) == [small] and big.passed_over == 4096 * (i + 1)
+    late = _Job(1, 60, 99)
+    q.append(late)
+    assert policy.next_pass(q, drop=None) == [big, late]     # its turn: the cheap one rides along

@@ -7,7 +7,7 @@ import gzip
 import pytest
 import zstandard
 
-from app.body import decompress, parse_json, read_raw
+from app.body import check_values, count_values, decompress, parse_json, read_json, read_raw
 from app.config import Settings
 from app.problems import Problem
 
@@ -60,6 +60,82 @@ def test_fast_and_strict_paths_agree():
             dup = text[:-1] + ', "state": 1}'
             with pytest.raises(Problem):
                 parse_json(dup.encode())
+
+
+def _values(obj) -> int:
+    """What count_values counts, from the decoded object: each array and object, and the commas
+    between their items."""
+    if isinstance(obj, list):
+        return 1 + max(0, len(obj) - 1) + sum(_values(v) for v in obj)
+    if isinstance(obj, dict):
+        return 1 + max(0, len(obj) - 1) + sum(_values(v) for v in obj.values())
+    return 0
+
+
+def test_count_values_skips_strings_and_escapes():
+    """Commas and brackets inside strings (escaped quotes and backslashes too) are not values,
+    whichever chunk boundary they straddle."""
+    import json
+    import random
+
+    rnd = random.Random(3)
+    texts = ["a,b", "[{", '"', "\\", 'x\\"', "\\\\,", "", "é,["]
+
+    def value(depth):
+        r = rnd.random()
+        if depth > 4 or r < 0.3:
+            return rnd.choice(texts + [1, None, 2.5])
+        if r < 0.6:
+            return [value(depth + 1) for _ in range(rnd.randint(0, 4))]
+        return {rnd.choice(texts) + str(i): value(depth + 1) for i in range(rnd.randint(0, 4))}
+
+    for _ in range(500):
+        obj = value(0)
+        data = json.dumps(obj, ensure_ascii=rnd.random() < 0.5).encode()
+        for chunk in (1, 3, 7, 1 << 20):
+            assert count_values(data, chunk) == _values(obj), (data, chunk)
+
+
+def test_a_body_of_too_many_values_is_refused_before_decoding():
+    many = b'{"state": [' + b"[]," * 5000 + b'[]]}'
+    with pytest.raises(Problem) as info:
+        check_values(many, 4096)
+    assert info.value.status == 413 and info.value.code == "too_large" and "4096" in info.value.detail
+    check_values(many, 20000)
+    # The same bytes inside a string are one value.
+    check_values(b'{"state": "' + b"[]," * 5000 + b'"}', 4096)
+
+
+def test_read_json_decodes_large_and_compressed_bodies_off_the_loop(monkeypatch):
+    """A body past 64 KiB once decompressed is decoded on a worker thread; the caller learns its
+    decompressed size (which decides where it is prepared)."""
+    settings = Settings(max_body_values=1000)
+    small = b'{"state": "x"}'
+    big = b'{"state": "' + b"y" * 100_000 + b'"}'
+    threads = []
+    real = asyncio.to_thread
+
+    async def spy(fn, *args):
+        threads.append(fn.__name__)
+        return await real(fn, *args)
+
+    async def go(data, encoding="identity"):
+        headers = {"content-type": "application/json", "content-length": str(len(data)),
+                   "content-encoding": encoding}
+
+        async def read():
+            return data
+        return await read_json(headers, read, settings)
+
+    monkeypatch.setattr(asyncio, "to_thread", spy)
+    assert asyncio.run(go(small)) == ({"state": "x"}, len(small))
+    assert threads == []
+    assert asyncio.run(go(gzip.compress(big), "gzip")) == ({"state": "y" * 100_000}, len(big))
+    assert threads == ["decode"]
+    bomb = zstandard.ZstdCompressor().compress(b'{"state": [' + b"[]," * 40_000 + b"[]]}")
+    with pytest.raises(Problem) as info:
+        asyncio.run(go(bomb, "zstd"))
+    assert info.value.status == 413 and threads == ["decode", "decode"]
 
 
 def test_decompression_limits():

@@ -225,6 +225,29 @@ def test_queue_full_is_overloaded(english, harness):
     asyncio.run(main())
 
 
+def test_the_queue_holds_a_bounded_number_of_tokens(english, harness):
+    """Past QUEUED_PASSES passes' worth of tokens waiting, a request is overloaded; one that
+    finds the queue empty comes in however large."""
+    from app.runtime.batching import cost
+    from app.runtime.executor import QUEUED_PASSES
+
+    h = harness([english[1]], max_batch_tokens=32)
+    slot = h.slot("english")
+    prepared = slot.model.prepare({"state": CASES[0][1], "questions": CASES[0][2]})
+    each = prepared.rows * prepared.longest
+    assert each > QUEUED_PASSES * 32 // 2          # two of them pass the bound
+
+    async def main():
+        with h.executor._cv:
+            first = h.executor.submit(slot, prepared)
+            with pytest.raises(Overloaded, match="tokens are already waiting"):
+                h.executor.submit(slot, slot.model.prepare({"state": CASES[0][1], "questions": CASES[0][2]}))
+        await first.future
+        assert cost(first) == each
+
+    asyncio.run(main())
+
+
 class _FailingOnce:
     """Wraps a real session; its first run raises, like a transient device error."""
 

@@ -1,7 +1,9 @@
 """Property-based fuzzing of the body decoder and the validator: over 10,000 generated requests,
 no error other than a problem with a known code, and every request that passes preparation runs
-through the model and is finished without error. Over HTTP: generated requests, and request lines
-and headers holding raw bytes, never answered with a 5xx."""
+through the model and is finished without error. Amplified shapes (a few bytes of gzip or zstd
+that expand to many tiny containers, anywhere in the request) are refused by their count of JSON
+values before they are decoded. Over HTTP: generated requests, and request lines and headers
+holding raw bytes, never answered with a 5xx."""
 from __future__ import annotations
 
 import gzip
@@ -14,7 +16,7 @@ import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from app.body import check_headers, decompress, parse_json
+from app.body import check_headers, count_values, decode
 from app.config import Settings
 from app.problems import Problem
 from models.errors import InferenceFailed, RequestError
@@ -34,7 +36,9 @@ QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 
 def speaks_python(detail: str) -> bool:
     return PYTHON_WORDS.search(QUOTED.sub("", detail)) is not None
-CFG = Settings(max_body_bytes=1 << 20, max_decompressed_bytes=1 << 20)
+
+
+CFG = Settings(max_body_bytes=1 << 20, max_decompressed_bytes=1 << 20, max_body_values=4096)
 FUZZ = settings(max_examples=2600, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
@@ -114,7 +118,7 @@ class Offline:
         h = {"content-type": "application/json", "content-length": str(len(raw)), **(headers or {})}
         try:
             encoding = check_headers(h, CFG)
-            body = parse_json(decompress(raw, encoding, CFG.max_decompressed_bytes))
+            body, _ = decode(raw, encoding, CFG)
             slot = self.registry.resolve(body.get("model"))
             prepared = slot.model.prepare(body)
         except (Problem, RequestError) as exc:
@@ -194,6 +198,35 @@ def test_compressed_bodies(offline, payload, encoding, mode, cut):
             "truncated": (gz if encoding == "gzip" else zs)[:-cut],
             "mislabelled": zs if encoding == "gzip" else gz}[mode]
     offline(data, {"content-encoding": encoding})
+
+
+# Many tiny containers (or scalars) repeated, in any field of a request, compressed or not: what
+# costs the server per value, not per byte.
+units = st.sampled_from([b"[]", b"{}", b"[[]]", b"[{}]", b'{"a":[]}', b"0", b'""', b"null", b'"[,{"', b'"\\\\"'])
+places = st.sampled_from(["state", "instructions", "criteria", "questions", "top"])
+
+
+def amplified(unit: bytes, n: int, place: str) -> bytes:
+    many = b"[" + b",".join([unit] * n) + b"]"
+    question = b'{"type": "choice", "instructions": %s, "criteria": %s}' % (
+        many if place == "instructions" else b'"which?"', many if place == "criteria" else b'["a", "b"]')
+    questions = b'{"q": %s%s}' % (question, b', "r": %s' % many if place == "questions" else b"")
+    body = b'{"state": %s, "questions": %s%s}' % (many if place == "state" else b'"x"', questions,
+                                                   b', "extra": %s' % many if place == "top" else b"")
+    return body
+
+
+@settings(FUZZ, max_examples=500)
+@given(unit=units, n=st.one_of(st.integers(0, 64), st.integers(1000, 40_000)), place=places,
+       encoding=st.sampled_from(["identity", "gzip", "zstd"]))
+def test_amplified_shapes(offline, unit, n, place, encoding):
+    data = amplified(unit, n, place)
+    sent = {"identity": data, "gzip": gzip.compress(data), "zstd": zstandard.ZstdCompressor().compress(data)}[encoding]
+    status = offline(sent, {"content-encoding": encoding})
+    if len(data) <= CFG.max_decompressed_bytes and count_values(data) > CFG.max_body_values:
+        assert status == 413
+    elif status == 413:
+        assert len(data) > CFG.max_decompressed_bytes or count_values(data) > CFG.max_body_values
 
 
 def test_decompression_bomb(offline):

@@ -3,6 +3,8 @@ the others of their loop turn, app/runtime/preparing.py)."""
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import threading
 
 from app.config import Settings
@@ -32,11 +34,16 @@ def test_large_bodies_prepare_off_the_event_loop(english):
     model.prepare, model.prepare_many = recording, recording_many
     big = dict(BODY, state="I was charged twice for my order. " * 3000)     # ~100 KB body
 
-    async def go(client):
-        return [await client.post("/v1/systemone", json=b) for b in (BODY, big)]
+    # The same large body as 1 KB of gzip: its size once decompressed decides, not as sent.
+    zipped = dict(BODY, state="I was refunded once, never twice. " * 3000)
 
-    small_r, big_r = asyncio.run(_with_client(app, go))
-    assert small_r.status_code == 200 and big_r.status_code == 200
-    requests = [s for s in seen if s[0] in (len(BODY["state"]), len(big["state"]))][-2:]
-    assert requests == [(len(BODY["state"]), True), (len(big["state"]), False)]
+    async def go(client):
+        sent = [await client.post("/v1/systemone", json=b) for b in (BODY, big)]
+        return sent + [await client.post("/v1/systemone", content=gzip.compress(json.dumps(zipped).encode()),
+                                         headers={"content-type": "application/json", "content-encoding": "gzip"})]
+
+    small_r, big_r, zipped_r = asyncio.run(_with_client(app, go))
+    assert small_r.status_code == 200 and big_r.status_code == 200 and zipped_r.status_code == 200
+    requests = [s for s in seen if s[0] in (len(BODY["state"]), len(big["state"]))][-3:]
+    assert requests == [(len(BODY["state"]), True), (len(big["state"]), False), (len(zipped["state"]), False)]
     assert big_r.json()["usage"]["truncated"] is True

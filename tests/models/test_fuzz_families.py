@@ -42,9 +42,27 @@ def _named(body, name):
         "english", "laya", "EN") else body
 
 
-# The body decoder refuses anything but a JSON object before preparation (tests/app/test_fuzz.py).
-# Deeply nested ones too: within the body path's nesting bound each family renders them.
-bodies = st.one_of(requests_, valid_ish, st.dictionaries(st.text(max_size=10), values, max_size=5), deep_requests)
+# The body decoder refuses anything but a JSON object before preparation (tests/app/test_fuzz.py),
+# and a body of more JSON values than OMNI_MAX_BODY_VALUES; below that bound, many tiny
+# containers in the state or a question still reach preparation, and so do deeply nested ones
+# within the body path's nesting bound.
+tiny = st.sampled_from([[], {}, [[]], [{}], 0, ""])
+
+
+def _amplified(body: dict, unit, n: int, place: str) -> dict:
+    many = [unit] * n
+    if place == "state" or not body.get("questions") or not isinstance(body["questions"], dict):
+        return dict(body, state=many)
+    qid, qdef = next(iter(body["questions"].items()))
+    if not isinstance(qdef, dict):
+        return dict(body, state=many)
+    return dict(body, questions={**body["questions"], qid: {**qdef, place: many}})
+
+
+amplified = st.builds(_amplified, valid_ish, tiny, st.integers(500, 20_000),
+                      st.sampled_from(["state", "instructions", "criteria"]))
+bodies = st.one_of(requests_, valid_ish, st.dictionaries(st.text(max_size=10), values, max_size=5), amplified,
+                   deep_requests)
 
 
 @FUZZ
