@@ -41,6 +41,13 @@ class RequestIdFilter(logging.Filter):
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s%(rid)s: %(message)s")
+        self._second, self._stamp = -1, ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        if second != self._second:       # one local-time conversion a second, not a line
+            self._second, self._stamp = second, time.strftime("%Y-%m-%d %H:%M:%S", self.converter(second))
+        return "%s,%03d" % (self._stamp, record.msecs)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         rid = getattr(record, "request_id", None)
@@ -57,9 +64,15 @@ class JsonFormatter(logging.Formatter):
     """One JSON object a line: time (UTC, ISO 8601), level, logger, message, request_id where
     there is one, the access line's fields, and a traceback as `exception`."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._second, self._stamp = -1, ""
+
     def format(self, record: logging.LogRecord) -> str:
-        out = {"time": "%s.%03dZ" % (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)),
-                                     int(record.msecs)),
+        second = int(record.created)
+        if second != self._second:       # one UTC conversion a second, not a line
+            self._second, self._stamp = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        out = {"time": "%s.%03dZ" % (self._stamp, record.msecs),
                "level": record.levelname, "logger": record.name, "message": record.getMessage()}
         rid = getattr(record, "request_id", None)
         if rid:
@@ -99,8 +112,10 @@ def configure(fmt: str = "text", stream=None) -> logging.Handler:
 
 
 def access(method: str, route: str, model: str, status: int, duration_s: float, trace_id: str) -> None:
-    """The access line of one request (its id comes from the request's context)."""
+    """The access line of one request (its id comes from the request's context). Made and handed
+    to the handlers directly: a caller lookup per request would cost the loop for nothing."""
     if access_log.isEnabledFor(logging.INFO):
-        access_log.info("%s %s %d", method, route, status, extra={"access": {
-            "method": method, "route": route, "model": model or None, "status": status,
-            "duration_ms": round(duration_s * 1000.0, 3), "trace_id": trace_id or None}})
+        record = access_log.makeRecord(ACCESS, logging.INFO, __file__, 0, "%s %s %d", (method, route, status), None)
+        record.access = {"method": method, "route": route, "model": model or None, "status": status,
+                         "duration_ms": round(duration_s * 1000.0, 3), "trace_id": trace_id or None}
+        access_log.handle(record)
