@@ -12,6 +12,8 @@ import os
 import sys
 
 DEMO_ROOT = os.environ.get("OMNI_DEMO_DIR", os.path.join(".omni", "demo"))
+# Granian's logging configuration for its process manager's lines as JSON (docs/observability.md).
+GRANIAN_JSON_LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "granian_log_json.json")
 
 
 def ensure_demo(root: str = DEMO_ROOT) -> str:
@@ -49,6 +51,8 @@ def main(argv=None) -> None:
         os.environ["OMNI_MODELS"] = ensure_demo()
         print("serving the DEMO model (random weights: answers are random) from %s"
               % os.environ["OMNI_MODELS"], file=sys.stderr, flush=True)
+    if os.environ.get("OMNI_LOG_FORMAT") == "json":     # Granian's own lines as JSON too
+        os.environ.setdefault("GRANIAN_LOG_CONFIG", GRANIAN_JSON_LOG)
     cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1", "--loop", event_loop(),
            "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30", "app.main:app"]
     os.execv(sys.executable, cmd)

@@ -18,6 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import __version__
+from app.launch import GRANIAN_JSON_LOG
 from tests.app.test_http import BODY
 from tests.conftest import ROOT, run_server
 
@@ -205,18 +206,16 @@ def test_text_logs_carry_an_access_line_per_request_and_the_id_of_the_500(served
 
 
 def test_json_logs_are_one_object_a_line(english, tmp_path):
-    """As JSON, and under Granian's ASGI interface (the text test serves through RSGI)."""
-    env = {"OMNI_MODELS": english[1], "OMNI_LOG_FORMAT": "json"}
+    """As JSON, Granian's own lines included (app/granian_log_json.json, which `make serve`
+    passes), under Granian's ASGI interface (the text test serves through RSGI)."""
+    env = {"OMNI_MODELS": english[1], "OMNI_LOG_FORMAT": "json", "GRANIAN_LOG_CONFIG": GRANIAN_JSON_LOG}
     with run_server(tmp_path, env, target=FAULTY, interface="asgi") as s:
         replies = _requests(s, "json")
         log = wait_for(s, lambda t: '"probe-json"' in t)
     assert [r.status_code for r in replies.values()] == [200, 500, 404, 200]
-    records = []
-    for line in log.splitlines():
-        if line.startswith("[") and "] " in line[:12]:
-            continue           # Granian's process manager (start, stop) writes its own lines
-        records.append(json.loads(line))
+    records = [json.loads(line) for line in log.splitlines()]          # every line
     assert len(records) > 10 and all({"time", "level", "logger", "message"} <= r.keys() for r in records)
+    assert any(r["logger"] == "_granian" and r["message"].startswith("Starting granian") for r in records)
     assert any(r["message"].startswith("model english ready on cpu") for r in records)
 
     def of(rid: str) -> list[dict]:
