@@ -80,6 +80,9 @@ def test_metrics_name_routes_models_codes_the_process_and_the_build(served):
     routes = {s.labels["route"] for s in families["omni_requests"]}
     assert all(map(known, routes)) and {"/v1/systemone", "/v1/models", "unmatched"} <= routes
     assert sample(families, "omni_requests", "omni_requests_total", route="unmatched", status="404") >= 1
+    # A model is a label once the server has resolved it: the names clients send ("nope") never are.
+    for family in ("omni_requests", "omni_request_duration_seconds", "omni_request_seconds"):
+        assert {s.labels["model"] for s in families[family]} <= {"", "english"}, family
 
     # End to end, by model and HTTP status code: buckets that add up, a sum, a count.
     duration = "omni_request_duration_seconds"
@@ -159,6 +162,15 @@ def test_metrics_label_only_what_the_server_owns():
 
 
 # -- logs ------------------------------------------------------------------------------------
+
+def test_the_log_format_is_text_or_json():
+    from app.config import Settings
+
+    assert Settings.from_env({}).log_format == "text"
+    assert Settings.from_env({"OMNI_LOG_FORMAT": "json"}).log_format == "json"
+    with pytest.raises(ValueError, match="log_format must be one of .*'xml'"):
+        Settings.from_env({"OMNI_LOG_FORMAT": "xml"})
+
 
 def _requests(server, fmt: str) -> dict[str, httpx.Response]:
     """A decision (with the caller's trace), the fault (a 500), an unknown path and a probe, each
