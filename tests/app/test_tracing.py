@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import re
 import threading
 import time
 
@@ -257,9 +258,13 @@ def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
         with run_server(tmp_path, env) as s:
             r = httpx.post(s.url + "/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT})
             assert r.status_code == 200
+            # A request of its own trace (no traceparent; the default sampler samples it).
+            own = httpx.post(s.url + "/v1/systemone", json=BODY, headers={"x-request-id": "own-trace"})
+            assert own.status_code == 200
             deadline = time.monotonic() + 20
-            names = set()
-            while time.monotonic() < deadline and not {"POST /v1/systemone", "execute", "queue"} <= names:
+            names, own_trace = set(), None
+            while time.monotonic() < deadline and not ({"POST /v1/systemone", "execute", "queue"} <= names
+                                                       and own_trace):
                 time.sleep(0.2)
                 names = set()
                 for path, message in _Receiver.requests:
@@ -272,7 +277,16 @@ def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
                             for span in ss.spans:
                                 if span.trace_id.hex() == TRACE_ID:
                                     names.add(span.name)
+                                if any(a.key == "omni.request_id" and a.value.string_value == "own-trace"
+                                       for a in span.attributes):
+                                    own_trace = span.trace_id.hex()
             assert {"POST /v1/systemone", "decode", "prepare", "queue", "finish", "execute"} <= names
+            # The access lines name each request's trace: the caller's, and the one the server began.
+            log = s.log()
+            assert "POST /v1/systemone 200 " in log and "trace_id=%s" % TRACE_ID in log
+            assert own_trace and own_trace != TRACE_ID
+            assert re.search(r"omni\.access \[own-trace\]: POST /v1/systemone 200 .* trace_id=%s$" % own_trace,
+                             log, re.M)
     finally:
         receiver.shutdown()
 
