@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 PROFILES = ("reference", "jev")
+LOG_FORMATS = ("text", "json")
 GDN_PLANS = ("auto", "chunked", "chunked_split", "recurrent")
 
 
@@ -44,11 +45,14 @@ class Settings:
     # ONNX Runtime's GatedDeltaNet engine for the Qwen3.5 families (ORT_GDN_PLAN): chunked_split
     # is fastest for a few rows a pass, auto (ORT's heuristic) for many rows a pass.
     cuda_gdn_plan: str = "chunked_split"
+    log_format: str = "text"                # text | json (one JSON object a line)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.profile not in PROFILES:
             raise ValueError("profile must be one of %s, got %r" % (PROFILES, self.profile))
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError("log_format must be one of %s, got %r" % (LOG_FORMATS, self.log_format))
         if self.cuda_gdn_plan not in GDN_PLANS:
             raise ValueError("cuda_gdn_plan must be one of %s, got %r" % (GDN_PLANS, self.cuda_gdn_plan))
         for name in ("max_body_bytes", "max_body_values", "queue_size", "max_batch_rows", "max_batch_tokens",

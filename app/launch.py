@@ -16,6 +16,8 @@ import sys
 # 64 KiB of them (app/middleware.py), so Granian need hold no more than a few times that.
 HTTP2_MAX_HEADERS = 256 * 1024
 DEMO_ROOT = os.environ.get("OMNI_DEMO_DIR", os.path.join(".omni", "demo"))
+# Granian's logging configuration for its process manager's lines as JSON (docs/observability.md).
+GRANIAN_JSON_LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "granian_log_json.json")
 
 # glibc's allocator, read once as a process starts (the Dockerfile sets the same): two arenas,
 # not eight a core, and blocks from 256 KiB up mapped on their own and unmapped when freed, so
@@ -82,6 +84,8 @@ def main(argv=None) -> None:
         os.environ["OMNI_MODELS"] = ensure_demo()
         print("serving the DEMO model (random weights: answers are random) from %s"
               % os.environ["OMNI_MODELS"], file=sys.stderr, flush=True)
+    if os.environ.get("OMNI_LOG_FORMAT") == "json":     # Granian's own lines as JSON too
+        os.environ.setdefault("GRANIAN_LOG_CONFIG", GRANIAN_JSON_LOG)
     cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1", "--loop", event_loop(),
            "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30",
            "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), "app.main:app"]

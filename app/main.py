@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 
+import onnxruntime
 from litestar import Litestar, Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import OpenAPIConfig
 
+from app import __version__, logs
 from app.config import Settings
 from app.metrics import Metrics
 from app.middleware import RequestContext
@@ -78,6 +80,8 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
     models = [_load(directory) for directory in settings.model_dirs()]
     registry = Registry(models, settings.default_model)
     metrics = Metrics()
+    metrics.build_info(__version__, onnxruntime.__version__,
+                       lambda: ",".join(sorted({s.device for s in registry.slots if s.device})) or settings.device)
     tracing = Tracing(provider_from_env() if tracer_provider is None else tracer_provider)
     engine = Engine(settings, registry, metrics, tracing)
     for model in models:
@@ -93,7 +97,7 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
         on_startup=[engine.start],
         on_shutdown=[engine.stop],
         exception_handlers={Problem: _on_problem, HTTPException: _on_http, Exception: _on_unexpected},
-        openapi_config=OpenAPIConfig(title="System1-Omni", version="0.1.0", path="/schema/docs",
+        openapi_config=OpenAPIConfig(title="System1-Omni", version=__version__, path="/schema/docs",
                                      render_plugins=[swagger],
                                      description="System One decision models over POST /v1/systemone"),
         state=State({"omni": Omni(settings, registry, engine, metrics)}),
@@ -107,8 +111,8 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
 
 
 def _lazy_app():
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
+    logs.configure(settings.log_format)
     # In Granian's worker: stop when the main process dies (its in-flight work ends by its deadline).
     watch_parent(settings.request_timeout_s + 5)
     return create_app(settings)

@@ -1,10 +1,16 @@
-"""Prometheus metrics (served at /metrics), one registry per app instance."""
+"""Prometheus metrics (served at /metrics), one registry per app instance.
+
+Every label value comes from a bounded set the server owns (route templates, model names,
+status and problem codes), never from what a client sends.
+"""
 from __future__ import annotations
 
 from bisect import bisect_left
+from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
+                               ProcessCollector, generate_latest)
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
 _LATENCY = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30)
@@ -54,13 +60,37 @@ class _LoopHistogramChild:
         self.sum += value
 
 
+class _BuildInfo:
+    def __init__(self, version: str, onnxruntime: str, device: Callable[[], str]) -> None:
+        self.version, self.onnxruntime, self.device = version, onnxruntime, device
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily("omni_build_info", "The server's version, ONNX Runtime's, and the models' device",
+                                 labels=["version", "onnxruntime", "device"])
+
+    def describe(self):
+        return [self._family()]
+
+    def collect(self):
+        family = self._family()
+        family.add_metric([self.version, self.onnxruntime, self.device()], 1)
+        yield family
+
+
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        # The process (memory, CPU, file descriptors), Python's garbage collector and version.
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
+        PlatformCollector(registry=r)
         self.requests = Counter("omni_requests", "HTTP requests", ["route", "model", "status"], registry=r)
         # Observed only by the RequestContext middleware, on the event loop.
         self.latency = LoopHistogram("omni_request_seconds", "Request latency by stage", ["stage", "model"],
                                      _LATENCY, r)
+        self.duration = LoopHistogram("omni_request_duration_seconds",
+                                      "Decision requests from arrival to answer, by model and HTTP status code",
+                                      ["model", "code"], _LATENCY, r)
         self.queue_depth = Gauge("omni_queue_depth", "Requests waiting for the executor", registry=r)
         self.batch_requests = Histogram("omni_batch_requests", "Requests per forward pass", ["model"],
                                         buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r)
@@ -106,13 +136,22 @@ class Metrics:
             c = self._children[key] = metric.labels(*labels)
         return c
 
-    def observe_request(self, route: str, model: str, status: int, stages: dict[str, float] | None) -> None:
-        """One answered HTTP request: its count by route, model and status, and for decisions the
-        duration of each stage it went through."""
-        self.child(self.requests, route, model, str(status)).inc()
+    def observe_request(self, route: str, model: str, status: int, stages: dict[str, float] | None,
+                        total: float | None = None) -> None:
+        """One answered HTTP request: its count by route template, model and status, and for
+        decisions the duration of each stage it went through and its whole duration (`total`)."""
+        code = str(status)
+        self.child(self.requests, route, model, code).inc()
         if stages:
             for stage, seconds in stages.items():
                 self.child(self.latency, stage, model).observe(seconds)
+        if total is not None:
+            self.child(self.duration, model, code).observe(total)
+
+    def build_info(self, version: str, onnxruntime: str, device: Callable[[], str]) -> None:
+        """`omni_build_info`: 1, labelled with the server's version, ONNX Runtime's and the
+        device its models run on (`device()`, read at each scrape: it is known once they load)."""
+        self.registry.register(_BuildInfo(version, onnxruntime, device))
 
     def observe_batch(self, info) -> None:
         self.child(self.batch_requests, info.model).observe(info.size)

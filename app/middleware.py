@@ -1,8 +1,12 @@
-"""Outermost ASGI layer: request id, Server-Timing and request metrics on every response.
+"""Outermost ASGI layer: request id, Server-Timing, request metrics and the access line of
+every request.
 
 It wraps the whole Litestar app, so 404s and 405s raised by the router get the same headers.
-Under Granian's RSGI interface (app/rsgi.py) the hot route gets the same from `open` and
-`answered`, and every other request comes through this layer, bridged.
+Under Granian's RSGI interface (app/rsgi.py) the hot route gets the same from `open`,
+`answered` and `closed`, and every other request comes through this layer, bridged.
+
+Metrics and spans name a request by its route template (the router's, or a path the app
+serves); any other path is `unmatched`, so no client can add series or span names.
 """
 from __future__ import annotations
 
@@ -13,11 +17,14 @@ from typing import Mapping
 
 from opentelemetry.trace import Status, StatusCode
 
+from app import logs
 from app.problems import Problem
 from app.timing import Timing
 
 _REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
-UNTIMED = ("/livez", "/readyz", "/health", "/metrics")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+UNMATCHED = "unmatched"
+DECISIONS = "/v1/systemone"
 # Request headers larger than this in all (names and values) are refused with 431 (docs/api.md);
 # Granian's own buffer refuses far larger ones before the app.
 MAX_HEADER_BYTES = 64 * 1024
@@ -73,6 +80,8 @@ class RequestContext:
         # Paths whose ASGI app is called straight from here instead of through the wrapped app
         # (routes/systemone.direct): still inside this layer, so with the same headers and metrics.
         self.direct = direct or {}
+        # Paths the app serves as they are (no path parameters): their own route template.
+        self.routes = frozenset([r.path for r in getattr(app, "routes", ()) if "{" not in r.path] + list(self.direct))
 
     def __getattr__(self, name):   # expose the wrapped Litestar app's attributes
         return getattr(self.app, name)
@@ -96,27 +105,42 @@ class RequestContext:
         if self.tracing is not None and self.tracing.enabled and path.startswith("/v1/"):
             # None when not sampled: nothing of the request is exported, so it starts no stage
             # spans and gives its batch no link: one worker's loop bounds the throughput.
-            span = self.tracing.request_span("%s %s" % (method, path), headers)
+            known = path in self.routes
+            span = self.tracing.request_span("%s %s" % (method, path) if known else method, headers)
             if span is not None:
-                span.set_attributes({"http.request.method": method, "url.path": path,
-                                     "http.route": path, "omni.request_id": rid})
+                span.set_attributes({"http.request.method": method, "url.path": path, "omni.request_id": rid})
+                if known:
+                    span.set_attribute("http.route", path)
         timing = Timing(self.tracing, span) if span is not None else Timing()
         scope["omni.headers"] = headers
         scope["omni.request_id"] = rid
         scope["omni.timing"] = timing
+        scope["omni.log"] = logs.current_request.set(rid)
         return timing
+
+    def route(self, scope: dict, path: str) -> str:
+        """The request's route template: the router's where it matched one, the path where the
+        app serves it as it is, else `unmatched`."""
+        template = scope.get("path_template")
+        if template:
+            return template
+        return path if path in self.routes else UNMATCHED
 
     def answered(self, scope: dict, path: str, status: int) -> tuple[str, str]:
         """(x-request-id, Server-Timing): the headers every response gets, as its status is
         sent; the request is counted and its span told the status."""
         timing = scope["omni.timing"]
-        self._record(path, scope, status, timing)
+        total = timing.elapsed()
+        route = scope["omni.route"] = self.route(scope, path)
+        scope["omni.status"], scope["omni.total"] = status, total
+        self.metrics.observe_request(route, timing.model, status, timing.stages if route == DECISIONS else None,
+                                     total if route == DECISIONS else None)
         span = timing.span
         if span is not None:
             span.set_attribute("http.response.status_code", status)
             if status >= 500:
                 span.set_status(Status(StatusCode.ERROR, scope.get("omni.error", "")))
-        return scope["omni.request_id"], timing.header()
+        return scope["omni.request_id"], timing.header(total)
 
     @staticmethod
     def failed(scope: dict, exc: BaseException) -> None:
@@ -125,18 +149,26 @@ class RequestContext:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
 
-    @staticmethod
-    def closed(scope: dict) -> None:
-        span = scope["omni.timing"].span
-        if span is not None:
-            span.end()
+    def closed(self, scope: dict, method: str, path: str) -> None:
+        """The request is over: its access line is written and its span ended. One that never
+        answered (the app raised before its status) is logged as the 500 the server answers."""
+        timing = scope["omni.timing"]
+        try:
+            span = timing.span
+            route = scope.get("omni.route") or self.route(scope, path)
+            logs.access(method, route, timing.model, scope.get("omni.status", 500),
+                        scope.get("omni.total") or timing.elapsed(), _trace_id(span, scope["omni.headers"]))
+            if span is not None:
+                span.end()
+        finally:
+            logs.current_request.reset(scope["omni.log"])
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        path = scope.get("path", "")
+        path, method = scope.get("path", ""), scope.get("method", "")
         headers = headers_of(scope.get("headers", []))
-        self.open(scope, scope.get("method", ""), path, headers)
+        self.open(scope, method, path, headers)
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
@@ -158,7 +190,7 @@ class RequestContext:
             self.failed(scope, exc)
             raise
         finally:
-            self.closed(scope)
+            self.closed(scope, method, path)
 
     async def refuse(self, scope, headers: Mapping[str, str], problem: Problem, send) -> None:
         """Answer `problem` before the app sees the request."""
@@ -171,7 +203,11 @@ class RequestContext:
                                 (b"content-length", b"%d" % len(body))] + extra})
         await send({"type": "http.response.body", "body": body})
 
-    def _record(self, path: str, scope, status: int, timing: Timing) -> None:
-        route = path if path in UNTIMED or path.startswith("/v1/") or path.startswith("/schema") else "other"
-        self.metrics.observe_request(route, scope.get("omni.model", ""), status,
-                                     timing.stages if path == "/v1/systemone" else None)
+def _trace_id(span, headers: Mapping[str, str]) -> str:
+    """The request's trace id: its span's, else the caller's `traceparent`'s (an unsampled
+    request keeps no span), else empty."""
+    if span is not None:
+        return "%032x" % span.get_span_context().trace_id
+    parent = headers.get("traceparent")
+    match = _TRACEPARENT.match(parent) if parent else None
+    return match.group(1) if match else ""

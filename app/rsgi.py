@@ -108,7 +108,7 @@ class RSGIFace:
             context.failed(scope, exc)
             raise
         finally:
-            context.closed(scope)
+            context.closed(scope, "POST", path)
 
     def _problem(self, scope: dict, headers: Mapping[str, str], problem: Problem) -> tuple[int, bytes, list]:
         body, media = problem_reply(self.omni, scope, problem, headers)

@@ -132,6 +132,7 @@ class Engine:
             slot = slot or self.registry.resolve(body.get("model"))
         except RequestError as exc:
             raise Problem.from_request_error(exc) from None
+        timing.model = slot.name
         if not warmup and slot.state is not SlotState.READY:
             detail = ("model %s is %s" % (slot.name, slot.state.value)) + (
                 ": %s" % slot.error if slot.state is SlotState.FAILED else "; retry shortly")

@@ -8,12 +8,16 @@ STAGES = ("decode", "prepare", "queue", "infer", "finish")
 
 
 class Timing:
-    __slots__ = ("start", "stages", "tracing", "span")
+    __slots__ = ("start", "stages", "tracing", "span", "model")
 
     def __init__(self, tracing=None, span=None) -> None:
         self.start = time.perf_counter()
         self.stages: dict[str, float] = {}
         self.tracing, self.span = tracing, span
+        self.model = ""             # the served model's name, once the request has resolved it
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
 
     def add(self, stage: str, seconds: float) -> None:
         self.stages[stage] = self.stages.get(stage, 0.0) + seconds
@@ -27,9 +31,10 @@ class Timing:
         if self.tracing is not None and self.span is not None:
             self.tracing.child(self.span, name, start_time=start_ns).end(end_time=end_ns)
 
-    def header(self) -> str:
+    def header(self, total: float | None = None) -> str:
+        """`total`: the seconds since the start, where the caller has read them already."""
         parts = ["%s;dur=%.3f" % (name, self.stages[name] * 1000.0) for name in STAGES if name in self.stages]
-        parts.append("total;dur=%.3f" % ((time.perf_counter() - self.start) * 1000.0))
+        parts.append("total;dur=%.3f" % ((self.elapsed() if total is None else total) * 1000.0))
         return ", ".join(parts)
 
 

@@ -4,8 +4,10 @@
 - `OTEL_TRACES_EXPORTER`: comma list of `otlp` (OTLP over HTTP/protobuf) and `console`. When
   unset it is `otlp` if an OTLP endpoint is configured (`OTEL_EXPORTER_OTLP_ENDPOINT` or
   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), else none: a server without a collector sends nothing.
-- `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER(_ARG)` and the
-  exporter's own variables are read by the SDK as usual.
+- The service name is `OTEL_SERVICE_NAME`, else `service.name` in `OTEL_RESOURCE_ATTRIBUTES`,
+  else `system1-omni`; the resource's other attributes come from `OTEL_RESOURCE_ATTRIBUTES`.
+- `OTEL_TRACES_SAMPLER(_ARG)` name the sampler as the SDK reads them (its built-in samplers);
+  the exporter's own variables are read by the SDK as usual.
 
 Spans: a SERVER span per /v1/* request that continues an incoming `traceparent`; children
 `decode`, `prepare`, `queue`, `finish`; and one `execute` span per batch on the executor thread,
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 from typing import Mapping
+from urllib.parse import unquote
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -27,10 +30,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, Sampler, TraceIdRatioBased
 
 log = logging.getLogger("omni.tracing")
 INSTRUMENTATION = "system1-omni"
+SERVICE_NAME = "system1-omni"
 
 
 def _exporters(env: Mapping[str, str]) -> list[SpanExporter]:
@@ -65,11 +69,53 @@ def provider_from_env(env: Mapping[str, str] | None = None,
     exporters = _exporters(env) if exporters is None else exporters
     if not exporters:
         return None
-    resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "system1-omni"})
-    provider = TracerProvider(resource=resource, id_generator=StagedIds())
+    provider = TracerProvider(resource=Resource.create(resource_attributes(env)), sampler=sampler_from_env(env),
+                              id_generator=StagedIds())
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
+
+
+def resource_attributes(env: Mapping[str, str]) -> dict[str, str]:
+    """`OTEL_RESOURCE_ATTRIBUTES` (`key=value,…`, values percent-encoded) with the service name
+    by OpenTelemetry's precedence: `OTEL_SERVICE_NAME`, then the attributes' `service.name`,
+    then this server's default."""
+    attributes: dict[str, str] = {}
+    for item in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            attributes[key.strip()] = unquote(value.strip())
+    name = env.get("OTEL_SERVICE_NAME", "").strip() or attributes.get("service.name") or SERVICE_NAME
+    return {**attributes, "service.name": name}
+
+
+class RootedParentBased(ParentBased):
+    """The SDK's ParentBased, keeping its root sampler (`root`) where the request span reads it."""
+
+    def __init__(self, root: Sampler) -> None:
+        super().__init__(root)
+        self.root = root
+
+
+def sampler_from_env(env: Mapping[str, str]) -> Sampler:
+    """The sampler `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` name, read as the SDK reads
+    them: its built-in names, `parentbased_always_on` by default and for a name it does not know,
+    a ratio of 1.0 where the argument is not one."""
+    name = env.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").strip().lower()
+    parent_based, _, root_name = name.rpartition("parentbased_")
+    if parent_based or root_name not in ("always_on", "always_off", "traceidratio"):
+        log.warning("unknown OTEL_TRACES_SAMPLER %r; using parentbased_always_on", name)
+        name, root_name = "parentbased_always_on", "always_on"
+    if root_name == "traceidratio":
+        try:
+            root: Sampler = TraceIdRatioBased(float(env.get("OTEL_TRACES_SAMPLER_ARG", "1.0")))
+        except ValueError:
+            log.warning("OTEL_TRACES_SAMPLER_ARG %r is not a ratio in [0, 1]; using 1.0",
+                        env.get("OTEL_TRACES_SAMPLER_ARG"))
+            root = TraceIdRatioBased(1.0)
+    else:
+        root = ALWAYS_ON if root_name == "always_on" else ALWAYS_OFF
+    return RootedParentBased(root) if name.startswith("parentbased_") else root
 
 
 class StagedIds(RandomIdGenerator):
@@ -88,9 +134,10 @@ class StagedIds(RandomIdGenerator):
 
 def root_bound(sampler) -> int | None:
     """The trace-id bound under which `sampler` samples a span with no parent (the low 64 bits
-    of its trace id below it), when that is all it looks at; else None."""
-    if isinstance(sampler, ParentBased):
-        sampler = getattr(sampler, "_root", None)     # the SDK keeps no public accessor for it
+    of its trace id below it), when that is all it looks at; else None (a ParentBased other
+    than RootedParentBased keeps its root to itself)."""
+    if isinstance(sampler, RootedParentBased):
+        sampler = sampler.root
     if isinstance(sampler, TraceIdRatioBased):
         return sampler.bound
     if sampler is ALWAYS_OFF:

@@ -37,10 +37,11 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi"):
-    """A real Granian process (one worker) serving app.main:app on a free loopback port, through
-    the interface it is served with (`rsgi`, app/rsgi.py) unless `interface` says `asgi`, on the
-    event loop it is served on (app.launch.event_loop)."""
+def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi",
+               target: str = "app.main:app"):
+    """A real Granian process (one worker) serving `target` (app.main:app, as served) on a free
+    loopback port, through the interface it is served with (`rsgi`, app/rsgi.py) unless
+    `interface` says `asgi`, on the event loop it is served on (app.launch.event_loop)."""
     port = free_port()
     log_path = str(tmp_path / ("server-%d.log" % port))
     full_env = malloc_env({k: v for k, v in os.environ.items() if not k.startswith("OMNI_")})
@@ -50,7 +51,7 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
         proc = subprocess.Popen(
             [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",
              "--loop", event_loop(full_env), "--host", "127.0.0.1", "--port", str(port),
-             "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), "app.main:app"],
+             "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), target],
             cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = Server(proc, port, log_path)
     try:

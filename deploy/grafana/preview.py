@@ -17,6 +17,8 @@ import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Grafana's unit of a panel: (factor, axis label) of the preview.
+SCALE = {"s": (1000, "ms"), "reqps": (1, "per second"), "percentunit": (100, "%"), "bytes": (1 / 2**20, "MiB")}
 
 
 def query_range(base: str, expr: str, start: float, end: float, step: float) -> list[dict]:
@@ -44,6 +46,7 @@ def main(argv=None) -> None:
     start = end - args.minutes * 60
     step = max(2.0, args.minutes * 60 / 300)
     rows = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in dash["panels"])
+    every = {v["name"]: v.get("allValue", ".*") for v in dash.get("templating", {}).get("list", [])}
     plt.style.use("dark_background")
     fig = plt.figure(figsize=(20, rows * 0.55))
     grid = fig.add_gridspec(rows, 24, hspace=2.2, wspace=3)
@@ -56,14 +59,16 @@ def main(argv=None) -> None:
         drawn = 0
         for target in panel["targets"]:
             expr = target["expr"].replace("$__rate_interval", args.rate_interval)
+            for name, value in every.items():        # template variables at "All"
+                expr = expr.replace("$" + name, value)
             for series in query_range(args.prometheus, expr, start, end, step):
                 xs = [(float(t) - end) / 60 for t, v in series["values"]]
-                ys = [float(v) * (1000 if unit == "s" else 1) for t, v in series["values"]]
+                ys = [float(v) * SCALE.get(unit, (1, ""))[0] for t, v in series["values"]]
                 label = re.sub(r"\{\{(\w+)\}\}", lambda m: series["metric"].get(m.group(1), ""), target["legendFormat"])
                 ax.plot(xs, ys, linewidth=1.2, label=label)
                 drawn += 1
         ax.set_xlabel("minutes", fontsize=7)
-        ax.set_ylabel({"s": "ms", "reqps": "per second"}.get(unit, ""), fontsize=7)
+        ax.set_ylabel(SCALE.get(unit, (1, ""))[1], fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.2)
         if drawn:

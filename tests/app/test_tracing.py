@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import re
 import threading
 import time
 
@@ -251,26 +252,41 @@ def otlp_receiver():
 def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
     receiver, _Receiver = otlp_receiver()
     env = {"OMNI_MODELS": english[1], "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % receiver.server_port,
-           "OTEL_SERVICE_NAME": "omni-under-test", "OTEL_BSP_SCHEDULE_DELAY": "100"}
+           "OTEL_RESOURCE_ATTRIBUTES": "service.name=omni%20under%20test,deployment.environment=test",
+           "OTEL_BSP_SCHEDULE_DELAY": "100"}
     try:
         with run_server(tmp_path, env) as s:
             r = httpx.post(s.url + "/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT})
             assert r.status_code == 200
+            # A request of its own trace (no traceparent; the default sampler samples it).
+            own = httpx.post(s.url + "/v1/systemone", json=BODY, headers={"x-request-id": "own-trace"})
+            assert own.status_code == 200
             deadline = time.monotonic() + 20
-            names = set()
-            while time.monotonic() < deadline and not {"POST /v1/systemone", "execute", "queue"} <= names:
+            names, own_trace = set(), None
+            while time.monotonic() < deadline and not ({"POST /v1/systemone", "execute", "queue"} <= names
+                                                       and own_trace):
                 time.sleep(0.2)
                 names = set()
                 for path, message in _Receiver.requests:
                     assert path == "/v1/traces"
                     for rs in message.resource_spans:
-                        service = {a.key: a.value.string_value for a in rs.resource.attributes}["service.name"]
-                        assert service == "omni-under-test"
+                        resource = {a.key: a.value.string_value for a in rs.resource.attributes}
+                        assert resource["service.name"] == "omni under test"      # not the default
+                        assert resource["deployment.environment"] == "test"
                         for ss in rs.scope_spans:
                             for span in ss.spans:
                                 if span.trace_id.hex() == TRACE_ID:
                                     names.add(span.name)
+                                if any(a.key == "omni.request_id" and a.value.string_value == "own-trace"
+                                       for a in span.attributes):
+                                    own_trace = span.trace_id.hex()
             assert {"POST /v1/systemone", "decode", "prepare", "queue", "finish", "execute"} <= names
+            # The access lines name each request's trace: the caller's, and the one the server began.
+            log = s.log()
+            assert "POST /v1/systemone 200 " in log and "trace_id=%s" % TRACE_ID in log
+            assert own_trace and own_trace != TRACE_ID
+            assert re.search(r"omni\.access \[own-trace\]: POST /v1/systemone 200 .* trace_id=%s$" % own_trace,
+                             log, re.M)
     finally:
         receiver.shutdown()
 
@@ -296,9 +312,11 @@ def test_a_ratio_sampler_is_decided_before_the_sdk_on_the_same_trace_id():
     """Requests with no traceparent under a ratio sampler: the ones not sampled never reach the
     SDK (request_span returns None), the sampled ones are recorded under the very trace id the
     decision was made on, and the share sampled is the ratio."""
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
-    tracing, spans, exporter = _request_spans(ParentBased(TraceIdRatioBased(0.25)), 4000)
+    from app.tracing import RootedParentBased
+
+    tracing, spans, exporter = _request_spans(RootedParentBased(TraceIdRatioBased(0.25)), 4000)
     kept = [s for s in spans if s is not None]
     assert 0.22 < len(kept) / len(spans) < 0.28
     assert tracing._ids.staged is None
@@ -313,11 +331,13 @@ def test_a_ratio_sampler_is_decided_before_the_sdk_on_the_same_trace_id():
 
 
 def test_requests_never_sampled_never_reach_the_sdk(monkeypatch):
-    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, TraceIdRatioBased
+
+    from app.tracing import RootedParentBased
 
     from app.tracing import StagedIds, Tracing
 
-    for sampler in (ParentBased(TraceIdRatioBased(0.0)), ALWAYS_OFF, TraceIdRatioBased(0.0)):
+    for sampler in (RootedParentBased(TraceIdRatioBased(0.0)), ALWAYS_OFF, TraceIdRatioBased(0.0)):
         tracing = Tracing(TracerProvider(sampler=sampler, id_generator=StagedIds()))
         monkeypatch.setattr(tracing.tracer, "start_span", lambda *a, **k: pytest.fail("reached the SDK"))
         assert all(tracing.request_span("POST /v1/systemone", {}) is None for _ in range(50))
@@ -326,26 +346,63 @@ def test_requests_never_sampled_never_reach_the_sdk(monkeypatch):
 def test_an_incoming_traceparent_and_other_samplers_take_the_sdks_own_path():
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
+    from app.tracing import RootedParentBased
+
     # A caller's sampled traceparent is followed even at ratio 0; its unsampled one is honoured.
-    _, spans, _ = _request_spans(ParentBased(TraceIdRatioBased(0.0)), 3, {"traceparent": TRACEPARENT})
+    _, spans, _ = _request_spans(RootedParentBased(TraceIdRatioBased(0.0)), 3, {"traceparent": TRACEPARENT})
     assert all(s is not None and "%032x" % s.get_span_context().trace_id == TRACE_ID for s in spans)
     unsampled = "00-%s-00f067aa0ba902b7-00" % ("1" * 32)
-    _, spans, _ = _request_spans(ParentBased(TraceIdRatioBased(1.0)), 3, {"traceparent": unsampled})
+    _, spans, _ = _request_spans(RootedParentBased(TraceIdRatioBased(1.0)), 3, {"traceparent": unsampled})
     assert spans == [None, None, None]
-    # A sampler that is not a trace-id ratio (always on, the SDK's default) is asked as before.
-    tracing, spans, _ = _request_spans(ParentBased(ALWAYS_ON), 5)
-    assert tracing._bound is None and all(s is not None for s in spans)
+    # A sampler that is not a trace-id ratio (always on, the SDK's default) is asked as before,
+    # and so is the SDK's own ParentBased, whose root sampler is its own (private) business.
+    for sampler in (ParentBased(ALWAYS_ON), RootedParentBased(ALWAYS_ON), ParentBased(TraceIdRatioBased(1.0))):
+        tracing, spans, _ = _request_spans(sampler, 5)
+        assert tracing._bound is None and all(s is not None for s in spans)
 
 
-def test_the_providers_from_the_environment_stage_their_ids(monkeypatch):
+def test_the_providers_from_the_environment_stage_their_ids():
     from app.tracing import StagedIds, Tracing, provider_from_env
 
-    # The SDK reads its sampler from the process environment itself.
-    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
-    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.5")
-    provider = provider_from_env({}, exporters=[InMemorySpanExporter()])
+    env = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.5"}
+    provider = provider_from_env(env, exporters=[InMemorySpanExporter()])
     try:
         assert isinstance(provider.id_generator, StagedIds)
         assert Tracing(provider)._bound == 1 << 63
+    finally:
+        provider.shutdown()
+
+
+@pytest.mark.parametrize("name, arg, description", [
+    (None, None, "ParentBased{root:AlwaysOnSampler"),                       # the SDK's default
+    ("always_off", None, "AlwaysOffSampler"),
+    ("traceidratio", "0.25", "TraceIdRatioBased{0.25}"),
+    ("parentbased_traceidratio", "0.01", "ParentBased{root:TraceIdRatioBased{0.01}"),
+    ("parentbased_traceidratio", "lots", "ParentBased{root:TraceIdRatioBased{1.0}"),   # as the SDK
+    ("PARENTBASED_ALWAYS_OFF", None, "ParentBased{root:AlwaysOffSampler"),
+    ("jaeger_remote", None, "ParentBased{root:AlwaysOnSampler"),           # unknown: the default
+])
+def test_the_sampler_is_the_one_the_standard_variables_name(name, arg, description):
+    from app.tracing import sampler_from_env
+
+    env = {k: v for k, v in (("OTEL_TRACES_SAMPLER", name), ("OTEL_TRACES_SAMPLER_ARG", arg)) if v is not None}
+    assert sampler_from_env(env).get_description().startswith(description)
+
+
+@pytest.mark.parametrize("env, service", [
+    ({}, "system1-omni"),
+    ({"OTEL_RESOURCE_ATTRIBUTES": "team=decisions, service.name=from-attributes"}, "from-attributes"),
+    ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attributes", "OTEL_SERVICE_NAME": "from-name"}, "from-name"),
+    ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=a%2Cb", "OTEL_SERVICE_NAME": " "}, "a,b"),
+])
+def test_the_service_name_follows_opentelemetrys_precedence(env, service):
+    from app.tracing import provider_from_env
+
+    provider = provider_from_env(env, exporters=[InMemorySpanExporter()])
+    try:
+        attributes = provider.resource.attributes
+        assert attributes["service.name"] == service
+        if "team=" in env.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+            assert attributes["team"] == "decisions"
     finally:
         provider.shutdown()
