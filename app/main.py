@@ -10,7 +10,7 @@ from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFou
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 
-from app.config import Settings
+from app.config import ConfigError, Settings
 from app.metrics import Metrics
 from app.middleware import RequestContext
 from app.problems import Problem
@@ -87,7 +87,7 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
         for note in model.notes():
             log.warning("model %s: %s", model.name, note)
     litestar = Litestar(
-        route_handlers=[systemone.systemone, health.livez, health.readyz, health.metrics,
+        route_handlers=[systemone.systemone, health.livez, health.readyz, health.health, health.metrics,
                         discovery.list_models, discovery.schema],
         on_startup=[engine.start],
         on_shutdown=[engine.stop],
@@ -107,7 +107,11 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
 
 def _lazy_app():
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return create_app()
+    try:
+        return create_app()
+    except ConfigError as exc:      # one line naming the setting, not a traceback from Granian's worker
+        log.error("invalid configuration: %s", exc)
+        raise SystemExit(1) from None
 
 
 app = _lazy_app()
