@@ -27,7 +27,8 @@ async def livez(request: Request) -> Response:
     detail = "; ".join("model %s failed: %s" % (s.name, s.error) for s in failed)
     body = _problem(request, "model_failed", detail + "; restart the server",
                     models=[{"name": s.name, "state": s.state.value, "error": s.error} for s in failed])
-    return Response(content=msgspec.json.encode(body), status_code=503, media_type=PROBLEM_MEDIA_TYPE)
+    return Response(content=msgspec.json.encode(body), status_code=503, media_type=PROBLEM_MEDIA_TYPE,
+                    headers={"Retry-After": str(max(1, omni(request).settings.retry_after_s))})
 
 
 def _model_status(slot) -> dict:

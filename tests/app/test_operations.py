@@ -104,7 +104,7 @@ def test_livez_fails_once_a_session_cannot_be_created(english, tmp_path):
         body = live.json()
         assert body["code"] == "model_failed" and body["status"] == 503
         assert body["detail"].startswith("model broken failed: session creation failed: ")
-        assert body["instance"] == live.headers["x-request-id"]
+        assert body["instance"] == live.headers["x-request-id"] and live.headers["retry-after"] == "1"
         (failed,) = body["models"]
         assert failed["name"] == "broken" and failed["state"] == "failed"
         assert failed["error"].startswith("session creation failed: ")
