@@ -177,10 +177,10 @@ def _coerce(name: str, value: Any, label: str) -> Any:
             except ValueError:
                 pass
         raise ConfigError("%s must be a number, got %r" % (label, value))
+    if (value is None or value == "") and "None" in kind:
+        return None
     if not isinstance(value, str):
         raise ConfigError("%s must be a string, got %r" % (label, value))
-    if value == "" and "None" in kind:
-        return None
     return value
 
 

@@ -24,7 +24,7 @@ def test_file_then_env_overrides(tmp_path):
     s = Settings.from_env({"OMNI_CONFIG": str(toml), "OMNI_QUEUE_SIZE": "9"})
     assert s.models == ("exports/english",) and s.profile == "jev" and s.queue_size == 9
     js = tmp_path / "omni.json"
-    js.write_text(json.dumps({"device": "cpu", "request_timeout_s": 5}))
+    js.write_text(json.dumps({"device": "cpu", "request_timeout_s": 5, "api_key": None}))
     assert Settings.from_env({"OMNI_CONFIG": str(js)}).request_timeout_s == 5.0
 
 
