@@ -2,18 +2,33 @@
 
 The file is TOML (`.toml`) or JSON with the same keys in lower case and without the prefix
 (`models = ["exports/english"]`, `profile = "jev"`). Environment variables win over the file.
-Every key is documented in docs/configuration.md.
+Every key is documented in docs/configuration.md. A value that is not valid, an unknown key in
+the file and an unknown `OMNI_*` variable are refused with a `ConfigError` naming them.
 """
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import os
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 PROFILES = ("reference", "jev")
 LOG_FORMATS = ("text", "json")
 GDN_PLANS = ("auto", "chunked", "chunked_split", "recurrent")
+# `OMNI_*` variables that other parts of the project read (the export image, `make serve`, compose,
+# the image test): the server accepts them in its environment and ignores them.
+OTHER_VARIABLES = frozenset({
+    "OMNI_CONFIG", "OMNI_DEMO_DIR", "OMNI_EXPORT_DTYPE", "OMNI_LAYA_EXPORT_DTYPE", "OMNI_GDN_KERNEL",
+    "OMNI_REVISION", "OMNI_VERSION", "OMNI_BASE_IMAGE", "OMNI_TEST_DEMO", "OMNI_CI_CACHE",
+})
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+class ConfigError(ValueError):
+    """A setting the server cannot start with; the message names it and says what it takes."""
 
 
 @dataclass(frozen=True)
@@ -49,21 +64,14 @@ class Settings:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.profile not in PROFILES:
-            raise ValueError("profile must be one of %s, got %r" % (PROFILES, self.profile))
-        if self.log_format not in LOG_FORMATS:
-            raise ValueError("log_format must be one of %s, got %r" % (LOG_FORMATS, self.log_format))
-        if self.cuda_gdn_plan not in GDN_PLANS:
-            raise ValueError("cuda_gdn_plan must be one of %s, got %r" % (GDN_PLANS, self.cuda_gdn_plan))
-        for name in ("max_body_bytes", "max_body_values", "queue_size", "max_batch_rows", "max_batch_tokens",
-                     "warmup_requests", "fatal_after_failures"):
-            if getattr(self, name) <= 0:
-                raise ValueError("%s must be positive" % name)
+        for name, check in _CHECKS.items():
+            check(getattr(self, name), _env_name(name))
 
     def model_dirs(self) -> list[str]:
-        """`models` with bare names (no path separator) resolved under `model_root`."""
-        return [os.path.join(self.model_root, m) if self.model_root and os.sep not in m else m
-                for m in self.models]
+        """`models` with bare names (no path separator) resolved under `model_root`. An entry
+        `name=source` (the export service's syntax) is the export it wrote: `name`."""
+        names = [m.split("=", 1)[0].strip() if "=" in m else m for m in self.models]
+        return [os.path.join(self.model_root, m) if self.model_root and os.sep not in m else m for m in names]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -71,49 +79,145 @@ class Settings:
         values: dict[str, Any] = {}
         path = env.get("OMNI_CONFIG")
         if path:
-            values.update(_read_file(path))
-        for f in fields(cls):
-            if f.name == "extra":
-                continue
-            raw = env.get("OMNI_" + f.name.upper())
+            data = _read_file(path)
+            unknown = sorted(set(data) - set(_FIELD_TYPES))
+            if unknown:
+                raise ConfigError("unknown key%s in OMNI_CONFIG=%s: %s" % (
+                    "s" if len(unknown) > 1 else "", path, _suggest(unknown, sorted(_FIELD_TYPES))))
+            for key, value in data.items():
+                values[key] = _coerce(key, value, "key %r in %s" % (key, path))
+        unknown = sorted(k for k in env if k.startswith("OMNI_") and k not in _ENV_NAMES and k not in OTHER_VARIABLES)
+        if unknown:
+            raise ConfigError("unknown variable%s %s; the settings are in docs/configuration.md" % (
+                "s" if len(unknown) > 1 else "", _suggest(unknown, sorted(_ENV_NAMES))))
+        for name in _FIELD_TYPES:
+            raw = env.get(_env_name(name))
             if raw is not None and raw != "":
-                values[f.name] = raw
-        return cls(**{k: _coerce(k, v) for k, v in values.items() if k in _FIELD_TYPES})
+                values[name] = _coerce(name, raw, _env_name(name))
+        return cls(**values)
 
 
-_FIELD_TYPES = {f.name: f.type for f in fields(Settings)}
+def _env_name(name: str) -> str:
+    return "OMNI_" + name.upper()
+
+
+_FIELD_TYPES = {f.name: f.type for f in fields(Settings) if f.name != "extra"}
+_ENV_NAMES = frozenset(_env_name(n) for n in _FIELD_TYPES)
+
+
+def _suggest(unknown: list[str], known: list[str]) -> str:
+    """`OMNI_QEUE_SIZE (did you mean OMNI_QUEUE_SIZE?)`, one for each unknown name."""
+    out = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        out.append("%s (did you mean %s?)" % (name, close[0]) if close else name)
+    return ", ".join(out)
 
 
 def _read_file(path: str) -> dict[str, Any]:
-    with open(path, "rb") as f:
-        data = f.read()
-    if path.endswith(".toml"):
-        import tomllib
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ConfigError("OMNI_CONFIG=%s cannot be read: %s" % (path, exc.strerror or exc)) from None
+    try:
+        if path.endswith(".toml"):
+            import tomllib
 
-        return tomllib.loads(data.decode("utf-8"))
-    return json.loads(data)
+            parsed = tomllib.loads(data.decode("utf-8"))
+        else:
+            parsed = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError("OMNI_CONFIG=%s is not valid %s: %s" % (
+            path, "TOML" if path.endswith(".toml") else "JSON", exc)) from None
+    if not isinstance(parsed, dict):
+        raise ConfigError("OMNI_CONFIG=%s must hold an object of settings" % path)
+    return parsed
 
 
 _BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
-def _coerce(name: str, value: Any) -> Any:
+def _split_models(value: str) -> tuple[str, ...]:
+    """Entries separated by `,` or `:`; a `name=source` entry keeps the `:` of its source."""
+    parts: list[str] = []
+    for chunk in value.split(","):
+        parts.extend([chunk] if "=" in chunk else chunk.split(os.pathsep))
+    return tuple(p.strip() for p in parts if p.strip())
+
+
+def _coerce(name: str, value: Any, label: str) -> Any:
+    """`value` (a string from the environment, or a file's value) as field `name` takes it;
+    `label` names where it came from in the error."""
     kind = _FIELD_TYPES[name]
     if name == "models":
         if isinstance(value, str):
-            parts = [p.strip() for chunk in value.split(",") for p in chunk.split(os.pathsep)]
-            return tuple(p for p in parts if p)
-        return tuple(value)
+            return _split_models(value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(v.strip() for v in value if v.strip())
+        raise ConfigError("%s must be a list of export directories, got %r" % (label, value))
     if kind == "bool":
-        if isinstance(value, str):
-            if value.strip().lower() not in _BOOLS:
-                raise ValueError("OMNI_%s must be one of %s, got %r" % (name.upper(), "/".join(_BOOLS), value))
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BOOLS:
             return _BOOLS[value.strip().lower()]
-        return bool(value)
-    if "int" in kind and not isinstance(value, bool):
-        return int(value)
-    if "float" in kind:
-        return float(value)
-    if value == "" and "None" in kind:
+        raise ConfigError("%s must be one of %s, got %r" % (label, "/".join(_BOOLS), value))
+    if kind == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError("%s must be a whole number, got %r" % (label, value))
+    if kind == "float":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError("%s must be a number, got %r" % (label, value))
+    if (value is None or value == "") and "None" in kind:
         return None
+    if not isinstance(value, str):
+        raise ConfigError("%s must be a string, got %r" % (label, value))
     return value
+
+
+def _at_least(low: float):
+    def check(value, label):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < low:
+            raise ConfigError("%s must be %s, got %r" % (
+                label, "a positive number" if low > 0 else "0 or more", value))
+    return check
+
+
+def _above_zero(value, label):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ConfigError("%s must be a number above 0, got %r" % (label, value))
+
+
+def _one_of(choices):
+    def check(value, label):
+        if value not in choices:
+            raise ConfigError("%s must be one of %s, got %r" % (label, ", ".join(choices), value))
+    return check
+
+
+def _device(value, label):
+    if not isinstance(value, str) or not _DEVICE.fullmatch(value):
+        raise ConfigError("%s must be auto, cpu, cuda or cuda:N, got %r" % (label, value))
+
+
+_CHECKS = {
+    "device": _device, "profile": _one_of(PROFILES), "cuda_gdn_plan": _one_of(GDN_PLANS),
+    "log_format": _one_of(LOG_FORMATS),
+    **{name: _at_least(1) for name in ("max_body_bytes", "max_decompressed_bytes", "max_body_values", "queue_size", "max_batch_rows",
+                                       "max_batch_tokens", "warmup_requests", "fatal_after_failures",
+                                       "retry_after_s", "cuda_graph_rows")},
+    **{name: _at_least(0) for name in ("batch_window_ms", "intra_op_threads", "cuda_graphs")},
+    **{name: _above_zero for name in ("body_timeout_s", "request_timeout_s")},
+}

@@ -11,7 +11,7 @@ from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFou
 from litestar.openapi import OpenAPIConfig
 
 from app import __version__, logs
-from app.config import Settings
+from app.config import ConfigError, Settings
 from app.metrics import Metrics
 from app.middleware import RequestContext
 from app.parent_watch import watch_parent
@@ -92,7 +92,7 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
             log.warning("model %s: %s", model.name, note)
     swagger, swagger_assets = discovery.swagger_ui()
     litestar = Litestar(
-        route_handlers=[systemone.systemone, health.livez, health.readyz, health.metrics,
+        route_handlers=[systemone.systemone, health.livez, health.readyz, health.health, health.metrics,
                         discovery.list_models, discovery.schema, *swagger_assets],
         on_startup=[engine.start],
         on_shutdown=[engine.stop],
@@ -111,11 +111,16 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
 
 
 def _lazy_app():
-    settings = Settings.from_env()
-    logs.configure(settings.log_format)
-    # In Granian's worker: stop when the main process dies (its in-flight work ends by its deadline).
-    watch_parent(settings.request_timeout_s + 5)
-    return create_app(settings)
+    logs.configure()                # text until the settings name a format
+    try:
+        settings = Settings.from_env()
+        logs.configure(settings.log_format)
+        # In Granian's worker: stop when the main process dies (its in-flight work ends by its deadline).
+        watch_parent(settings.request_timeout_s + 5)
+        return create_app(settings)
+    except ConfigError as exc:      # one line naming the setting, not a traceback from Granian's worker
+        log.error("invalid configuration: %s", exc)
+        raise SystemExit(1) from None
 
 
 app = _lazy_app()

@@ -48,6 +48,7 @@ class ServedBy(msgspec.Struct):
     device: Union[str, None]
     weights_dtype: str
     runtime: Union[str, None]
+    compiled: bool = False          # the model replays captured CUDA graphs
     random_weights: bool = False
 
 

@@ -41,7 +41,9 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
                target: str = "app.main:app"):
     """A real Granian process (one worker) serving `target` (app.main:app, as served) on a free
     loopback port, through the interface it is served with (`rsgi`, app/rsgi.py) unless
-    `interface` says `asgi`, on the event loop it is served on (app.launch.event_loop)."""
+    `interface` says `asgi`, on the event loop it is served on (app.launch.event_loop). It waits
+    for /readyz 200, or with `wait_ready=False` for /livez to answer at all (503 once a model has
+    failed)."""
     port = free_port()
     log_path = str(tmp_path / ("server-%d.log" % port))
     full_env = malloc_env({k: v for k, v in os.environ.items() if not k.startswith("OMNI_")})
@@ -61,7 +63,8 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
             if proc.poll() is not None:
                 raise RuntimeError("server exited early:\n" + server.log())
             try:
-                if httpx.get(server.url + path, timeout=2).status_code == 200:
+                status = httpx.get(server.url + path, timeout=2).status_code
+                if status == 200 or (not wait_ready and status == 503):
                     break
             except httpx.TransportError:
                 pass

@@ -62,6 +62,8 @@ def test_compose_stack():
     assert cpu["export"]["deploy"] == {"tag": "reset"}
     assert cpu["export"]["environment"]["OMNI_EXPORT_DTYPE"] == "${OMNI_EXPORT_DTYPE:-float32}"
     assert cpu["export"]["environment"]["OMNI_GDN_KERNEL"] == "${OMNI_GDN_KERNEL:-linear_attention}"
+    # One OMNI_MODELS for both: the server serves a `name=source` entry's `name` (app/config.py).
+    assert cpu["export"]["environment"]["OMNI_MODELS"] == cpu["server"]["environment"]["OMNI_MODELS"]
     for path in ("deploy/otel/collector.yaml", "deploy/tempo.yaml", "deploy/grafana/dashboards/system1-omni.json",
                  "deploy/grafana/provisioning/dashboards/omni.yaml", "deploy/export.sh"):
         assert os.path.exists(os.path.join(ROOT, path)), path
@@ -186,3 +188,38 @@ def test_the_image_serves_on_uvloop():
     assert not any("--loop" in line for line in runtime if line.startswith("ENTRYPOINT"))   # the env can override
     with open(os.path.join(ROOT, "pyproject.toml")) as f:
         assert '"uvloop>=' in f.read()
+
+
+def _named_variables() -> set[str]:
+    """Every variable the Dockerfile and the compose files set or read: ARG and ENV names,
+    compose `environment` keys and `${VAR}` interpolations."""
+    import glob
+    import re
+
+    names: set[str] = set()
+    with open(os.path.join(ROOT, "Dockerfile")) as f:
+        lines = f.read().replace("\\\n", " ").splitlines()
+    for line in lines:
+        if line.startswith("ARG "):
+            names.add(line.split()[1].split("=")[0])
+        elif line.startswith("ENV "):
+            names.update(re.findall(r"([A-Z_][A-Z0-9_]*)=", line))
+    files = glob.glob(os.path.join(ROOT, "compose*.yaml")) + [os.path.join(ROOT, "tests/deploy/compose.test.yaml")]
+    for path in files:
+        with open(path) as f:
+            text = f.read()
+        names.update(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", text))
+        for service in (_compose(os.path.relpath(path, ROOT)).get("services") or {}).values():
+            names.update(k for k in (service.get("environment") or {}) if k != "<<")
+    return names
+
+
+def test_every_variable_of_the_images_and_compose_is_documented():
+    from app.config import _ENV_NAMES, OTHER_VARIABLES
+
+    with open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8") as f:
+        doc = f.read()
+    named = _named_variables()
+    assert {"OMNI_MODEL_ROOT", "OMNI_EXPORT_DTYPE", "OMNI_VERSION", "ORT_EXTRA", "BASE_IMAGE"} <= named
+    missing = sorted(n for n in named | _ENV_NAMES | OTHER_VARIABLES if "`%s" % n not in doc)
+    assert not missing, "not in docs/configuration.md: %s" % ", ".join(missing)

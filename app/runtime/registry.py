@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.config import ConfigError
 from models.errors import UnknownModel
 
 
@@ -47,7 +48,7 @@ class ModelSlot:
         src = self.model.manifest.get("source", {})
         out = {"checkpoint": src.get("checkpoint"), "revision": src.get("revision"),
                "device": self.device, "weights_dtype": self.model.manifest.get("weights_dtype", "float32"),
-               "runtime": self.runtime}
+               "runtime": self.runtime, "compiled": self.static_shapes}
         if self.model.manifest.get("random_weights"):
             out["random_weights"] = True
         return out
@@ -60,17 +61,17 @@ class Registry:
         for slot in self.slots:
             for key in (slot.name, *slot.model.aliases):
                 self.by_name.setdefault(key.lower(), slot)
-        if default is not None and default.lower() not in self.by_name:
-            raise ValueError("default model %r is not loaded (loaded: %s)"
-                             % (default, ", ".join(s.name for s in self.slots)))
-        self.default = self.by_name[default.lower()] if default else (self.slots[0] if self.slots else None)
+        if default is not None and default.strip().lower() not in self.by_name:
+            raise ConfigError("OMNI_DEFAULT_MODEL=%s names no loaded model (loaded: %s)"
+                              % (default, ", ".join(s.name for s in self.slots) or "none"))
+        self.default = self.by_name[default.strip().lower()] if default else (self.slots[0] if self.slots else None)
 
     def resolve(self, name: Any) -> ModelSlot:
+        """The slot a request's `model` names; none (absent or null) is the default model."""
         if name is None:
-            if len(self.slots) == 1:
-                return self.slots[0]
-            raise UnknownModel("'model' is required when several models are loaded: %s"
-                               % ", ".join(s.name for s in self.slots))
+            if self.default is None:
+                raise UnknownModel("no model is loaded")
+            return self.default
         if not isinstance(name, str):
             raise UnknownModel("'model' must be a string naming a loaded model")
         key = name.strip().lower()

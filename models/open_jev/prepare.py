@@ -1,14 +1,15 @@
 """Open-Jev preparation: validate the whole request, build one independent Yes/No prompt per
 candidate, chat-wrap and tokenize it, and refuse (never truncate) an over-long candidate.
 
-    prepare(body, tokenizer, export, limits=LIMITS) -> (rows, context, usage)
+    prepare(body, tokenizer, export, limits=LIMITS, names=()) -> (rows, context, usage)
         body       the decoded request object
         tokenizer  models.tokenizer.TokenizerHandle of the export
         export     checkpoint.MergedExport: temperature, max_length, chat prefix/suffix, head
+        names      the export's served name and aliases, which `model` may say besides upstream's
         rows       list[CandidateRow], grouped by question then candidate, in request order
         context    Context: everything finish.finish needs besides the hidden states
         usage      {"input_tokens": Σ candidate lengths, "output_tokens": 0}
-    compile_request(body, variant, limits=LIMITS) -> (state_text, list[Question])
+    compile_request(body, variant, limits=LIMITS, names=()) -> (state_text, list[Question])
         validation and prompt texts only (no tokenizer)
     prompts(state_text, question) -> list[str]       the unwrapped candidate prompts
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -131,19 +132,24 @@ def compile_question(qid: str, qdef: Any, limits: OpenJevLimits = LIMITS) -> Que
     return Question(qid, kind, ["false", "true"], instructions, [])
 
 
-def check_model(body: Mapping[str, Any], variant: Variant) -> None:
+def check_model(body: Mapping[str, Any], variant: Variant, names: Sequence[str] = ()) -> None:
+    """The request's `model` names this export: upstream's names of the variant, or `names` (the
+    export's served name and aliases, from its manifest)."""
     model = body.get("model")
-    if not variant.serves(model):
-        raise UnknownModel("requested model %r is not loaded; this server answers as %s"
-                           % (model, ", ".join(variant.names)))
+    if variant.serves(model):
+        return
+    if isinstance(model, str) and model.strip().lower() in {n.lower() for n in names}:
+        return
+    raise UnknownModel("requested model %r is not loaded; this server answers as %s"
+                       % (model, ", ".join(dict.fromkeys((*names, *variant.names)))))
 
 
-def compile_request(body: Mapping[str, Any], variant: Variant,
-                    limits: OpenJevLimits = LIMITS) -> tuple[str, list[Question]]:
+def compile_request(body: Mapping[str, Any], variant: Variant, limits: OpenJevLimits = LIMITS,
+                    names: Sequence[str] = ()) -> tuple[str, list[Question]]:
     """Validate the whole request; (rendered state, questions). Raises RequestError subclasses."""
     if not isinstance(body, Mapping):
         raise RequestError("the request must be a JSON object")
-    check_model(body, variant)
+    check_model(body, variant, names)
     if "state" not in body:
         raise RequestError("'state' is required: text, a JSON object, or an array")
     state = body["state"]
@@ -195,10 +201,10 @@ def encode_question(state_text: str, question: Question, tokenizer: TokenizerHan
 
 
 def prepare(body: Mapping[str, Any], tokenizer: TokenizerHandle, export: MergedExport,
-            limits: OpenJevLimits = LIMITS) -> tuple[list[CandidateRow], Context, dict]:
+            limits: OpenJevLimits = LIMITS, names: Sequence[str] = ()) -> tuple[list[CandidateRow], Context, dict]:
     """Validate, then tokenize question by question; the whole request fails on the first
     over-long candidate, before any forward pass and without tokenizing later questions."""
-    state_text, questions = compile_request(body, export.variant, limits)
+    state_text, questions = compile_request(body, export.variant, limits, names)
     started = time.perf_counter()
     rows: list[CandidateRow] = []
     for index, question in enumerate(questions):

@@ -38,9 +38,11 @@ class OpenJevModel(QwenServed):
                              % (directory, len(self.export.head_weight), hidden))
         self.limits_ = limits or LIMITS
         self.adapter = LastTokenAdapter(self.pad_id, key=self.family)
+        # The export's own names (its `--name` and aliases) pass besides upstream's.
+        self.names = (self.name, *self.aliases)
 
     def prepare(self, body: Mapping[str, Any]) -> Prepared:
-        rows, context, usage = prepare(body, self.tok, self.export, self.limits_)
+        rows, context, usage = prepare(body, self.tok, self.export, self.limits_, names=self.names)
         work = [r.ids for r in rows]
         return Prepared(rows=len(work), tokens=usage["input_tokens"], longest=max(len(r) for r in work),
                         work=work, context=context, questions=len(context.questions))

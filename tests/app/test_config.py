@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from app.config import Settings
+from app.config import OTHER_VARIABLES, ConfigError, Settings
 
 
 def test_defaults_and_env():
@@ -24,7 +24,7 @@ def test_file_then_env_overrides(tmp_path):
     s = Settings.from_env({"OMNI_CONFIG": str(toml), "OMNI_QUEUE_SIZE": "9"})
     assert s.models == ("exports/english",) and s.profile == "jev" and s.queue_size == 9
     js = tmp_path / "omni.json"
-    js.write_text(json.dumps({"device": "cpu", "request_timeout_s": 5}))
+    js.write_text(json.dumps({"device": "cpu", "request_timeout_s": 5, "api_key": None}))
     assert Settings.from_env({"OMNI_CONFIG": str(js)}).request_timeout_s == 5.0
 
 
@@ -47,3 +47,58 @@ def test_switches_read_the_usual_spellings():
         assert Settings.from_env({"OMNI_CUDA_GRAPH_PRECAPTURE": raw}).cuda_graph_precapture is value
     with pytest.raises(ValueError, match="OMNI_CUDA_GRAPH_PRECAPTURE"):
         Settings.from_env({"OMNI_CUDA_GRAPH_PRECAPTURE": "maybe"})
+
+
+def test_a_bad_value_names_its_variable_or_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"^OMNI_QUEUE_SIZE must be a whole number, got 'many'$"):
+        Settings.from_env({"OMNI_QUEUE_SIZE": "many"})
+    with pytest.raises(ConfigError, match=r"^OMNI_BODY_TIMEOUT_S must be a number above 0, got -1.0$"):
+        Settings.from_env({"OMNI_BODY_TIMEOUT_S": "-1"})
+    with pytest.raises(ConfigError, match=r"^OMNI_DEVICE must be auto, cpu, cuda or cuda:N, got 'gpu'$"):
+        Settings.from_env({"OMNI_DEVICE": "gpu"})
+    toml = tmp_path / "omni.toml"
+    toml.write_text('queue_size = "many"\n')
+    with pytest.raises(ConfigError, match="key 'queue_size' in %s must be a whole number" % toml):
+        Settings.from_env({"OMNI_CONFIG": str(toml)})
+    toml.write_text("queue_size = true\n")
+    with pytest.raises(ConfigError, match="must be a whole number, got True"):
+        Settings.from_env({"OMNI_CONFIG": str(toml)})
+    with pytest.raises(ConfigError, match="OMNI_CONFIG=%s cannot be read" % (tmp_path / "none.toml")):
+        Settings.from_env({"OMNI_CONFIG": str(tmp_path / "none.toml")})
+    toml.write_text("queue_size = \n")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        Settings.from_env({"OMNI_CONFIG": str(toml)})
+
+
+def test_unknown_variables_and_keys_are_refused_with_a_suggestion(tmp_path):
+    typos = r"unknown variables OMNI_DEVIC \(did you mean OMNI_DEVICE\?\), OMNI_WHATEVER;"
+    with pytest.raises(ConfigError, match=typos):
+        Settings.from_env({"OMNI_DEVIC": "cpu", "OMNI_WHATEVER": "1"})
+    js = tmp_path / "omni.json"
+    js.write_text(json.dumps({"modles": ["a"]}))
+    with pytest.raises(ConfigError, match=r"unknown key in OMNI_CONFIG=.*: modles \(did you mean models\?\)"):
+        Settings.from_env({"OMNI_CONFIG": str(js)})
+
+
+def test_the_projects_other_variables_pass():
+    """The export image's, make serve's and the image test's variables share an environment with
+    the server (compose, a shell): known, and not the server's."""
+    env = {name: "x" for name in OTHER_VARIABLES if name != "OMNI_CONFIG"}
+    assert Settings.from_env(env) == Settings()
+    assert "OMNI_EXPORT_DTYPE" in OTHER_VARIABLES and "OMNI_DEMO_DIR" in OTHER_VARIABLES
+
+
+def test_retry_after_is_at_least_one_second():
+    with pytest.raises(ConfigError, match="OMNI_RETRY_AFTER_S"):
+        Settings.from_env({"OMNI_RETRY_AFTER_S": "0"})
+    with pytest.raises(ConfigError, match="OMNI_RETRY_AFTER_S"):
+        Settings(retry_after_s=0)
+
+
+def test_export_entries_name_the_directory_the_export_wrote():
+    """`name=checkpoint` and `name=family:checkpoint` (deploy/export.sh) serve `name`; the `:` of a
+    family prefix does not split the entry."""
+    s = Settings.from_env({"OMNI_MODELS": "english=demo, mine=open-jev:org/ckpt,multilingual:exports/x",
+                           "OMNI_MODEL_ROOT": "/models"})
+    assert s.models == ("english=demo", "mine=open-jev:org/ckpt", "multilingual", "exports/x")
+    assert s.model_dirs() == ["/models/english", "/models/mine", "/models/multilingual", "exports/x"]

@@ -122,14 +122,17 @@ def test_repeated_batch_failures_take_the_model_out(english, caplog):
         codes = [(await client.post("/v1/systemone", json=BODY)).status_code for _ in range(5)]
         ready = await client.get("/readyz")
         metrics = (await client.get("/metrics")).text
-        return codes, ready, metrics
+        return codes, ready, metrics, await client.get("/livez")
 
     with caplog.at_level(logging.CRITICAL, logger="omni.executor"):
-        codes, ready, metrics = asyncio.run(_with_client(app, go))
+        codes, ready, metrics, live = asyncio.run(_with_client(app, go))
     assert codes == [500, 500, 500, 503, 503]
     assert 'omni_executor_failures_total{model="english"} 3.0' in metrics
     assert 'omni_dropped_total{model="english"} 0.0' in metrics
     assert 'omni_model_ready{model="english"} 0.0' in metrics
     assert ready.status_code == 503 and ready.json()["models"][0]["state"] == "failed"
     assert "consecutive" in ready.json()["models"][0]["error"]
+    # Out of service for good: liveness fails too, so an orchestrator restarts the process.
+    assert live.status_code == 503 and live.json()["code"] == "model_failed"
+    assert "english" in live.json()["detail"] and "consecutive" in live.json()["detail"]
     assert sum(1 for r in caplog.records if r.levelno == logging.CRITICAL) == 1     # logged once

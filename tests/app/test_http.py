@@ -118,7 +118,8 @@ def test_health_models_schema_metrics(server):
     for path in ("/readyz", "/health"):
         r = httpx.get(server.url + path)
         assert r.status_code == 200
-        (m,) = r.json()["models"]
+        # /readyz lists the models; /health keys them by name (docs/api.md)
+        (m,) = r.json()["models"] if path == "/readyz" else r.json()["models"].values()
         assert m["state"] == "ready" and m["device"] == "cpu" and m["weights_dtype"] == "float32"
         assert m["warmup_ms"] > 0 and m["limits"]["max_questions"] == 64
         assert m["cuda_graphs"] == "off" and "cuda_graphs_refused" not in m        # the CPU replays none
@@ -336,7 +337,8 @@ def test_fatal_load_failure_is_not_ready(english, tmp_path):
             time.sleep(0.1)
         assert "CUDA" in body["models"][0]["error"]
         assert_problem(post(s, BODY), 503, "not_ready")
-        assert httpx.get(s.url + "/livez").status_code == 200
+        live = assert_problem(httpx.get(s.url + "/livez"), 503, "model_failed")
+        assert "english" in live["detail"] and "CUDA" in live["detail"]
 
 
 def test_oversized_headers_are_refused_before_the_app(server):
