@@ -39,8 +39,8 @@ class OpenJevModel(QwenServed):
         self.limits_ = limits or LIMITS
         self.adapter = LastTokenAdapter(self.pad_id, key=self.family)
 
-    def prepare(self, body: Mapping[str, Any]) -> Prepared:
-        rows, context, usage = prepare(body, self.tok, self.export, self.limits_)
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
+        rows, context, usage = prepare(body, self.tok, self.export, self.limits_, profile)
         work = [r.ids for r in rows]
         return Prepared(rows=len(work), tokens=usage["input_tokens"], longest=max(len(r) for r in work),
                         work=work, context=context, questions=len(context.questions))
