@@ -8,7 +8,7 @@ from litestar import Litestar, Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
 
 from app.config import Settings
 from app.metrics import Metrics
@@ -93,7 +93,8 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
         on_shutdown=[engine.stop],
         exception_handlers={Problem: _on_problem, HTTPException: _on_http, Exception: _on_unexpected},
         openapi_config=OpenAPIConfig(title="System1-Omni", version="0.1.0", path="/schema/docs",
-                                     render_plugins=[SwaggerRenderPlugin()],
+                                     render_plugins=[discovery.serving_the_document(SwaggerRenderPlugin()),
+                                                     discovery.serving_the_document(JsonRenderPlugin())],
                                      description="System One decision models over POST /v1/systemone"),
         state=State({"omni": Omni(settings, registry, engine, metrics)}),
         request_max_body_size=None,
