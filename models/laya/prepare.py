@@ -194,16 +194,28 @@ class RowBuilder:
         self.cls, self.sep = tok.ids["cls_token"], tok.ids["sep_token"]
         self.mask_id = tok.ids["mask_token"]
 
-    def head(self, q: Question, part: Sequence[int] | None = None) -> tuple[list[int], list[int], dict]:
-        """`part`: the positions (in the row order of the question's options) this row holds."""
+    def option_ids(self, q: Question) -> list[list[int]]:
+        """Each option's marker and tokens, in option order, in one tokenizer call."""
+        texts = [" " + o.replace(self.mask, " ") for o in render_options(q)]
+        ids = self.tok.encode_shared_many(texts)
+        return [[self.mask_id, *ids[t][:OPTION_TOKENS]] for t in texts]
+
+    def head(self, q: Question, part: Sequence[int] | None = None,
+             options: list[list[int]] | None = None) -> tuple[list[int], list[int], dict]:
+        """`part`: the positions (in the row order of the question's options) this row holds;
+        `options`: its option_ids, where the caller has them."""
         enc = self.tok.encode_shared
-        opts = render_options(q)
-        order = q.option_order if q.option_order is not None else list(range(len(opts)))
+        opts = render_options(q) if options is None else None
+        n = len(opts) if options is None else len(options)
+        order = q.option_order if q.option_order is not None else list(range(n))
         if part is not None:
             order = [order[i] for i in part]
         ins = str(q.ins).replace(self.mask, " ")
         head_ids = enc("%s question: %s" % (q.t, ins))
-        opt_ids = [[self.mask_id, *enc(" " + opts[i].replace(self.mask, " "))[:OPTION_TOKENS]] for i in order]
+        if options is None:
+            opt_ids = [[self.mask_id, *enc(" " + opts[i].replace(self.mask, " "))[:OPTION_TOKENS]] for i in order]
+        else:
+            opt_ids = [options[i] for i in order]
         budget = self.head_max_len - sum(len(o) for o in opt_ids)
         per_option = None
         if budget < 16:
@@ -220,8 +232,9 @@ class RowBuilder:
                  "tokens_per_option": per_option}
         return ids, markers, stats
 
-    def row(self, q: Question, state_ids: list[int], truncate_left: bool, part: Sequence[int] | None = None):
-        ids, markers, stats = self.head(q, part)
+    def row(self, q: Question, state_ids: list[int], truncate_left: bool, part: Sequence[int] | None = None,
+            options: list[list[int]] | None = None):
+        ids, markers, stats = self.head(q, part, options)
         room = max(0, self.max_len - len(ids) - 1)
         st = state_ids[max(0, len(state_ids) - room):] if truncate_left else state_ids[:room]
         ids = (ids + st + [self.sep])[: self.max_len]
@@ -235,35 +248,44 @@ class RowBuilder:
         return Row(ids, markers, QTYPES[q.t], q.option_order), stats, dropped
 
     def spread(self, q: Question, state_ids: list[int], truncate_left: bool):
-        """A choice one row cannot hold, over the fewest rows that each hold their options'
-        markers with every option's text kept distinct (one option a row, at most): its rows,
-        the options' stats and the state tokens dropped. ValueError if no split holds them."""
+        """A choice one row cannot hold, over the fewest rows (each an equal share of its options,
+        in row order) that hold their options' markers, each option's text kept distinct unless
+        a row keeps every text whole: its rows, the options' stats and the state tokens dropped.
+        ValueError if even one option a row does not fit. Rows hold fewer options as they grow in
+        number, so the fewest is found by bisection."""
         n = len(q.keys)
-        first = None
-        for parts in range(2, n + 1):
+        options = self.option_ids(q)
+
+        def build(parts: int):
             bounds = [n * i // parts for i in range(parts + 1)]
             try:
-                built = [self.row(q, state_ids, truncate_left, range(bounds[i], bounds[i + 1]))
+                built = [self.row(q, state_ids, truncate_left, range(bounds[i], bounds[i + 1]), options)
                          for i in range(parts)]
             except ValueError:
-                continue
-            distinct = all(st["options_distinct"] == st["options"] for _, st, _ in built)
-            if first is None:
-                first = built
-            if distinct:
-                break
-        else:
-            if first is None:
-                raise ValueError("its %d options do not fit the window even one to a row" % n)
-            built = first
-        rows = [r for r, _, _ in built]
+                return None
+            kept = all(st["options_distinct"] == st["options"] or st["tokens_per_option"] is None
+                       for _, st, _ in built)
+            return built if kept else None
+
+        low, high, best = 1, n, None        # one row (low) did not hold them
+        while high - low > 1:
+            middle = (low + high) // 2
+            built = build(middle)
+            if built is None:
+                low = middle
+            else:
+                high, best = middle, built
+        best = best or build(n)
+        if best is None:
+            raise ValueError("its %d options do not fit the model's window even one to a row" % n)
+        rows = [r for r, _, _ in best]
         rows[0].span = len(rows)
         for r in rows[1:]:
             r.span = 0
-        stats = {"options": n, "options_distinct": sum(st["options_distinct"] for _, st, _ in built),
-                 "tokens_per_option": min((st["tokens_per_option"] for _, st, _ in built
+        stats = {"options": n, "options_distinct": sum(st["options_distinct"] for _, st, _ in best),
+                 "tokens_per_option": min((st["tokens_per_option"] for _, st, _ in best
                                            if st["tokens_per_option"] is not None), default=None)}
-        return rows, stats, max(d for _, _, d in built)
+        return rows, stats, max(d for _, _, d in best)
 
 
 def validate_envelope(body: Mapping[str, Any], limits: LayaLimits) -> tuple[Any, dict]:
