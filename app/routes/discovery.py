@@ -94,14 +94,14 @@ def openapi_document(app) -> dict:
                 "content": {"application/json": {"schema": {"oneOf": [
                     ref["SystemOneResponse"], ref["JevSystemOneResponse"]]}}}},
         **{str(status): problem(status) for status in PROBLEMS}}
-    for path in ("/readyz", "/health"):
-        if "get" in paths.get(path, {}):
-            paths[path]["get"]["responses"] = {
-                "200": {"description": "Every model is loaded and warm", "headers": _HEADERS,
-                        "content": {"application/json": {"schema": ref["Ready"]}}},
-                "503": {"description": "not_ready: a model is loading, warming up or failed",
-                        "headers": {**_HEADERS, **_RETRY_AFTER},
-                        "content": {"application/problem+json": {"schema": ref["NotReady"]}}}}
+    readyz = paths.get("/readyz", {}).get("get")
+    if readyz is not None:
+        readyz["responses"] = {
+            "200": {"description": "Every model is loaded and warm", "headers": _HEADERS,
+                    "content": {"application/json": {"schema": ref["Ready"]}}},
+            "503": {"description": "not_ready: a model is loading, warming up or failed",
+                    "headers": {**_HEADERS, **_RETRY_AFTER},
+                    "content": {"application/problem+json": {"schema": ref["NotReady"]}}}}
     if "get" in paths.get("/livez", {}):
         paths["/livez"]["get"]["responses"]["200"]["content"] = {"application/json": {"schema": ref["Status"]}}
     models = paths.get("/v1/models", {}).get("get")

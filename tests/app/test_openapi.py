@@ -84,11 +84,10 @@ def test_problems_health_and_security_are_documented(served):
     assert "overloaded" in responses["503"]["description"] and "429" in responses["503"]["description"]
     assert "Retry-After" in responses["503"]["headers"]
     assert any(p["name"] == "Prefer" and p["in"] == "header" for p in op["parameters"])
-    for path in ("/readyz", "/health"):
-        ready = doc["paths"][path]["get"]["responses"]
-        assert ready["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/Ready")
-        assert ready["503"]["content"]["application/problem+json"]["schema"]["$ref"].endswith("/NotReady")
-        assert "Retry-After" in ready["503"]["headers"]
+    ready = doc["paths"]["/readyz"]["get"]["responses"]
+    assert ready["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/Ready")
+    assert ready["503"]["content"]["application/problem+json"]["schema"]["$ref"].endswith("/NotReady")
+    assert "Retry-After" in ready["503"]["headers"]
     models = doc["paths"]["/v1/models"]["get"]
     if keyed:
         assert doc["components"]["securitySchemes"] == {"bearer": {
