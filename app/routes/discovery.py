@@ -102,8 +102,10 @@ def openapi_document(app) -> dict:
             "503": {"description": "not_ready: a model is loading, warming up or failed",
                     "headers": {**_HEADERS, **_RETRY_AFTER},
                     "content": {"application/problem+json": {"schema": ref["NotReady"]}}}}
-    if "get" in paths.get("/livez", {}):
-        paths["/livez"]["get"]["responses"]["200"]["content"] = {"application/json": {"schema": ref["Status"]}}
+    livez = paths.get("/livez", {}).get("get")
+    if livez is not None:
+        livez.setdefault("responses", {})["200"] = {"description": "The process is up", "headers": _HEADERS,
+                                                    "content": {"application/json": {"schema": ref["Status"]}}}
     models = paths.get("/v1/models", {}).get("get")
     if models is not None:
         models["responses"] = {"200": {"description": "The loaded models", "headers": _HEADERS,
