@@ -9,6 +9,7 @@ from litestar import Litestar, Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
 
 from app import __version__, logs
 from app.config import ConfigError, Settings
@@ -98,7 +99,8 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
         on_shutdown=[engine.stop],
         exception_handlers={Problem: _on_problem, HTTPException: _on_http, Exception: _on_unexpected},
         openapi_config=OpenAPIConfig(title="System1-Omni", version=__version__, path="/schema/docs",
-                                     render_plugins=[swagger],
+                                     render_plugins=[discovery.serving_the_document(swagger),
+                                                     discovery.serving_the_document(JsonRenderPlugin())],
                                      description="System One decision models over POST /v1/systemone"),
         state=State({"omni": Omni(settings, registry, engine, metrics)}),
         request_max_body_size=None,

@@ -143,8 +143,8 @@ class Engine:
             span.set_attribute("omni.model", slot.name)
         try:
             with timing.stage("prepare"):
-                prepared = await (asyncio.to_thread(model.prepare, body) if offload
-                                  else self._preparing[slot].prepare(body))
+                prepared = await (asyncio.to_thread(model.prepare, body, profile) if offload
+                                  else self._preparing[slot].prepare(body, profile))
         except RequestError as exc:
             raise Problem.from_request_error(exc) from None
         if span is not None:

@@ -2,13 +2,17 @@
 
 Requests are validated per model (each model accepts a different subset of the Jev API), so
 these types document the protocol in /schema and type the fixed-shape responses; decision
-responses are model-shaped dicts encoded with msgspec.
+responses are model-shaped dicts encoded with msgspec. Answers are typed per profile: the
+fields every model gives, and the optional ones some models add (models.md).
 """
 from __future__ import annotations
 
 from typing import Any, Literal, Union
 
 import msgspec
+from msgspec import UNSET, UnsetType
+
+Text = Union[str, dict, list, int, float]
 
 
 class ChoiceQuestion(msgspec.Struct, tag="choice", tag_field="type"):
@@ -22,7 +26,9 @@ class ScoreQuestion(msgspec.Struct, tag="score", tag_field="type"):
 
 
 class NoulQuestion(msgspec.Struct, tag="noul", tag_field="type"):
-    instructions: Union[str, dict, list, int, float]
+    """`instructions` may be left out in the `jev` profile: the criteria are then the text."""
+
+    instructions: Union[Text, UnsetType] = UNSET
     criteria: Union[dict[str, Union[str, dict, list, int, float, None]], None] = None
 
 
@@ -42,6 +48,89 @@ class Usage(msgspec.Struct):
     output_tokens: int
 
 
+class ReferenceUsage(Usage):
+    """Laya and Clef-Flash add how much of the state was cut to fit."""
+
+    state_tokens: Union[int, UnsetType] = UNSET
+    state_tokens_dropped: Union[int, UnsetType] = UNSET
+    truncated: Union[bool, UnsetType] = UNSET
+    truncated_questions: Union[list[str], UnsetType] = UNSET
+
+
+class Action(msgspec.Struct):
+    act_probability: float
+
+
+class ChoiceAnswer(msgspec.Struct, tag="choice", tag_field="type"):
+    """`probabilities` keyed by option, normalised. Laya's `confidence` is 1 − normalised entropy."""
+
+    choice: str
+    probabilities: dict[str, float]
+    confidence: float
+    answer_confidence: Union[float, UnsetType] = UNSET
+    action: Union[Action, UnsetType] = UNSET
+    x_jev_confidence: Union[float, UnsetType] = UNSET
+
+
+class ScoreAnswer(msgspec.Struct, tag="score", tag_field="type"):
+    """`score` = Σ i·p_i; `probabilities` and `legend` keyed "0"…"n-1"."""
+
+    score: float
+    probabilities: dict[str, float]
+    legend: dict[str, Any]
+    confidence: float
+    answer_confidence: Union[float, UnsetType] = UNSET
+    action: Union[Action, UnsetType] = UNSET
+    x_jev_confidence: Union[float, UnsetType] = UNSET
+
+
+class NoulAnswer(msgspec.Struct, tag="noul", tag_field="type"):
+    """`noul`: the probability of yes."""
+
+    noul: float
+    confidence: Union[float, UnsetType] = UNSET
+    answer_confidence: Union[float, UnsetType] = UNSET
+    action: Union[Action, UnsetType] = UNSET
+
+
+Answer = Union[ChoiceAnswer, ScoreAnswer, NoulAnswer]
+
+
+class JevChoiceAnswer(msgspec.Struct, tag="choice", tag_field="type"):
+    """Jev's confidence (p_max − 1/n)/(1 − 1/n). `x_option_rows`: the rows a Laya choice too large
+    for one was spread over, its option logits in one softmax."""
+
+    choice: str
+    probabilities: dict[str, float]
+    confidence: float
+    x_confidence: Union[float, UnsetType] = UNSET
+    x_answer_confidence: Union[float, UnsetType] = UNSET
+    x_action: Union[Action, UnsetType] = UNSET
+    x_option_rows: Union[int, UnsetType] = UNSET
+
+
+class JevScoreAnswer(msgspec.Struct, tag="score", tag_field="type"):
+    score: float
+    probabilities: dict[str, float]
+    legend: dict[str, Any]
+    confidence: float
+    x_confidence: Union[float, UnsetType] = UNSET
+    x_answer_confidence: Union[float, UnsetType] = UNSET
+    x_action: Union[Action, UnsetType] = UNSET
+
+
+class JevNoulAnswer(msgspec.Struct, tag="noul", tag_field="type"):
+    """No `confidence`, as in Jev."""
+
+    noul: float
+    x_confidence: Union[float, UnsetType] = UNSET
+    x_answer_confidence: Union[float, UnsetType] = UNSET
+    x_action: Union[Action, UnsetType] = UNSET
+
+
+JevAnswer = Union[JevChoiceAnswer, JevScoreAnswer, JevNoulAnswer]
+
+
 class ServedBy(msgspec.Struct):
     checkpoint: Union[str, None]
     revision: Union[str, None]
@@ -53,10 +142,27 @@ class ServedBy(msgspec.Struct):
 
 
 class SystemOneResponse(msgspec.Struct):
+    """The `reference` profile: answers in request order, and what each model adds."""
+
     model: str
-    answers: dict[str, dict[str, Any]]
+    answers: dict[str, Answer]
+    usage: ReferenceUsage
+    served_by: ServedBy
+    routing: Union[dict[str, Any], UnsetType] = UNSET         # Laya
+    metadata: Union[dict[str, Any], UnsetType] = UNSET        # Open-Jev
+
+
+class JevSystemOneResponse(msgspec.Struct):
+    """The `jev` profile (`Prefer: profile=jev`): Jev's core; everything else prefixed `x_`."""
+
+    model: str
+    answers: dict[str, JevAnswer]
     usage: Usage
-    served_by: Union[ServedBy, None] = None
+    x_served_by: ServedBy
+    x_usage: Union[dict[str, Any], UnsetType] = UNSET
+    x_routing: Union[dict[str, Any], UnsetType] = UNSET
+    x_metadata: Union[dict[str, Any], UnsetType] = UNSET
+    x_model: Union[str, UnsetType] = UNSET
 
 
 class QuestionError(msgspec.Struct):
@@ -74,6 +180,86 @@ class ProblemDetails(msgspec.Struct):
     detail: str
     instance: str
     errors: list[QuestionError] = []
+
+
+class JevValidationItem(msgspec.Struct):
+    loc: list[Union[str, int]]
+    msg: str
+    type: str           # the problem's code
+
+
+class JevValidationError(msgspec.Struct):
+    """A 422 in the `jev` profile (and a 400, which is 422 there)."""
+
+    detail: list[JevValidationItem]
+
+
+class JevErrorDetail(msgspec.Struct):
+    error_type: str     # the code; Jev's names for unauthorized, overloaded, not_ready, inference_failed
+    message: str
+
+
+class JevError(msgspec.Struct):
+    """Any other error in the `jev` profile."""
+
+    detail: JevErrorDetail
+
+
+class ModelStatus(msgspec.Struct):
+    name: str
+    state: Literal["loading", "warming", "ready", "failed"]
+    checkpoint: Union[str, None]
+    revision: Union[str, None]
+    device: Union[str, None]
+    weights_dtype: str
+    runtime: Union[str, None]
+    load_ms: Union[float, None]
+    warmup_ms: Union[float, None]
+    cuda_graphs: str
+    limits: dict[str, Any]
+    random_weights: Union[bool, UnsetType] = UNSET
+    cuda_graphs_refused: Union[str, UnsetType] = UNSET
+    error: Union[str, UnsetType] = UNSET
+
+
+class ServerLimits(msgspec.Struct):
+    max_body_bytes: int
+    request_timeout_s: float
+    queue_size: int
+
+
+class Ready(msgspec.Struct):
+    status: Literal["ready"]
+    models: list[ModelStatus]
+    limits: ServerLimits
+
+
+class NotReady(ProblemDetails):
+    """503 `not_ready`: a model is loading, warming or failed."""
+
+    models: list[ModelStatus] = []
+    limits: Union[ServerLimits, None] = None
+
+
+class ModelEntry(msgspec.Struct):
+    name: str
+    description: str
+    aliases: list[str]
+    release_date: str
+    family: str
+    checkpoint: Union[str, None]
+    revision: Union[str, None]
+    random_weights: bool
+    weights_dtype: str
+    limits: dict[str, Any]
+    state: Literal["loading", "warming", "ready", "failed"]
+    served_by: ServedBy
+
+
+class ModelList(msgspec.Struct):
+    """Each entry also carries its family's own fields (models.md)."""
+
+    models: list[ModelEntry]
 
 
 class Status(msgspec.Struct):

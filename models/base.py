@@ -1,7 +1,8 @@
 """What a served model family provides to the runtime: prepare → execute → finish.
 
 The runtime (app/runtime) knows only these shapes. Preparation validates the whole request and
-returns `Prepared`: the executor work plus the context finishing needs. The model's
+returns `Prepared`: the executor work plus the context finishing needs. It knows the response
+profile, where a family accepts more in the `jev` profile than its reference does. The model's
 `BatchAdapter` packs the work of one or more requests into the ORT session's input layout and
 unpacks outputs back to each request; finishing calibrates and decodes one request's outputs.
 """
@@ -103,9 +104,10 @@ class ServedModel(Protocol):
     adapter: BatchAdapter
     manifest: Mapping[str, Any]
 
-    def prepare(self, body: Mapping[str, Any]) -> Prepared: ...
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared: ...
 
-    def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]: ...
+    def prepare_many(self, bodies: Sequence[Mapping[str, Any]],
+                     profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]: ...
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str) -> dict: ...
 
@@ -166,11 +168,13 @@ class ExportedModel:
     def warmup_body(self) -> dict:
         return {"model": self.name, **self.warmup_request}
 
-    def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]:
-        """`prepare` for requests that arrived together: each body's Prepared, or the exception
-        its preparation raised, so a bad request fails alone. Families whose preparation has a
-        cost per call that several requests can share (one tokenizer call) override it."""
-        return each(self.prepare, bodies)
+    def prepare_many(self, bodies: Sequence[Mapping[str, Any]],
+                     profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]:
+        """`prepare` for requests that arrived together (`profiles`: each one's response profile,
+        else `reference`): each body's Prepared, or the exception its preparation raised, so a
+        bad request fails alone. Families whose preparation has a cost per call that several
+        requests can share (one tokenizer call) override it."""
+        return each(lambda pair: self.prepare(*pair), zip(bodies, profiles or ["reference"] * len(bodies)))
 
     def limits(self) -> dict:
         return {}

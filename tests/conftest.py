@@ -71,8 +71,8 @@ class Pipeline:
         self.model = load(export_dir)
         self.session = ort.InferenceSession(self.model.onnx_path, providers=["CPUExecutionProvider"])
 
-    def outputs(self, bodies: list[dict]):
-        prepared = [self.model.prepare(b) for b in bodies]
+    def outputs(self, bodies: list[dict], profile: str = "reference"):
+        prepared = [self.model.prepare(b, profile) for b in bodies]
         works = [p.work for p in prepared]
         packed = self.model.adapter.pack(works)
         raw = (self.session.run(None, packed.feeds) if packed.parts is None
@@ -80,7 +80,7 @@ class Pipeline:
         return prepared, self.model.adapter.unpack(raw, works, packed), packed
 
     def __call__(self, body: dict, profile: str = "reference") -> dict:
-        (prepared,), (output,), _ = self.outputs([body])
+        (prepared,), (output,), _ = self.outputs([body], profile)
         return self.model.finish(prepared, output, profile, self.model.name, requested=body.get("model"))
 
 

@@ -40,8 +40,12 @@ def profile_of(headers, settings: Settings) -> str:
 def problem_reply(o: Omni, scope, problem: Problem, headers) -> tuple[bytes, str]:
     """(body, media type) of `problem` for this request, in its profile; counted by code, and
     recorded on the request's span. Litestar's exception handlers and the direct route
-    (routes/systemone.direct) both answer with it. `headers`: as for profile_of."""
+    (routes/systemone.direct) both answer with it. `headers`: as for profile_of. In the `jev`
+    profile a body Jev cannot read is a validation failure: its 400 is answered as 422 (the
+    problem's status is set to that)."""
     profile = scope.get("omni.profile") or profile_of(headers, o.settings)
+    if profile == "jev" and problem.status == 400:
+        problem.status = 422
     body, media = problem.render(scope.get("omni.request_id", ""), profile)
     timing = scope.get("omni.timing")
     if timing is not None and timing.span is not None:

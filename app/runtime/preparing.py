@@ -21,21 +21,22 @@ class PrepareBatch:
     def __init__(self, model, loop: asyncio.AbstractEventLoop):
         self.model, self.loop, self.pending = model, loop, []
 
-    def prepare(self, body: Mapping[str, Any]) -> asyncio.Future:
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> asyncio.Future:
         """A future of the request's Prepared, or of the error its preparation raised."""
         future = self.loop.create_future()
         if not self.pending:
             self.loop.call_soon(self._flush)   # after the callbacks already due in this turn
-        self.pending.append((body, future))
+        self.pending.append((body, profile, future))
         return future
 
     def _flush(self) -> None:
         pending, self.pending = self.pending, []
         try:
-            results = self.model.prepare_many([body for body, _ in pending])
+            results = self.model.prepare_many([body for body, _, _ in pending],
+                                              profiles=[profile for _, profile, _ in pending])
         except BaseException as exc:          # prepare_many itself broke: every request hears it
             results = [exc] * len(pending)
-        for (_, future), result in zip(pending, results):
+        for (_, _, future), result in zip(pending, results):
             if future.done():
                 continue
             if isinstance(result, BaseException):

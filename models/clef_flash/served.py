@@ -142,7 +142,7 @@ class ClefFlashModel(QwenServed):
                        "records of recurring shape; running its export command again writes that")
         return out
 
-    def prepare(self, body: Mapping[str, Any]) -> Prepared:
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
         record = prepare_record(body, self.tok, self.limits_)
         return Prepared(rows=1, tokens=record.tokens, longest=self.adapter.width(record.tokens),
                         work=record, context=record, questions=len(record.fields))

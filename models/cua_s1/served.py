@@ -41,7 +41,7 @@ class CuaS1Model(QwenServed):
         # The registry has routed the request here; its served name and upstream's name both pass.
         self.names = tuple(dict.fromkeys((self.name, MODEL_NAME)))
 
-    def prepare(self, body: Mapping[str, Any]) -> Prepared:
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
         return prepare(body, self.tok, self.limits_, names=self.names, baked=len(self.adapter.head))
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,

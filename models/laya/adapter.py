@@ -97,14 +97,52 @@ class LayaAdapter:
             act_logits = act_logits.astype(np.float32)
         act = np.exp(act_logits - np.maximum.reduce(act_logits, axis=-1, keepdims=True))
         act /= np.add.reduce(act, axis=-1, keepdims=True)
-        rows = [(len(r.markers), r.qtype, r.order) for work in works for r in work]
+        flat = [r for work in works for r in work]
+        counts = [len(work) for work in works]
+        if any(r.span != 1 for r in flat):
+            logits, act, flat = merge_spread(logits, act, flat)
+            counts = [sum(1 for r in work if r.span) for work in works]
+        rows = [(len(r.markers), r.qtype, r.order) for r in flat]
         calibrated = finishing.calibrate(logits, act, rows, self.calibration)
         out, start = [], 0
-        for work in works:
-            end = start + len(work)
+        for n in counts:
+            end = start + n
             out.append((logits[start:end], act[start:end], calibrated[start:end]))
             start = end
         return out
+
+
+class _Merged:
+    """A spread question's rows as one: a marker per option, its type and option order."""
+
+    __slots__ = ("markers", "qtype", "order", "span")
+
+    def __init__(self, options: int, qtype: int, order):
+        self.markers, self.qtype, self.order, self.span = range(options), qtype, order, 1
+
+
+def merge_spread(logits: np.ndarray, act: np.ndarray, rows: Sequence[Row]):
+    """One row of logits per question: a question spread over several rows (`Row.span`) gets its
+    rows' option logits side by side, in option order, so calibration puts them through one
+    softmax; its act probabilities are its rows' mean. (logits, act, one entry per question)."""
+    groups, i = [], 0
+    while i < len(rows):
+        span = max(1, rows[i].span)
+        groups.append((i, span))
+        i += span
+    width = max(logits.shape[1], max(sum(len(rows[j].markers) for j in range(i, i + s)) for i, s in groups))
+    merged = np.zeros((len(groups), width), dtype=logits.dtype)
+    merged_act = np.empty((len(groups), act.shape[1]), dtype=act.dtype)
+    out = []
+    for g, (i, span) in enumerate(groups):
+        col = 0
+        for j in range(i, i + span):
+            k = len(rows[j].markers)
+            merged[g, col:col + k] = logits[j, :k]
+            col += k
+        merged_act[g] = act[i:i + span].mean(axis=0)
+        out.append(rows[i] if span == 1 else _Merged(col, rows[i].qtype, rows[i].order))
+    return merged, merged_act, out
 
 
 def static_multiple(rows: int, longest: int, pad_to: int, padding_budget: int = 256) -> int:

@@ -152,6 +152,8 @@ def answers(questions: Sequence[Question], calibrated: Sequence[Calibrated]) -> 
                 "probabilities": {json_key(kk): round(v, 4) for kk, v in zip(q.keys, probs)},
                 "confidence": round(c.confidence, 4),
                 "answer_confidence": ans_conf, "action": action}
+            if q.rows > 1:
+                out[q.qid]["option_rows"] = q.rows
         elif q.t == "score":
             out[q.qid] = {
                 "type": "score", "score": round(c.expected, 4),
@@ -182,6 +184,8 @@ def jev_profile(model: str, answers: dict, usage: dict, routing: dict) -> dict:
     for qid, a in answers.items():
         extras = {"x_confidence": a["confidence"], "x_answer_confidence": a["answer_confidence"],
                   "x_action": a["action"]}
+        if "option_rows" in a:          # a choice spread over rows, its logits in one softmax
+            extras["x_option_rows"] = a["option_rows"]
         if a["type"] == "noul":
             out[qid] = {"type": "noul", "noul": a["noul"], **extras}
             continue

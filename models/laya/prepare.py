@@ -3,11 +3,16 @@
 A torch-free port of laya 0.4.15's `Agent._check_question`, `_to_internal`, `build_head`,
 `build_sequence` and `_encode_state` (models.md §2.4); the parity tests hold it to identical
 token ids against the `laya` package itself.
+
+The `jev` profile accepts two things laya refuses, as the hosted Jev API does: a noul question
+without `instructions` (its criteria are its text), and a choice whose option markers one row
+cannot hold, spread over several rows of the same question (`Row.span`) whose option logits
+finishing puts through one softmax.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from models.errors import InvalidQuestions, RequestError, TooLarge, check_questions, questions_of
 from models.laya.checkpoint import QTYPES
@@ -34,6 +39,7 @@ class Row:
     markers: list[int]
     qtype: int
     order: list[int] | None = None      # the question's option_order (finishing reorders by it)
+    span: int = 1       # rows of its question this row starts (a spread choice); 0: a later one
 
 
 @dataclass
@@ -45,6 +51,7 @@ class Question:
     labels: dict | None = None
     option_order: list[int] | None = None
     keys: list = field(default_factory=list)     # choice answer keys, request order
+    rows: int = 1                                # rows its options are spread over (jev profile)
 
 
 def render_criterion(value) -> str:
@@ -73,7 +80,7 @@ def _option_count(qdef: Mapping) -> int:
     return len(crit) if isinstance(crit, (dict, list)) else 0
 
 
-def check_question(qid: str, qdef: Any, limits: LayaLimits) -> str | None:
+def check_question(qid: str, qdef: Any, limits: LayaLimits, profile: str = "reference") -> str | None:
     """The first problem with one question (laya's wording), or None when it can be answered."""
     if not isinstance(qid, str) or not qid.strip():
         return "question id must be a non-empty string"
@@ -83,8 +90,9 @@ def check_question(qid: str, qdef: Any, limits: LayaLimits) -> str | None:
     if not isinstance(t, str) or t not in QTYPES:
         return "unknown type %r; use one of %s" % (t, sorted(QTYPES))
     if "instructions" not in qdef:
-        return "no 'instructions'; add the text the model should answer"
-    ins = qdef["instructions"]
+        if not (profile == "jev" and t == "noul" and isinstance(qdef.get("criteria"), dict) and qdef["criteria"]):
+            return "no 'instructions'; add the text the model should answer"
+    ins = qdef.get("instructions", qdef.get("criteria"))
     if ins is None:
         return "'instructions' must not be null"
     if (isinstance(ins, str) and not ins.strip()) or (isinstance(ins, (list, dict)) and not ins):
@@ -150,7 +158,8 @@ def to_internal(qid: str, qdef: dict) -> Question:
         crit = {c: None for c in crit}
     elif t == "noul" and isinstance(crit, dict):
         crit = {str(k).lower(): v for k, v in crit.items()}
-    q = Question(qid, t, render(qdef["instructions"]), crit, labels=qdef.get("labels"),
+    ins = qdef["instructions"] if "instructions" in qdef else crit     # a jev-profile noul: its criteria
+    q = Question(qid, t, render(ins), crit, labels=qdef.get("labels"),
                  option_order=[int(i) for i in qdef["option_order"]] if "option_order" in qdef else None)
     if t == "choice":
         q.keys = list(crit.keys())
@@ -185,13 +194,28 @@ class RowBuilder:
         self.cls, self.sep = tok.ids["cls_token"], tok.ids["sep_token"]
         self.mask_id = tok.ids["mask_token"]
 
-    def head(self, q: Question) -> tuple[list[int], list[int], dict]:
+    def option_ids(self, q: Question) -> list[list[int]]:
+        """Each option's marker and tokens, in option order, in one tokenizer call."""
+        texts = [" " + o.replace(self.mask, " ") for o in render_options(q)]
+        ids = self.tok.encode_shared_many(texts)
+        return [[self.mask_id, *ids[t][:OPTION_TOKENS]] for t in texts]
+
+    def head(self, q: Question, part: Sequence[int] | None = None,
+             options: list[list[int]] | None = None) -> tuple[list[int], list[int], dict]:
+        """`part`: the positions (in the row order of the question's options) this row holds;
+        `options`: its option_ids, where the caller has them."""
         enc = self.tok.encode_shared
-        opts = render_options(q)
-        order = q.option_order if q.option_order is not None else list(range(len(opts)))
+        opts = render_options(q) if options is None else None
+        n = len(opts) if options is None else len(options)
+        order = q.option_order if q.option_order is not None else list(range(n))
+        if part is not None:
+            order = [order[i] for i in part]
         ins = str(q.ins).replace(self.mask, " ")
         head_ids = enc("%s question: %s" % (q.t, ins))
-        opt_ids = [[self.mask_id, *enc(" " + opts[i].replace(self.mask, " "))[:OPTION_TOKENS]] for i in order]
+        if options is None:
+            opt_ids = [[self.mask_id, *enc(" " + opts[i].replace(self.mask, " "))[:OPTION_TOKENS]] for i in order]
+        else:
+            opt_ids = [options[i] for i in order]
         budget = self.head_max_len - sum(len(o) for o in opt_ids)
         per_option = None
         if budget < 16:
@@ -208,8 +232,9 @@ class RowBuilder:
                  "tokens_per_option": per_option}
         return ids, markers, stats
 
-    def row(self, q: Question, state_ids: list[int], truncate_left: bool):
-        ids, markers, stats = self.head(q)
+    def row(self, q: Question, state_ids: list[int], truncate_left: bool, part: Sequence[int] | None = None,
+            options: list[list[int]] | None = None):
+        ids, markers, stats = self.head(q, part, options)
         room = max(0, self.max_len - len(ids) - 1)
         st = state_ids[max(0, len(state_ids) - room):] if truncate_left else state_ids[:room]
         ids = (ids + st + [self.sep])[: self.max_len]
@@ -221,6 +246,46 @@ class RowBuilder:
                 % (len(markers), stats["options"], self.max_len, self.head_max_len))
         dropped = len(state_ids) - len(st)
         return Row(ids, markers, QTYPES[q.t], q.option_order), stats, dropped
+
+    def spread(self, q: Question, state_ids: list[int], truncate_left: bool):
+        """A choice one row cannot hold, over the fewest rows (each an equal share of its options,
+        in row order) that hold their options' markers, each option's text kept distinct unless
+        a row keeps every text whole: its rows, the options' stats and the state tokens dropped.
+        ValueError if even one option a row does not fit. Rows hold fewer options as they grow in
+        number, so the fewest is found by bisection."""
+        n = len(q.keys)
+        options = self.option_ids(q)
+
+        def build(parts: int):
+            bounds = [n * i // parts for i in range(parts + 1)]
+            try:
+                built = [self.row(q, state_ids, truncate_left, range(bounds[i], bounds[i + 1]), options)
+                         for i in range(parts)]
+            except ValueError:
+                return None
+            kept = all(st["options_distinct"] == st["options"] or st["tokens_per_option"] is None
+                       for _, st, _ in built)
+            return built if kept else None
+
+        low, high, best = 1, n, None        # one row (low) did not hold them
+        while high - low > 1:
+            middle = (low + high) // 2
+            built = build(middle)
+            if built is None:
+                low = middle
+            else:
+                high, best = middle, built
+        best = best or build(n)
+        if best is None:
+            raise ValueError("its %d options do not fit the model's window even one to a row" % n)
+        rows = [r for r, _, _ in best]
+        rows[0].span = len(rows)
+        for r in rows[1:]:
+            r.span = 0
+        stats = {"options": n, "options_distinct": sum(st["options_distinct"] for _, st, _ in best),
+                 "tokens_per_option": min((st["tokens_per_option"] for _, st, _ in best
+                                           if st["tokens_per_option"] is not None), default=None)}
+        return rows, stats, max(d for _, _, d in best)
 
 
 def validate_envelope(body: Mapping[str, Any], limits: LayaLimits) -> tuple[Any, dict]:
@@ -241,12 +306,13 @@ class Parsed:
     internal: list[Question]
     text: str                  # the state as the tokenizer reads it
     truncate_left: bool
+    spread: bool = False       # a choice one row cannot hold is spread over rows (jev profile)
 
 
-def parse_request(body: Mapping[str, Any], limits: LayaLimits, mask: str) -> Parsed:
+def parse_request(body: Mapping[str, Any], limits: LayaLimits, mask: str, profile: str = "reference") -> Parsed:
     """Every check that needs no tokens, and the state's text; raises before any forward pass."""
     state, questions = validate_envelope(body, limits)
-    check_questions(questions, lambda qid, qdef: check_question(qid, qdef, limits))
+    check_questions(questions, lambda qid, qdef: check_question(qid, qdef, limits, profile))
     total = sum(_option_count(q) for q in questions.values())
     if total > limits.max_options_total:
         raise TooLarge("%d options across questions; this model takes at most %d per request"
@@ -256,7 +322,7 @@ def parse_request(body: Mapping[str, Any], limits: LayaLimits, mask: str) -> Par
         raise TooLarge("state is %d characters; this model takes at most %d"
                        % (len(text), limits.max_state_chars))
     internal = [to_internal(qid, qdef) for qid, qdef in questions.items()]
-    return Parsed(questions, internal, text.replace(mask, " "), isinstance(state, list))
+    return Parsed(questions, internal, text.replace(mask, " "), isinstance(state, list), profile == "jev")
 
 
 def build_rows(parsed: Parsed, state_ids: list[int], builder: RowBuilder):
@@ -266,10 +332,18 @@ def build_rows(parsed: Parsed, state_ids: list[int], builder: RowBuilder):
     for q in internal:
         try:
             row, st, d = builder.row(q, state_ids, truncate_left)
+            rows.append(row)
         except ValueError as exc:
-            errors.append({"question": q.qid, "detail": str(exc)})
-            continue
-        rows.append(row)
+            if not (parsed.spread and q.t == "choice" and len(q.keys) > 1):
+                errors.append({"question": q.qid, "detail": str(exc)})
+                continue
+            try:
+                spread, st, d = builder.spread(q, state_ids, truncate_left)
+            except ValueError as again:
+                errors.append({"question": q.qid, "detail": str(again)})
+                continue
+            rows.extend(spread)
+            q.rows = len(spread)
         stats.append(st)
         dropped.append(d)
     if errors:
@@ -291,9 +365,9 @@ def build_rows(parsed: Parsed, state_ids: list[int], builder: RowBuilder):
     return internal, rows, usage
 
 
-def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimits):
+def prepare_rows(body: Mapping[str, Any], builder: RowBuilder, limits: LayaLimits, profile: str = "reference"):
     """Validate the whole request, then build its rows. Raises before any forward pass."""
-    parsed = parse_request(body, limits, builder.mask)
+    parsed = parse_request(body, limits, builder.mask, profile)
     return build_rows(parsed, builder.tok.encode(parsed.text), builder)
 
 

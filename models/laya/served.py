@@ -36,12 +36,14 @@ class LayaModel(ExportedModel):
         self.adapter = LayaAdapter(self.tok.ids["pad_token"], self.calibration, max_len=cfg["max_len"])
         self.repo = manifest.get("source", {}).get("checkpoint")
 
-    def prepare(self, body: Mapping[str, Any]) -> Prepared:
-        return _prepared(*prepare_rows(body, self.builder, self.limits_))
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
+        return _prepared(*prepare_rows(body, self.builder, self.limits_, profile))
 
-    def prepare_many(self, bodies: Sequence[Mapping[str, Any]]) -> list[Prepared | BaseException]:
+    def prepare_many(self, bodies: Sequence[Mapping[str, Any]],
+                     profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]:
         """As `prepare` for each body, with every state tokenized in one tokenizer call."""
-        parsed = each(lambda body: parse_request(body, self.limits_, self.builder.mask), bodies)
+        parsed = each(lambda pair: parse_request(pair[0], self.limits_, self.builder.mask, pair[1]),
+                      zip(bodies, profiles or ["reference"] * len(bodies)))
         valid = [p for p in parsed if not isinstance(p, BaseException)]
         ids = self.tok.encode_batch([p.text for p in valid]) if valid else []
         built = iter(each(lambda pair: _prepared(*build_rows(*pair, self.builder)), zip(valid, ids)))

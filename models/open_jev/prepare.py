@@ -1,21 +1,24 @@
 """Open-Jev preparation: validate the whole request, build one independent Yes/No prompt per
 candidate, chat-wrap and tokenize it, and refuse (never truncate) an over-long candidate.
 
-    prepare(body, tokenizer, export, limits=LIMITS, names=()) -> (rows, context, usage)
+    prepare(body, tokenizer, export, limits=LIMITS, names=(), profile="reference") -> (rows, context, usage)
         body       the decoded request object
         tokenizer  models.tokenizer.TokenizerHandle of the export
         export     checkpoint.MergedExport: temperature, max_length, chat prefix/suffix, head
         names      the export's served name and aliases, which `model` may say besides upstream's
+        profile    the response profile (`jev` accepts what the hosted API accepts; see below)
         rows       list[CandidateRow], grouped by question then candidate, in request order
         context    Context: everything finish.finish needs besides the hidden states
         usage      {"input_tokens": Σ candidate lengths, "output_tokens": 0}
-    compile_request(body, variant, limits=LIMITS, names=()) -> (state_text, list[Question])
+    compile_request(body, variant, limits=LIMITS, names=(), profile="reference") -> (state_text, list[Question])
         validation and prompt texts only (no tokenizer)
     prompts(state_text, question) -> list[str]       the unwrapped candidate prompts
 
 A port of Open-Jev 3308a15 `compile_request` as system1-omni's native worker runs it
 (models.md §4.2): every request error is raised before anything is tokenized, and every
-candidate is checked against max_length before any forward pass.
+candidate is checked against max_length before any forward pass. The `jev` profile accepts,
+as the hosted Jev API does, one-sided noul criteria (the missing side in Laya's default words)
+and a noul without `instructions` (its criteria are its text).
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ from models.render import json_key, json_kind as _kind, render
 from models.tokenizer import TokenizerHandle
 
 KINDS = ("choice", "score", "noul")
+# A one-sided noul's missing side, in the jev profile: Laya's words for it (models/laya/prepare.py).
+NOUL_DEFAULTS = {"true": "yes, the statement holds", "false": "no, the statement does not hold"}
 ENCODE_CHUNK = 256          # prompts per encode_batch call: bounds the memory held as Encodings
 
 
@@ -86,17 +91,21 @@ def _description(value: Any, what: str) -> str:
     return render_value(value)
 
 
-def compile_question(qid: str, qdef: Any, limits: OpenJevLimits = LIMITS) -> Question:
+def compile_question(qid: str, qdef: Any, limits: OpenJevLimits = LIMITS, profile: str = "reference") -> Question:
     """One question's options and keys; ValueError with the reason when it is invalid."""
     if not isinstance(qdef, dict):
         raise ValueError("question definition must be an object, got %s" % _kind(qdef))
     kind = qdef.get("type")
     if kind not in KINDS:
         raise ValueError("question type must be choice, score, or noul, got %r" % (kind,))
-    if "instructions" not in qdef:
-        raise ValueError("'instructions' is required: text, an object, or an array")
-    instructions = _description(qdef["instructions"], "'instructions'")
     criteria = qdef.get("criteria")
+    jev_noul = profile == "jev" and kind == "noul"
+    if "instructions" in qdef:
+        instructions = _description(qdef["instructions"], "'instructions'")
+    elif jev_noul and isinstance(criteria, dict) and criteria:
+        instructions = _description(criteria, "'criteria'")
+    else:
+        raise ValueError("'instructions' is required: text, an object, or an array")
     if kind == "choice":
         if not isinstance(criteria, dict):
             raise ValueError("a choice question takes 'criteria' as an object of option -> "
@@ -123,9 +132,14 @@ def compile_question(qid: str, qdef: Any, limits: OpenJevLimits = LIMITS) -> Que
         keys = [str(i) for i in range(len(criteria))]
         return Question(qid, kind, keys, instructions, options, legend=dict(zip(keys, criteria)))
     if criteria is not None:
-        # Both sides or neither: one-sided criteria are refused (a gap against the Jev API).
-        if not isinstance(criteria, dict) or set(criteria) != {"true", "false"}:
-            raise ValueError("noul criteria must contain exactly the keys 'true' and 'false'")
+        # Both sides or neither (upstream); the jev profile also takes one side, or null sides.
+        sides = {"true", "false"}
+        given = set(criteria) if isinstance(criteria, dict) else None
+        if given is None or not (given == sides or jev_noul and given and given <= sides):
+            raise ValueError("noul criteria must contain exactly the keys 'true' and 'false'"
+                             + (" (or one of them)" if jev_noul else ""))
+        if jev_noul:
+            criteria = {k: NOUL_DEFAULTS[k] if criteria.get(k) in (None, "") else criteria[k] for k in sides}
         instructions += "\nYes means: %s\nNo means: %s" % (
             _description(criteria["true"], "noul criterion 'true'"),
             _description(criteria["false"], "noul criterion 'false'"))
@@ -145,7 +159,7 @@ def check_model(body: Mapping[str, Any], variant: Variant, names: Sequence[str] 
 
 
 def compile_request(body: Mapping[str, Any], variant: Variant, limits: OpenJevLimits = LIMITS,
-                    names: Sequence[str] = ()) -> tuple[str, list[Question]]:
+                    names: Sequence[str] = (), profile: str = "reference") -> tuple[str, list[Question]]:
     """Validate the whole request; (rendered state, questions). Raises RequestError subclasses."""
     if not isinstance(body, Mapping):
         raise RequestError("the request must be a JSON object")
@@ -159,7 +173,7 @@ def compile_request(body: Mapping[str, Any], variant: Variant, limits: OpenJevLi
     compiled, errors = [], []
     for qid, qdef in questions.items():
         try:
-            compiled.append(compile_question(json_key(qid), qdef, limits))
+            compiled.append(compile_question(json_key(qid), qdef, limits, profile))
         except ValueError as exc:
             errors.append({"question": json_key(qid), "detail": str(exc)})
     if errors:
@@ -201,10 +215,11 @@ def encode_question(state_text: str, question: Question, tokenizer: TokenizerHan
 
 
 def prepare(body: Mapping[str, Any], tokenizer: TokenizerHandle, export: MergedExport,
-            limits: OpenJevLimits = LIMITS, names: Sequence[str] = ()) -> tuple[list[CandidateRow], Context, dict]:
+            limits: OpenJevLimits = LIMITS, names: Sequence[str] = (),
+            profile: str = "reference") -> tuple[list[CandidateRow], Context, dict]:
     """Validate, then tokenize question by question; the whole request fails on the first
     over-long candidate, before any forward pass and without tokenizing later questions."""
-    state_text, questions = compile_request(body, export.variant, limits, names)
+    state_text, questions = compile_request(body, export.variant, limits, names, profile)
     started = time.perf_counter()
     rows: list[CandidateRow] = []
     for index, question in enumerate(questions):

@@ -41,8 +41,8 @@ class OpenJevModel(QwenServed):
         # The export's own names (its `--name` and aliases) pass besides upstream's.
         self.names = (self.name, *self.aliases)
 
-    def prepare(self, body: Mapping[str, Any]) -> Prepared:
-        rows, context, usage = prepare(body, self.tok, self.export, self.limits_, names=self.names)
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
+        rows, context, usage = prepare(body, self.tok, self.export, self.limits_, names=self.names, profile=profile)
         work = [r.ids for r in rows]
         return Prepared(rows=len(work), tokens=usage["input_tokens"], longest=max(len(r) for r in work),
                         work=work, context=context, questions=len(context.questions))

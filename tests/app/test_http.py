@@ -107,8 +107,12 @@ def test_jev_profile_per_request(server):
     problem = post(server, {"state": "x", "questions": {"a": {"type": "choice"}}}, headers={"prefer": "profile=jev"})
     assert problem.status_code == 422
     assert problem.json()["detail"][0]["loc"] == ["body", "questions", "a"]
-    r401 = post(server, content=b"[1]", headers={"prefer": "profile=jev"})
-    assert r401.json()["detail"]["error_type"] == "malformed_request"
+    for content in (b"[1]", b'{"state": "x", "questions": {'):      # Jev answers a body it cannot read as 422
+        unread = post(server, content=content, headers={"prefer": "profile=jev"})
+        assert unread.status_code == 422 and unread.headers["content-type"] == "application/json"
+        assert unread.json()["detail"] == [{"loc": ["body"], "msg": unread.json()["detail"][0]["msg"],
+                                            "type": "malformed_request"}]
+    assert post(server, content=b"[1]").status_code == 400                  # the reference profile's 400
 
 
 # -- health and discovery --------------------------------------------------------------------

@@ -22,14 +22,14 @@ def test_large_bodies_prepare_off_the_event_loop(english):
     def note(body):
         seen.append((len(str(body.get("state", ""))), threading.current_thread() is threading.main_thread()))
 
-    def recording(body):
+    def recording(body, profile="reference"):
         note(body)
-        return original(body)
+        return original(body, profile)
 
-    def recording_many(bodies):
+    def recording_many(bodies, profiles=None):
         for body in bodies:
             note(body)
-        return original_many(bodies)
+        return original_many(bodies, profiles)
 
     model.prepare, model.prepare_many = recording, recording_many
     big = dict(BODY, state="I was charged twice for my order. " * 3000)     # ~100 KB body

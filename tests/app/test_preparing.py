@@ -21,9 +21,9 @@ class Counting:
     def __init__(self, model):
         self.model, self.calls = model, []
 
-    def prepare_many(self, bodies):
+    def prepare_many(self, bodies, profiles=None):
         self.calls.append(len(bodies))
-        return self.model.prepare_many(bodies)
+        return self.model.prepare_many(bodies, profiles)
 
 
 def test_one_turn_one_call_each_its_own_answer(pipeline_english):
@@ -60,7 +60,7 @@ def test_a_request_gone_before_the_turn_ends_is_skipped(pipeline_english):
 
 def test_a_broken_prepare_many_fails_every_waiter_not_the_loop(pipeline_english):
     class Broken:
-        def prepare_many(self, bodies):
+        def prepare_many(self, bodies, profiles=None):
             raise RuntimeError("bug")
 
     async def main():

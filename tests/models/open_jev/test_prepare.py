@@ -293,3 +293,34 @@ def test_validation_precedes_tokenization(tokenizer):
     with pytest.raises(RequestError) as info:
         prepare(request, tokenizer, make_export(max_length=16))
     assert info.value.code == "invalid_question"
+
+
+# --- the jev profile (what the hosted Jev API takes beyond upstream) ----------------------------
+
+def jev_prompts(request):
+    state, questions = compile_request(request, make_export("27b-v1.1").variant, profile="jev")
+    return [prompts(state, q) for q in questions]
+
+
+def test_jev_profile_takes_one_sided_and_null_noul_criteria_in_layas_words():
+    request = body({"t": noul("Is it spam?", criteria={"true": "Advertising"}),
+                    "f": noul("Is it spam?", criteria={"false": "A real message"}),
+                    "n": noul("Is it spam?", criteria={"true": None, "false": "A real message"})})
+    head = "Context:\nx\n\nQuestion: Is it spam?\n"
+    assert jev_prompts(request) == [
+        [head + "Yes means: Advertising\nNo means: no, the statement does not hold" + NOUL_TAIL],
+        [head + "Yes means: yes, the statement holds\nNo means: A real message" + NOUL_TAIL],
+        [head + "Yes means: yes, the statement holds\nNo means: A real message" + NOUL_TAIL]]
+    for qdef in request["questions"].values():          # the reference profile keeps upstream's 422
+        rejected(body({"q": qdef}), 422, "invalid_question")
+
+
+def test_jev_profile_takes_a_noul_without_instructions_its_criteria_as_text():
+    criteria = {"true": "The customer threatens a chargeback", "false": "No threat"}
+    question = {"type": "noul", "criteria": criteria}
+    as_text = noul(criteria, criteria=criteria)         # the same criteria given as the instructions
+    assert jev_prompts(body({"q": question})) == jev_prompts(body({"q": as_text}))
+    rejected(body({"q": question}), 422, "invalid_question")
+    for bad in ({"type": "noul"}, {"type": "noul", "criteria": {}}, {"type": "choice", "criteria": {"a": None}}):
+        with pytest.raises(RequestError):
+            compile_request(body({"q": bad}), make_export("27b-v1.1").variant, profile="jev")

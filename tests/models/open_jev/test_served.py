@@ -120,6 +120,14 @@ def test_served_over_http(jev_export, tmp_path):
         r = httpx.post(server.url + "/v1/systemone", json=dict(SHORT, questions={
             "s": {"type": "score", "instructions": "?", "criteria": ["only one"]}}), timeout=30)
         assert r.status_code == 422
+        # The jev profile takes what the hosted Jev API does: one-sided criteria, no instructions.
+        jev = dict(SHORT, questions={"t": {"type": "noul", "instructions": "Refund?", "criteria": {"true": "Money"}},
+                                     "c": {"type": "noul", "criteria": {"false": "No refund"}}})
+        r = httpx.post(server.url + "/v1/systemone", json=jev, headers={"prefer": "profile=jev"}, timeout=30)
+        assert r.status_code == 200, r.text
+        assert all(0.0 <= a["noul"] <= 1.0 for a in r.json()["answers"].values())
+        r = httpx.post(server.url + "/v1/systemone", json=jev, timeout=30)
+        assert r.status_code == 422 and [e["question"] for e in r.json()["errors"]] == ["t", "c"]
 
 
 class _SlowLaterParts:
