@@ -215,8 +215,8 @@ def _device(value, label):
 _CHECKS = {
     "device": _device, "profile": _one_of(PROFILES), "cuda_gdn_plan": _one_of(GDN_PLANS),
     "log_format": _one_of(LOG_FORMATS),
-    **{name: _at_least(1) for name in ("max_body_bytes", "max_decompressed_bytes", "max_body_values", "queue_size", "max_batch_rows",
-                                       "max_batch_tokens", "warmup_requests", "fatal_after_failures",
+    **{name: _at_least(1) for name in ("max_body_bytes", "max_decompressed_bytes", "max_body_values", "queue_size",
+                                       "max_batch_rows", "max_batch_tokens", "warmup_requests", "fatal_after_failures",
                                        "retry_after_s", "cuda_graph_rows")},
     **{name: _at_least(0) for name in ("batch_window_ms", "intra_op_threads", "cuda_graphs")},
     **{name: _above_zero for name in ("body_timeout_s", "request_timeout_s")},
