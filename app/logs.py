@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import re
 import sys
 import time
 
@@ -26,6 +27,13 @@ access_log = logging.getLogger(ACCESS)
 
 # The access line's fields, in the order the text format writes them after the message.
 _ACCESS_TEXT = ("model", "trace_id")
+# Control characters a message may carry from a request (a percent-decoded path, a client's text):
+# the text format writes them escaped, so one record is one line and no client forges another.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _escaped(char: re.Match) -> str:
+    return "\\x%02x" % ord(char.group())
 
 
 class RequestIdFilter(logging.Filter):
@@ -57,6 +65,8 @@ class TextFormatter(logging.Formatter):
             record.message = "%s %s %d %.3f ms %s" % (
                 fields["method"], fields["route"], fields["status"], fields["duration_ms"],
                 " ".join("%s=%s" % (k, fields[k] or "-") for k in _ACCESS_TEXT))
+        elif _CONTROL.search(record.message):
+            record.message = _CONTROL.sub(_escaped, record.message)
         return super().formatMessage(record)
 
 

@@ -77,7 +77,7 @@ class RSGIFace:
         except RSGI_CLOSED:
             pass
         finally:
-            context.closed(scope)
+            context.closed(scope, rscope.method, path)
 
     async def answer(self, hot: Hot, rscope, proto) -> None:
         context, path = self.context, rscope.path

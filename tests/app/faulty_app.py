@@ -1,21 +1,33 @@
-"""app.main's app as served, with one fault injected for the tests: a decision request for the
-model `fault` fails with an unexpected error inside the engine, as a bug would (tests serve it
-with `run_server(..., target="tests.app.faulty_app:app")`)."""
+"""app.main's app as served, with faults injected for the tests: a decision request for the model
+`fault` or `fault-2` fails with an unexpected error inside the engine, as a bug would (tests
+serve it with `run_server(..., target="tests.app.faulty_app:app")`). The two fail at different
+places, so each has its traceback logged the first time it is hit (app/routes/common.Repeats)."""
 from __future__ import annotations
 
 import logging
 
 from app.main import app
 
-FAULT_MODEL = "fault"
 _engine = app.state.omni.engine
 _decide = _engine.decide
 
 
+def _fail() -> None:
+    raise RuntimeError("injected fault")
+
+
+def _fail_elsewhere() -> None:
+    raise RuntimeError("injected fault")
+
+
+FAULTS = {"fault": _fail, "fault-2": _fail_elsewhere}
+
+
 async def _decide_or_fail(body, *args, **kwargs):
-    if isinstance(body, dict) and body.get("model") == FAULT_MODEL:
-        logging.getLogger("omni.serving").warning("about to fail on purpose")
-        raise RuntimeError("injected fault")
+    fault = FAULTS.get(body.get("model")) if isinstance(body, dict) else None
+    if fault is not None:
+        logging.getLogger("omni.serving").warning("about to fail on purpose: %s", str(body.get("state"))[:200])
+        fault()
     return await _decide(body, *args, **kwargs)
 
 

@@ -23,7 +23,8 @@ from tests.app.test_http import BODY
 from tests.conftest import ROOT, run_server
 
 FAULTY = "tests.app.faulty_app:app"
-FAULT_MODEL = "fault"              # the model faulty_app fails on
+FAULT_MODEL = "fault"              # the models faulty_app fails on, each at a place of its own
+FRESH_FAULT = "fault-2"            # hit once per server: its traceback is logged
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "dashboards", "system1-omni.json")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = "00-%s-00f067aa0ba902b7-01" % TRACE_ID
@@ -168,19 +169,19 @@ def test_the_log_format_is_text_or_json():
 
     assert Settings.from_env({}).log_format == "text"
     assert Settings.from_env({"OMNI_LOG_FORMAT": "json"}).log_format == "json"
-    with pytest.raises(ValueError, match="log_format must be one of .*'xml'"):
+    with pytest.raises(ValueError, match="OMNI_LOG_FORMAT must be one of .*'xml'"):
         Settings.from_env({"OMNI_LOG_FORMAT": "xml"})
 
 
 def _requests(server, fmt: str) -> dict[str, httpx.Response]:
-    """A decision (with the caller's trace), the fault (a 500), an unknown path and a probe, each
-    with the client's request id."""
+    """A decision (with the caller's trace), a fault hit first here (a 500), an unknown path and a
+    probe, each with the client's request id."""
     url = server.url
     ids = {name: "%s-%s" % (name, fmt) for name in ("ok", "boom", "lost", "probe")}
     return {
         "ok": httpx.post(url + "/v1/systemone", json=BODY, timeout=30,
                          headers={"x-request-id": ids["ok"], "traceparent": TRACEPARENT}),
-        "boom": httpx.post(url + "/v1/systemone", json={**BODY, "model": FAULT_MODEL}, timeout=30,
+        "boom": httpx.post(url + "/v1/systemone", json={**BODY, "model": FRESH_FAULT}, timeout=30,
                            headers={"x-request-id": ids["boom"]}),
         "lost": httpx.get(url + "/v1/random-%d" % random.randint(0, 10**9), headers={"x-request-id": ids["lost"]}),
         "probe": httpx.get(url + "/livez", headers={"x-request-id": ids["probe"]}),
@@ -215,6 +216,19 @@ def test_text_logs_carry_an_access_line_per_request_and_the_id_of_the_500(served
     after = lines[lines.index(error) + 1:]
     assert after[0].startswith("Traceback") and any("RuntimeError: injected fault" in line for line in after[:40])
     assert len(found) == 3
+
+
+def test_a_client_cannot_forge_a_text_log_line(served):
+    """Text a client sends that reaches a log message (here the fault's warning quotes the state)
+    is written escaped: one record, one line."""
+    forged = "2030-01-01 00:00:00,000 ERROR omni [forged-id]: forged line"
+    reply = httpx.post(served.url + "/v1/systemone", json={**BODY, "model": FAULT_MODEL, "state": "x\r\n" + forged},
+                       headers={"x-request-id": "forge"}, timeout=30)
+    assert reply.status_code == 500
+    lines = wait_for(served, lambda t: "omni.access [forge]" in t).splitlines()
+    assert not any(line.startswith(forged) for line in lines)
+    (warning,) = [line for line in lines if "[forge]: about to fail on purpose" in line]
+    assert warning.endswith("about to fail on purpose: x\\x0d\\x0a" + forged)
 
 
 def test_json_logs_are_one_object_a_line(english, tmp_path):

@@ -53,7 +53,7 @@ def test_stages_add_up_to_the_pass(english, tmp_path, monkeypatch):
 
 
 def test_a_workload_file_sets_the_rows_lengths(english, tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNI_CUDA_GRAPH_ROWS", "0")      # uncaptured: the batch's own shape
+    monkeypatch.setenv("OMNI_CUDA_GRAPHS", "0")          # no graphs: the batch's own shape
 
     out = tmp_path / "probe.json"
     pass_probe.main(["--export", english[1], "--device", "cpu", "--rows", "1,3", "--iters", "2",

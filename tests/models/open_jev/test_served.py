@@ -185,17 +185,32 @@ def _taken_together(jev_export, bodies, fail: bool):
     return Pipeline(jev_export), prepared, jobs, outcomes, answered, slot.session.parts
 
 
-@pytest.mark.parametrize("bodies", [[SHORT, LONG], [LONG, SHORT]], ids=["short-first", "long-first"])
-def test_the_older_request_of_a_take_is_answered_after_its_own_micro_batch(jev_export, bodies):
+def test_the_older_request_of_a_take_is_answered_after_its_own_micro_batch(jev_export):
+    bodies = [SHORT, LONG]
     pipe, prepared, jobs, outcomes, answered, parts = _taken_together(jev_export, bodies, fail=False)
     assert jobs[0].batch is jobs[1].batch and jobs[0].batch.meta["micro_batches"] == 2
     assert jobs[0].batch.forward_s >= 0.3                 # both parts' runs, the held-back one's too
     (first_shape, _, _), (second_shape, second_start, second_end) = parts
-    # The older request's part ran first, whichever of the two is longer.
+    # The older request's part ran first.
     assert first_shape[1] >= prepared[0].longest and second_shape[1] >= prepared[1].longest
-    assert (first_shape[1] > second_shape[1]) == (prepared[0].longest > prepared[1].longest)
+    assert first_shape[1] < second_shape[1]
     assert answered[0] < second_end                      # answered while the other's part still ran
     assert jobs[0].ran <= second_start < second_end <= jobs[1].ran
+    _same_answers(pipe, bodies, prepared, outcomes)
+
+
+def test_a_cheap_request_queued_behind_a_long_one_runs_first_in_a_pass_of_its_own(jev_export):
+    """Admission by cost (app/runtime/batching.py): the short request, at most an eighth of the
+    long one's cost, leads the next pass and the long one does not join it."""
+    bodies = [LONG, SHORT]
+    pipe, prepared, jobs, outcomes, answered, parts = _taken_together(jev_export, bodies, fail=False)
+    assert jobs[0].batch is not jobs[1].batch
+    assert jobs[1].batch.rows == prepared[1].rows and jobs[0].batch.rows == prepared[0].rows
+    assert answered[1] < answered[0] and jobs[1].ran <= jobs[0].ran
+    _same_answers(pipe, bodies, prepared, outcomes)
+
+
+def _same_answers(pipe, bodies, prepared, outcomes) -> None:
     for body, prep, out in zip(bodies, prepared, outcomes):
         want = pipe(body)["answers"]["q"]["probabilities"]
         got = pipe.model.finish(prep, out, "reference", pipe.model.name)["answers"]["q"]["probabilities"]
