@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from opentelemetry import trace
 
+from app import logs
 from app.runtime import sessions
 from app.runtime.batching import BatchPolicy, cost
 from app.runtime.registry import ModelSlot, SlotState
@@ -72,6 +73,8 @@ class Job:
     batch: BatchInfo | None = None
     outcome: str = ""                      # why the future was cancelled: "gone", "expired"
     passed_over: int = 0                   # tokens of the cheaper, later jobs run before it
+    # The id of the request it serves (submitted within the request's context), for the log.
+    request_id: str | None = field(default_factory=logs.current_request.get)
 
     @property
     def cancelled(self) -> bool:
@@ -221,7 +224,7 @@ class Executor:
             span.record_exception(exc)
             span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)[:200]))
             span.end()
-            log.exception("batch of %d requests for %s failed", len(jobs), slot.name)
+            log.exception("batch of %d requests for %s failed (requests %s)", len(jobs), slot.name, _ids(jobs))
             error = exc if isinstance(exc, InferenceFailed) else InferenceFailed(str(exc))
             # Counted before anyone hears of it: a client that retries the moment its 500 arrives
             # must find the model already out of service if this failure took it out.
@@ -316,3 +319,9 @@ def _timed(run: Callable, info: BatchInfo) -> Callable:
 def _capture_totals(session) -> tuple[int, float]:
     """(graphs captured, seconds spent capturing) so far by a GraphRunner; (0, 0) otherwise."""
     return len(getattr(session, "graphs", ())), getattr(session, "capture_s", 0.0)
+
+
+def _ids(jobs: list[Job], shown: int = 8) -> str:
+    """The jobs' request ids for a log line: the first `shown`, then how many more."""
+    ids = ", ".join(job.request_id or "-" for job in jobs[:shown])
+    return ids if len(jobs) <= shown else "%s and %d more" % (ids, len(jobs) - shown)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import numpy as np
 import pytest
@@ -261,22 +262,29 @@ class _FailingOnce:
         return self.session.run(*args, **kwargs)
 
 
-def test_a_failed_batch_fails_only_its_requests(english, harness):
+def test_a_failed_batch_fails_only_its_requests(english, harness, caplog):
+    from app import logs
+
     h = harness([english[1]])
     slot = h.slot("english")
     slot.session = _FailingOnce(slot.session)
     body = {"state": CASES[0][1], "questions": CASES[0][2]}
 
     async def main():
+        token = logs.current_request.set("rid-of-the-failed-one")     # as the request's context sets it
         bad = h.executor.submit(slot, slot.model.prepare(body))
+        logs.current_request.reset(token)
         with pytest.raises(InferenceFailed):
             await bad.future
         good = h.executor.submit(slot, slot.model.prepare(body))
         return await good.future
 
-    logits, act, *_ = asyncio.run(main())
+    with caplog.at_level(logging.ERROR, logger="omni"):
+        logits, act, *_ = asyncio.run(main())
     assert np.isfinite(logits).all()
     assert slot.state is SlotState.WARMING          # not fatal: the model stays usable
+    (line,) = [r.getMessage() for r in caplog.records if "failed (requests" in r.getMessage()]
+    assert line == "batch of 1 requests for english failed (requests rid-of-the-failed-one)"
 
 
 class _RecordingGraphs:
