@@ -25,7 +25,8 @@ from tests.deploy import tools
 
 K8S = os.path.join(ROOT, "deploy", "kubernetes")
 OVERLAYS = ("gpu", "cpu")
-SERVER_LABELS = {"app.kubernetes.io/name": "system1-omni", "app.kubernetes.io/component": "server"}
+SERVER_LABELS = {"app.kubernetes.io/name": "system1-omni", "app.kubernetes.io/component": "server",
+                 "app.kubernetes.io/instance": "omni"}
 # What a server needs after SIGTERM beyond its requests' deadline and Granian's kill timeout:
 # flushing its traces (app/tracing.py flushes the batch span processor on shutdown).
 FLUSH_S = 5
@@ -67,7 +68,7 @@ def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
 
 
 def server(docs) -> dict:
-    return one(docs, "Deployment", "omni-server")
+    return one(docs, "Deployment")
 
 
 def container(pod_spec: dict, name: str, init: bool = False) -> dict:
@@ -297,3 +298,36 @@ def test_every_omni_variable_is_a_known_setting_and_the_server_takes_its_env(ren
     assert settings.model_dirs() == [os.path.join(env["OMNI_MODEL_ROOT"], "english")]
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http")
     assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+
+
+def docs_split_overlay() -> str:
+    """The split overlay of docs/deployment.md ("Splitting models across Deployments")."""
+    with open(os.path.join(ROOT, "docs", "deployment.md")) as f:
+        text = f.read()
+    section = text[text.index("**Splitting models across Deployments.**"):]
+    return re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_documented_split_serves_its_own_models_on_pods_no_other_group_selects(kubectl, rendered, tmp_path):
+    overlay = tmp_path / "gpu-jev27b"
+    overlay.mkdir()
+    text = docs_split_overlay()
+    assert "resources: [../gpu]" in text
+    (overlay / "kustomization.yaml").write_text(
+        text.replace("../gpu", os.path.relpath(os.path.join(K8S, "overlays", "gpu"), overlay)))
+    split, plain = kustomize(kubectl, str(overlay)), rendered["gpu"]
+    deployment = one(split, "Deployment", "omni-server-jev27b")
+    pod = deployment["spec"]["template"]["spec"]
+    assert env_of(split, container(pod, "server"))["OMNI_MODELS"] == "open-jev-27b-v1.1"
+    assert one(split, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]["name"] == "omni-server-jev27b"
+    assert one(split, "Job")["metadata"]["name"] == "omni-export-jev27b"
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {"omni-models-jev27b"}
+    # Each group's Service, PDB and Deployment select its own pods and none of the other's.
+    for mine, other in ((split, plain), (plain, split)):
+        theirs = server(other)["spec"]["template"]["metadata"]["labels"]
+        ours = server(mine)["spec"]["template"]["metadata"]["labels"]
+        for selector in (one(mine, "Service")["spec"]["selector"],
+                         one(mine, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+                         server(mine)["spec"]["selector"]["matchLabels"]):
+            assert selector.items() <= ours.items() and not selector.items() <= theirs.items()
