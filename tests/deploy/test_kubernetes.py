@@ -4,7 +4,8 @@ overlay and none on the CPU one, a grace period longer than the drain, a PDB and
 servers, servers that wait for the export Job's manifests, a restricted security context, and only
 `OMNI_*` variables the server knows.
 
-kubectl is the pinned one of tests/deploy/get_kubectl.sh (from PyPI), else one on PATH."""
+kubectl is the pinned one of tests/deploy/get_kubectl.sh (from PyPI), else one on PATH; the
+Kubernetes API's schemas come with kubernetes-validate (tests/deploy/get_kubernetes_validate.sh)."""
 from __future__ import annotations
 
 import os
@@ -27,6 +28,9 @@ K8S = os.path.join(ROOT, "deploy", "kubernetes")
 OVERLAYS = ("gpu", "cpu")
 SERVER_LABELS = {"app.kubernetes.io/name": "system1-omni", "app.kubernetes.io/component": "server",
                  "app.kubernetes.io/instance": "omni"}
+# The oldest Kubernetes the manifests are checked against (kubectl 1.27 ships Kustomize 5), and the newest
+# kubernetes-validate knows.
+KUBERNETES_VERSIONS = ("1.27.0", "1.37.0")
 # What a server needs after SIGTERM beyond its requests' deadline and Granian's kill timeout:
 # flushing its traces (app/tracing.py flushes the batch span processor on shutdown).
 FLUSH_S = 5
@@ -48,6 +52,15 @@ def kubectl() -> str:
         return found
     tools.cannot_run("no kubectl with kustomize 5 (tests/deploy/get_kubectl.sh: %s; on PATH: %s)"
                      % (proc.stderr.strip()[-500:], found or "none"))
+
+
+@pytest.fixture(scope="module")
+def validator() -> str:
+    proc = tools.script("get_kubernetes_validate.sh", timeout=600)
+    if proc.returncode != 0:
+        tools.cannot_run("kubernetes-validate cannot be installed (tests/deploy/get_kubernetes_validate.sh): "
+                         + proc.stderr.strip()[-1000:])
+    return proc.stdout.strip().splitlines()[-1]
 
 
 def kustomize(kubectl: str, path: str) -> list[dict]:
@@ -109,6 +122,17 @@ def test_each_overlay_renders_the_whole_stack(rendered, overlay):
     for d in docs:
         assert d["apiVersion"] and d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "system1-omni"
         assert "namespace" not in d["metadata"], "the operator picks the namespace (kubectl apply -n)"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_is_valid_against_the_kubernetes_api_schemas(rendered, validator, overlay, tmp_path):
+    """Strict: a misspelt or misplaced field is refused, as the API server would refuse it."""
+    path = tmp_path / (overlay + ".yaml")
+    path.write_text(yaml.safe_dump_all(rendered[overlay]))
+    for version in KUBERNETES_VERSIONS:
+        proc = subprocess.run([validator, "-m", "kubernetes_validate", "--strict", "--quiet", "-k", version, str(path)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, (version, proc.stdout + proc.stderr)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
