@@ -1,0 +1,357 @@
+"""deploy/kubernetes/: `kubectl kustomize` renders each overlay, and what it renders keeps the
+server's contract: probes on /readyz and /livez with a start-up budget, one GPU a server on the GPU
+overlay and none on the CPU one, a grace period longer than the drain, a PDB and an HPA on the
+servers, servers that wait for the export Job's manifests, a restricted security context, and only
+`OMNI_*` variables the server knows.
+
+kubectl is the pinned one of tests/deploy/get_kubectl.sh (from PyPI), else one on PATH; the
+Kubernetes API's schemas come with kubernetes-validate (tests/deploy/get_kubernetes_validate.sh)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from app.config import _ENV_NAMES, OTHER_VARIABLES, Settings
+from app.metrics import Metrics
+from models.manifest import MANIFEST
+from tests.conftest import ROOT
+from tests.deploy import tools
+
+K8S = os.path.join(ROOT, "deploy", "kubernetes")
+OVERLAYS = ("gpu", "cpu")
+SERVER_LABELS = {"app.kubernetes.io/name": "system1-omni", "app.kubernetes.io/component": "server",
+                 "app.kubernetes.io/instance": "omni"}
+# The oldest Kubernetes the manifests are checked against (kubectl 1.27 ships Kustomize 5), and the newest
+# kubernetes-validate knows.
+KUBERNETES_VERSIONS = ("1.27.0", "1.37.0")
+# What a server needs after SIGTERM beyond its requests' deadline and Granian's kill timeout:
+# flushing its traces (app/tracing.py flushes the batch span processor on shutdown).
+FLUSH_S = 5
+
+
+def _kustomize_major(kubectl: str) -> int:
+    out = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True, timeout=60).stdout
+    m = re.search(r"Kustomize Version: v(\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+@pytest.fixture(scope="module")
+def kubectl() -> str:
+    proc = tools.script("get_kubectl.sh", timeout=300)
+    if proc.returncode == 0:
+        return proc.stdout.strip().splitlines()[-1]
+    found = shutil.which("kubectl")
+    if found and _kustomize_major(found) >= 5:
+        return found
+    tools.cannot_run("no kubectl with kustomize 5 (tests/deploy/get_kubectl.sh: %s; on PATH: %s)"
+                     % (proc.stderr.strip()[-500:], found or "none"))
+
+
+@pytest.fixture(scope="module")
+def validator() -> str:
+    proc = tools.script("get_kubernetes_validate.sh", timeout=600)
+    if proc.returncode != 0:
+        tools.cannot_run("kubernetes-validate cannot be installed (tests/deploy/get_kubernetes_validate.sh): "
+                         + proc.stderr.strip()[-1000:])
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def kustomize(kubectl: str, path: str) -> list[dict]:
+    proc = subprocess.run([kubectl, "kustomize", path], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def rendered(kubectl) -> dict[str, list[dict]]:
+    return {name: kustomize(kubectl, os.path.join(K8S, "overlays", name)) for name in OVERLAYS}
+
+
+def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, (kind, name, [d["metadata"]["name"] for d in docs if d["kind"] == kind])
+    return found[0]
+
+
+def server(docs) -> dict:
+    return one(docs, "Deployment")
+
+
+def container(pod_spec: dict, name: str, init: bool = False) -> dict:
+    return next(c for c in pod_spec["initContainers" if init else "containers"] if c["name"] == name)
+
+
+def env_of(docs: list[dict], c: dict) -> dict[str, str]:
+    """A container's environment: its ConfigMaps (envFrom), then its own `env` values."""
+    env = {}
+    for source in c.get("envFrom", []):
+        env.update(one(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
+    env.update({e["name"]: e["value"] for e in c.get("env", []) if "value" in e})
+    return env
+
+
+def dockerfile() -> str:
+    with open(os.path.join(ROOT, "Dockerfile")) as f:
+        return f.read()
+
+
+def entrypoint_option(flag: str) -> int:
+    """A number the runtime image's Granian entrypoint passes (`"--flag", "N"`)."""
+    m = re.search(r'"%s",\s*"(\d+)"' % re.escape(flag), dockerfile())
+    assert m, flag
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_renders_the_whole_stack(rendered, overlay):
+    docs = rendered[overlay]
+    kinds = sorted((d["kind"], d["metadata"]["name"].rsplit("-", 1)[0] if d["kind"] == "ConfigMap"
+                    else d["metadata"]["name"]) for d in docs)
+    assert kinds == sorted([
+        ("ConfigMap", "omni-env"), ("ConfigMap", "omni-export-env"), ("Deployment", "omni-server"),
+        ("HorizontalPodAutoscaler", "omni-server"), ("Job", "omni-export"),
+        ("PersistentVolumeClaim", "omni-hf-cache"), ("PersistentVolumeClaim", "omni-models"),
+        ("PodDisruptionBudget", "omni-server"), ("Service", "omni-server")])
+    for d in docs:
+        assert d["apiVersion"] and d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "system1-omni"
+        assert "namespace" not in d["metadata"], "the operator picks the namespace (kubectl apply -n)"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_is_valid_against_the_kubernetes_api_schemas(rendered, validator, overlay, tmp_path):
+    """Strict: a misspelt or misplaced field is refused, as the API server would refuse it."""
+    path = tmp_path / (overlay + ".yaml")
+    path.write_text(yaml.safe_dump_all(rendered[overlay]))
+    for version in KUBERNETES_VERSIONS:
+        proc = subprocess.run([validator, "-m", "kubernetes_validate", "--strict", "--quiet", "-k", version, str(path)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, (version, proc.stdout + proc.stderr)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_probes_ask_readyz_and_livez_on_the_served_port_with_a_startup_budget(rendered, overlay):
+    pod = server(rendered[overlay])["spec"]["template"]["spec"]
+    c = container(pod, "server")
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"http": 8000}
+    assert "EXPOSE 8000" in dockerfile() and '"--port", "8000"' in dockerfile()
+    assert "command" not in c and "args" not in c, "the image's Granian entrypoint runs as shipped"
+    paths = {kind: c[kind]["httpGet"] for kind in ("startupProbe", "readinessProbe", "livenessProbe")}
+    assert paths == {"startupProbe": {"path": "/readyz", "port": "http"},
+                     "readinessProbe": {"path": "/readyz", "port": "http"},
+                     "livenessProbe": {"path": "/livez", "port": "http"}}
+    # The start-up budget covers at least the image's own HEALTHCHECK start period (the largest
+    # export's load, capture and warm-up), and each probe's timeout fits its period.
+    start_period = int(re.search(r"--start-period=(\d+)s", dockerfile()).group(1))
+    startup = c["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= start_period
+    for kind in paths:
+        assert c[kind]["timeoutSeconds"] < c[kind]["periodSeconds"]
+    assert c["livenessProbe"]["failureThreshold"] >= 3
+
+
+def test_the_gpu_overlay_gives_each_server_and_the_export_one_gpu(rendered):
+    docs = rendered["gpu"]
+    for obj, name in ((server(docs), "server"), (one(docs, "Job", "omni-export"), "export")):
+        pod = obj["spec"]["template"]["spec"]
+        c = container(pod, name)
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        assert c["image"].split(":")[1] == "0.1.0"
+    assert env_of(docs, container(server(docs)["spec"]["template"]["spec"], "server"))["OMNI_DEVICE"] == "cuda"
+    export_env = env_of(docs, container(one(docs, "Job")["spec"]["template"]["spec"], "export"))
+    assert (export_env["OMNI_EXPORT_DTYPE"], export_env["OMNI_LAYA_EXPORT_DTYPE"], export_env["OMNI_GDN_KERNEL"]) \
+        == ("float16", "float16", "gated_delta_net_fused")
+    assert one(docs, "PersistentVolumeClaim", "omni-models")["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def test_the_cpu_overlay_asks_for_no_gpu_and_runs_the_cpu_images(rendered, kubectl):
+    docs = rendered["cpu"]
+    assert "nvidia" not in yaml.safe_dump_all(docs)
+    pods = [server(docs)["spec"]["template"]["spec"], one(docs, "Job")["spec"]["template"]["spec"]]
+    images = {c["image"] for p in pods for c in p["containers"] + p.get("initContainers", [])}
+    assert images == {"system1-omni:0.1.0-cpu", "system1-omni-export:0.1.0-cpu"}
+    env = env_of(docs, container(pods[0], "server"))
+    assert env["OMNI_DEVICE"] == "cpu" and env["OMNI_MODELS"] == "english=demo"
+    export_env = env_of(docs, container(pods[1], "export"))
+    assert (export_env["OMNI_EXPORT_DTYPE"], export_env["OMNI_GDN_KERNEL"]) == ("float32", "linear_attention")
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_grace_period_outlasts_prestop_and_the_drain(rendered, overlay):
+    docs = rendered[overlay]
+    pod = server(docs)["spec"]["template"]["spec"]
+    c = container(pod, "server")
+    pre_stop = c["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[0] == "sleep"
+    sleep_s = int(pre_stop[1])
+    assert sleep_s >= 5, "long enough for the endpoint to leave the Service before SIGTERM"
+    env = env_of(docs, c)
+    request_timeout = float(env.get("OMNI_REQUEST_TIMEOUT_S") or Settings().request_timeout_s)
+    drain = max(request_timeout, entrypoint_option("--workers-kill-timeout"))
+    assert pod["terminationGracePeriodSeconds"] > sleep_s + drain + FLUSH_S
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_service_pdb_and_hpa_are_the_servers(rendered, overlay):
+    docs = rendered[overlay]
+    deployment = server(docs)
+    assert deployment["spec"]["selector"]["matchLabels"] == SERVER_LABELS
+    assert SERVER_LABELS.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert "replicas" not in deployment["spec"], "the HPA owns the count; an apply would reset it"
+    assert one(docs, "Service")["spec"]["selector"] == SERVER_LABELS
+    assert one(docs, "Service")["spec"]["ports"][0]["targetPort"] == "http"
+    pdb = one(docs, "PodDisruptionBudget")["spec"]
+    assert pdb["selector"]["matchLabels"] == SERVER_LABELS and pdb["maxUnavailable"] == 1
+    hpa = one(docs, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "omni-server"}
+    assert 1 <= pdb["maxUnavailable"] < hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["type"] == "Pods" and metric["pods"]["target"]["type"] == "AverageValue"
+    # A gauge the server exports, and the one the adapter's rule serves.
+    served = {m.name for m in Metrics().registry.collect() if m.type == "gauge"}
+    assert metric["pods"]["metric"]["name"] in served
+
+
+def test_the_adapter_rule_serves_the_hpa_metric_and_the_servicemonitor_the_service(kubectl, rendered, tmp_path):
+    (config_map,) = kustomize(kubectl, os.path.join(K8S, "prometheus-adapter"))
+    (rule,) = yaml.safe_load(config_map["data"]["config.yaml"])["rules"]
+    hpa_metric = one(rendered["gpu"], "HorizontalPodAutoscaler")["spec"]["metrics"][0]["pods"]["metric"]["name"]
+    assert rule["name"]["as"] == hpa_metric and rule["seriesQuery"].startswith(hpa_metric + "{")
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    # The ServiceMonitor component, added to an overlay as the docs say.
+    rel = os.path.relpath(K8S, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s/overlays/gpu]\n"
+        "components: [%s/components/servicemonitor]\n" % (rel, rel))
+    docs = kustomize(kubectl, str(tmp_path))
+    monitor = one(docs, "ServiceMonitor")["spec"]
+    service = one(docs, "Service")
+    assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
+    annotations = server(docs)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {"prometheus.io/scrape": "true", "prometheus.io/port": "8000",
+                           "prometheus.io/path": "/metrics"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_servers_read_the_volume_the_export_job_writes(rendered, overlay):
+    docs = rendered[overlay]
+    job_pod = one(docs, "Job", "omni-export")["spec"]["template"]["spec"]
+    pod = server(docs)["spec"]["template"]["spec"]
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for p in (job_pod, pod) for v in p["volumes"]
+              if "persistentVolumeClaim" in v}
+    assert claims["models"] == "omni-models"
+    root = env_of(docs, container(pod, "server"))["OMNI_MODEL_ROOT"]
+    export = container(job_pod, "export")
+    assert {"name": "models", "mountPath": root} in export["volumeMounts"]           # written
+    assert env_of(docs, export)["OMNI_MODEL_ROOT"] == root
+    for c in (container(pod, "server"), container(pod, "wait-for-export", init=True)):
+        assert {"name": "models", "mountPath": root, "readOnly": True} in c["volumeMounts"]
+    assert job_pod["restartPolicy"] == "Never"
+    assert one(docs, "Job")["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [2]
+
+
+def test_the_init_container_waits_for_every_manifest_then_lets_the_server_start(rendered, tmp_path):
+    """The init container's own command, run here against a folder standing for the volume."""
+    docs = rendered["gpu"]
+    init = container(server(docs)["spec"]["template"]["spec"], "wait-for-export", init=True)
+    assert init["image"] == container(server(docs)["spec"]["template"]["spec"], "server")["image"]
+    env = {**env_of(docs, init), "OMNI_MODELS": "english,big=open-jev:some/checkpoint",
+           "OMNI_MODEL_ROOT": str(tmp_path)}
+    cmd = [sys.executable if a == "python3" else a for a in init["command"]]
+    proc = subprocess.Popen(cmd, env={"PATH": os.environ["PATH"], "PYTHONPATH": ROOT, **env}, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        (tmp_path / "english").mkdir()
+        (tmp_path / "english" / MANIFEST).write_text("{}")
+        line = proc.stdout.readline()
+        assert "waiting for the export job" in line and str(tmp_path / "big") in line, line
+        time.sleep(1)
+        assert proc.poll() is None, "one export is still missing"
+        (tmp_path / "big").mkdir()
+        (tmp_path / "big" / MANIFEST).write_text("{}")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_runs_restricted_as_the_images_user(rendered, overlay):
+    docs = rendered[overlay]
+    uid = int(re.search(r"^USER (\d+):(\d+)$", dockerfile(), re.M).group(1))
+    for obj in (server(docs), one(docs, "Job")):
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
+                                          "seccompProfile": {"type": "RuntimeDefault"}}
+        assert pod["automountServiceAccountToken"] is False
+        writable = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+        for c in pod["containers"] + pod.get("initContainers", []):
+            assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+            assert "limits" in c["resources"] and "memory" in c["resources"]["limits"]
+            assert "cpu" not in c["resources"]["limits"], "a throttled worker shows as latency"
+        # The main containers' scratch space (HOME, /tmp) is an emptyDir.
+        for c in pod["containers"]:
+            mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+            assert mounts["/tmp"] in writable and env_of(docs, c)["HOME"] == "/tmp"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_omni_variable_is_a_known_setting_and_the_server_takes_its_env(rendered, overlay):
+    docs = rendered[overlay]
+    pods = [server(docs)["spec"]["template"]["spec"], one(docs, "Job")["spec"]["template"]["spec"]]
+    for pod in pods:
+        for c in pod["containers"] + pod.get("initContainers", []):
+            names = set(env_of(docs, c)) | {e["name"] for e in c.get("env", [])}
+            unknown = {n for n in names if n.startswith("OMNI_")} - _ENV_NAMES - OTHER_VARIABLES
+            assert not unknown, (c["name"], unknown)
+    env = env_of(docs, container(pods[0], "server"))
+    settings = Settings.from_env(env)               # what the server does at start: no ConfigError
+    assert settings.model_dirs() == [os.path.join(env["OMNI_MODEL_ROOT"], "english")]
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http")
+    assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+
+
+def docs_split_overlay() -> str:
+    """The split overlay of docs/deployment.md ("Splitting models across Deployments")."""
+    with open(os.path.join(ROOT, "docs", "deployment.md")) as f:
+        text = f.read()
+    section = text[text.index("**Splitting models across Deployments.**"):]
+    return re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_documented_split_serves_its_own_models_on_pods_no_other_group_selects(kubectl, rendered, tmp_path):
+    overlay = tmp_path / "gpu-jev27b"
+    overlay.mkdir()
+    text = docs_split_overlay()
+    assert "resources: [../gpu]" in text
+    (overlay / "kustomization.yaml").write_text(
+        text.replace("../gpu", os.path.relpath(os.path.join(K8S, "overlays", "gpu"), overlay)))
+    split, plain = kustomize(kubectl, str(overlay)), rendered["gpu"]
+    deployment = one(split, "Deployment", "omni-server-jev27b")
+    pod = deployment["spec"]["template"]["spec"]
+    assert env_of(split, container(pod, "server"))["OMNI_MODELS"] == "open-jev-27b-v1.1"
+    assert one(split, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]["name"] == "omni-server-jev27b"
+    assert one(split, "Job")["metadata"]["name"] == "omni-export-jev27b"
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {"omni-models-jev27b"}
+    # Each group's Service, PDB and Deployment select its own pods and none of the other's.
+    for mine, other in ((split, plain), (plain, split)):
+        theirs = server(other)["spec"]["template"]["metadata"]["labels"]
+        ours = server(mine)["spec"]["template"]["metadata"]["labels"]
+        for selector in (one(mine, "Service")["spec"]["selector"],
+                         one(mine, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+                         server(mine)["spec"]["selector"]["matchLabels"]):
+            assert selector.items() <= ours.items() and not selector.items() <= theirs.items()
