@@ -27,8 +27,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import ROOT, free_port, run_server
 from tests.soak import TEMPLATES, close
 
-pytestmark = pytest.mark.slow
-
 CONFIG = os.path.join(ROOT, "deploy", "haproxy", "haproxy.cfg")
 BACKEND = "servers"
 CLIENTS = 16
@@ -65,6 +63,13 @@ def check_timing(text: str) -> dict[str, float]:
     seconds = {k: float(value[k][:-2]) / 1000 if value[k].endswith("ms") else float(value[k].rstrip("s"))
                for k in ("inter", "fastinter", "downinter")}
     return {**seconds, "fall": int(value["fall"]), "rise": int(value["rise"])}
+
+
+def test_haproxy_accepts_the_compose_configuration():
+    """The file as compose mounts it (DNS slots, Docker's resolvers) parses without a warning."""
+    proc = subprocess.run([haproxy_binary(), "-c", "-f", CONFIG], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "WARNING" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
 def test_render_keeps_the_compose_configuration():
@@ -216,6 +221,7 @@ def _access_lines(log: str) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_failover_under_load(english, tmp_path):
     """16 closed-loop clients through HAProxy to three servers: SIGKILL one (its in-flight
     requests are retried elsewhere, it leaves the rotation within the check's interval),
