@@ -47,12 +47,14 @@ def _replace_line(text: str, pattern: str, new: str) -> str:
     return lines
 
 
-def render(text: str, port: int, metrics_port: int, server_ports: list[int]) -> str:
+def render(text: str, port: int, metrics_port: int, server_ports: list[int], unchecked: int = 0) -> str:
     """The compose balancer's configuration on loopback: the same file, its binds and its
-    DNS-filled server slots replaced by the given ports."""
+    DNS-filled server slots replaced by the given ports. The first `unchecked` servers are kept in
+    rotation whatever their health (`no-check`), so that requests reach a server not ready."""
     text = _replace_line(text, r"^    bind :8000$", "    bind 127.0.0.1:%d" % port)
     text = _replace_line(text, r"^    bind :8404$", "    bind 127.0.0.1:%d" % metrics_port)
-    servers = "\n".join("    server omni%d 127.0.0.1:%d" % (i + 1, p) for i, p in enumerate(server_ports))
+    servers = "\n".join("    server omni%d 127.0.0.1:%d%s" % (i + 1, p, " no-check" if i < unchecked else "")
+                         for i, p in enumerate(server_ports))
     return _replace_line(text, r"^    server-template omni \d+ server:8000 .*$", servers)
 
 
@@ -91,12 +93,12 @@ def test_render_keeps_the_compose_configuration():
 
 
 class Balancer:
-    def __init__(self, tmp_path, server_ports: list[int]):
+    def __init__(self, tmp_path, server_ports: list[int], unchecked: int = 0):
         self.port, self.metrics_port = free_port(), free_port()
         with open(CONFIG) as f:
             self.config_text = f.read()
         path = tmp_path / "haproxy.cfg"
-        path.write_text(render(self.config_text, self.port, self.metrics_port, server_ports))
+        path.write_text(render(self.config_text, self.port, self.metrics_port, server_ports, unchecked))
         self.log_path = tmp_path / "haproxy.log"
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen([haproxy_binary(), "-db", "-f", str(path)], stdout=log,
@@ -219,6 +221,44 @@ def _access_lines(log: str) -> list[dict]:
             if isinstance(record, dict) and record.get("route") == "/v1/systemone":
                 out.append(record)
     return out
+
+
+def test_a_503_is_answered_by_another_server(english, tmp_path):
+    """A server whose model has failed answers every decision 503 `not_ready`; kept in rotation
+    (unchecked), each request it gets is sent again to the other server, and the client sees only
+    200s, with its own id."""
+    failed_env = {"OMNI_MODELS": english[1], "OMNI_DEVICE": "cuda:0",        # no CUDA here: the load fails
+                  "OMNI_LOG_FORMAT": "json"}
+    with run_server(tmp_path, failed_env, wait_ready=False) as failed, \
+            run_server(tmp_path, {"OMNI_MODELS": english[1]}) as ready:
+        deadline = time.monotonic() + 30
+        while httpx.get(failed.url + "/readyz", timeout=5).json()["models"][0]["state"] != "failed":
+            assert time.monotonic() < deadline, "the model did not fail"
+            time.sleep(0.1)
+        balancer = Balancer(tmp_path, [failed.port, ready.port], unchecked=1)
+        try:
+            async def send():
+                async with httpx.AsyncClient(base_url=balancer.url, timeout=30) as client:
+                    async def one(n):
+                        r = await client.post("/v1/systemone", json=TEMPLATES[n % len(TEMPLATES)],
+                                              headers={"x-request-id": "retry-%d" % n})
+                        return r.status_code, r.headers.get("x-request-id"), n
+                    return await asyncio.gather(*(one(n) for n in range(40)))
+
+            asyncio.run(balancer.wait_state("omni2", "UP", 20))
+            answers = asyncio.run(send())
+            m = balancer.metrics()
+        finally:
+            balancer.close()
+        failed_log = failed.log()
+    assert [(status, rid) for status, rid, _ in answers] == [(200, "retry-%d" % n) for _, _, n in answers]
+    sent_to_failed = int(m[("haproxy_server_sessions_total", ("server", "omni1"))])
+    assert sent_to_failed >= 1                                  # requests reached the failed server,
+    refused = [a for a in _access_lines(failed_log) if a["status"] == 503]
+    assert len(refused) == sent_to_failed                       # which answered each 503,
+    assert all(a["request_id"].startswith("retry-") for a in refused)
+    assert m[("haproxy_server_retry_warnings_total", ("server", "omni1"))] == sent_to_failed   # each sent again
+    assert m[("haproxy_server_http_responses_total", ("code", "2xx"), ("server", "omni2"))] == len(answers)
 
 
 @pytest.mark.slow
