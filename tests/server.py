@@ -38,14 +38,16 @@ class Server:
 
 @contextlib.contextmanager
 def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi",
-               target: str = "app.main:app"):
+               target: str = "app.main:app", port: int | None = None):
     """A real Granian process (one worker) serving `target` (app.main:app, as served) on a free
     loopback port, through the interface it is served with (`rsgi`, app/rsgi.py) unless
     `interface` says `asgi`, on the event loop it is served on (app.launch.event_loop). It waits
     for /readyz 200, or with `wait_ready=False` for /livez to answer at all (503 once a model has
-    failed)."""
-    port = free_port()
+    failed). `port` picks the port (a restarted server takes its predecessor's), else a free one."""
+    port = port or free_port()
     log_path = str(tmp_path / ("server-%d.log" % port))
+    while os.path.exists(log_path):             # a restart on the port keeps its predecessor's log
+        log_path = log_path[:-len(".log")] + "+.log"
     full_env = malloc_env({k: v for k, v in os.environ.items() if not k.startswith("OMNI_")})
     full_env.update(env)
     full_env["PYTHONUNBUFFERED"] = "1"

@@ -36,7 +36,8 @@ def test_compose_config_validates(compose_bin, files):
     assert "WARN" not in proc.stderr, proc.stderr
     services = json.loads(proc.stdout)["services"]
     published = [(name, p) for name, s in services.items() for p in s.get("ports", [])]
-    assert any(name == "server" for name, _ in published)
+    # Clients reach the server, or under compose.gpus.yaml the balancer in front of the servers.
+    assert any(name == ("balancer" if "compose.gpus.yaml" in files else "server") for name, _ in published)
     for name, port in published:
         assert port.get("host_ip") == "127.0.0.1", (name, port)
 
@@ -66,3 +67,63 @@ def test_the_cpu_stack_has_images_of_its_own(compose_bin):
     for name in ("server", "export"):
         assert cpu[name]["image"] == gpu[name]["image"] + "-cpu", (name, cpu[name]["image"])
         assert cpu[name]["build"]["args"]["ORT_EXTRA"] == "cpu" and gpu[name]["build"]["args"]["ORT_EXTRA"] == "gpu"
+
+
+GPUS = (BASE, "compose.gpus.yaml")
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 8])
+def test_one_server_per_gpu_behind_the_balancer(compose_bin, gpus):
+    """compose.gpus.yaml: the profile gpus-N runs N servers, the i-th reserving GPU i by id (a
+    `count` would give every one GPU 0), all on the read-only `models` volume the export fills
+    once and answering to the name `server`; only the balancer publishes a port."""
+    services = _config(compose_bin, GPUS, *(["--profile", "gpus-%d" % gpus] if gpus > 1 else []))
+    servers = ["server"] + ["server-%d" % i for i in range(1, gpus)]
+    assert set(services) == {"export", "balancer", *servers}
+    for i, name in enumerate(servers):
+        s = services[name]
+        (device,) = s["deploy"]["resources"]["reservations"]["devices"]
+        assert device == {"driver": "nvidia", "device_ids": [str(i)], "capabilities": ["gpu"]}, name
+        assert not s.get("ports"), name
+        assert [(v["source"], v["target"], v.get("read_only")) for v in s["volumes"]] == [("models", "/models", True)]
+        assert s["depends_on"]["export"]["condition"] == "service_completed_successfully"
+        assert s["image"] == services["server"]["image"] and s["environment"] == services["server"]["environment"]
+        assert "/readyz" in " ".join(s["healthcheck"]["test"])
+        if name != "server":                # the service name is its own alias
+            assert "server" in s["networks"]["default"]["aliases"], name
+    assert services["export"]["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 1
+    balancer = services["balancer"]
+    assert [(p["host_ip"], p["target"]) for p in balancer["ports"]] == [("127.0.0.1", 8000)]
+    (config,) = balancer["volumes"]
+    assert config["source"] == os.path.join(ROOT, "deploy", "haproxy", "haproxy.cfg") and config["read_only"]
+
+
+def test_the_balancer_fills_its_slots_from_the_servers_name():
+    """HAProxy resolves `server` on Docker's DNS into as many slots as the largest profile has
+    servers, and Prometheus scrapes its metrics where compose.gpus.yaml mounts the job."""
+    import re
+
+    import yaml
+
+    with open(os.path.join(ROOT, "deploy", "haproxy", "haproxy.cfg")) as f:
+        cfg = f.read()
+    slots = int(re.search(r"^    server-template omni (\d+) server:8000 resolvers docker ", cfg, re.M).group(1))
+    with open(os.path.join(ROOT, "compose.gpus.yaml")) as f:
+        profiles = re.findall(r"gpus-(\d+)", f.read())
+    assert slots == max(int(n) for n in profiles) == 8
+    assert re.search(r"^    bind :8000$", cfg, re.M) and re.search(r"^    bind :8404$", cfg, re.M)
+    with open(os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")) as f:
+        assert yaml.safe_load(f)["scrape_config_files"] == ["/etc/prometheus/scrape.d/*.yml"]
+    with open(os.path.join(ROOT, "deploy", "prometheus", "haproxy.yml")) as f:
+        (job,) = yaml.safe_load(f)["scrape_configs"]
+    assert job["static_configs"] == [{"targets": ["balancer:8404"]}]
+    with open(os.path.join(ROOT, "deploy", "otel", "collector.yaml")) as f:
+        (scrape,) = yaml.safe_load(f)["receivers"]["prometheus"]["config"]["scrape_configs"]
+    assert scrape["dns_sd_configs"][0]["names"] == ["server"]       # every server, not one of them
+
+
+def test_the_observability_profile_scrapes_the_balancer(compose_bin):
+    services = _config(compose_bin, GPUS, "--profile", "gpus-2", "--profile", "observability")
+    mounts = {v["target"]: v["source"] for v in services["prometheus"]["volumes"] if v["type"] == "bind"}
+    assert mounts["/etc/prometheus/scrape.d/haproxy.yml"] == os.path.join(ROOT, "deploy", "prometheus", "haproxy.yml")
+    assert mounts["/etc/prometheus/prometheus.yml"].endswith("deploy/prometheus/prometheus.yml")
