@@ -41,13 +41,14 @@ def test_observe_request_counts_and_times():
     assert 'omni_request_seconds_count{model="english",stage="total"} 1.0' in text
 
 
-def test_graphs_captured_as_a_model_loads_count_with_those_of_forward_passes():
+def test_graphs_captured_as_a_model_loads_count_with_those_captured_between_passes():
     from app.runtime.executor import BatchInfo
 
     metrics = Metrics()
     metrics.observe_captures("english", 218, 11.8)                 # precapture, from the load
-    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 1, 0.05, 0.0008))
-    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0, 0.0, 0.0015))
+    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0.0008))
+    metrics.observe_captures("english", 1, 0.05)                   # one, while the queue was empty
+    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0.0015))
     text = metrics.render().decode()
     assert 'omni_batch_forward_seconds_bucket{le="0.001",model="english"} 1.0' in text
     assert 'omni_batch_forward_seconds_sum{model="english"} 0.0023' in text
