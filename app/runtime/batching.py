@@ -54,7 +54,7 @@ from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 log = logging.getLogger("omni.batching")
 
 CHEAP_RATIO = 8     # a job costing at most 1/8 of the oldest's goes first
-PRECAPTURE_S = 3.0  # seconds of captures as a model loads, at most; its other shapes are captured when idle
+PRECAPTURE_S = 2.5  # seconds of captures as a model loads, at most; its other shapes are captured when idle
 CAPTURE_SHARE = 0.05    # the share of the executor thread's time that idle captures take, at most
 
 
