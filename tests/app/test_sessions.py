@@ -246,3 +246,33 @@ def test_readiness_says_whether_each_model_replays_cuda_graphs_and_why_not():
     status = _model_status(refused)
     assert status["cuda_graphs"] == "refused" and status["cuda_graphs_refused"] == "no capture"
     assert "cuda_graphs_refused" not in _model_status(on) and _model_status(on)["cuda_graphs"] == "on"
+
+
+def test_idle_captures_take_the_shape_seen_most_then_rest(session):
+    """The batching policy's choice among candidates (app/runtime/batching.py): the shape traffic
+    brought most often, the one due first among equals, across models; after a capture of t
+    seconds none is due for 19·t."""
+    from types import SimpleNamespace
+
+    from app.runtime.batching import IdleCaptures
+
+    a = sessions.GraphRunner(session, 0, max_graphs=8, device="cpu")
+    b = sessions.GraphRunner(session, 0, max_graphs=8, capture_after=2, device="cpu")
+    slots = [SimpleNamespace(session=a), SimpleNamespace(session=b), SimpleNamespace(session=object())]
+    idle = IdleCaptures()
+    assert idle.wait(slots, 0.0) is None and idle.pick(slots) is None        # nothing due
+    a.want(_feeds(1, 8, 0))                         # listed: due, never seen
+    a.run(None, _feeds(1, 16, 0))                   # seen once
+    for seed in range(3):
+        b.run(None, _feeds(2, 16, seed))            # seen three times, due since the second
+    b.run(None, _feeds(4, 16, 0))                   # seen once: not yet due on b
+    assert idle.wait(slots, 0.0) == 0.0
+    order = []
+    while (due := idle.pick(slots)) is not None:
+        slot, feeds = due
+        order.append((slot.session is a, feeds["x"].shape))
+        slot.session.capture(feeds)
+    assert order == [(False, (2, 16)), (True, (1, 16)), (True, (1, 8))]
+    idle.spent(0.1, 100.0)
+    a.run(None, _feeds(3, 16, 0))
+    assert idle.wait(slots, 100.0) == pytest.approx(1.9) and idle.wait(slots, 102.0) == 0.0
