@@ -54,8 +54,8 @@ class Settings:
     fatal_after_failures: int = 3           # consecutive failed batches that take a model out
     cuda_graphs: int = 320                  # CUDA graphs per ORT session at most; 0: off
     cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
-    # Capture, as a model loads, every shape its graph policy lists, so no request waits for a
-    # capture; off: each shape is captured when traffic first brings it (a faster start).
+    # Spend a few seconds of a model's load capturing the shapes its graph policy lists; the rest
+    # are captured when idle. Off: every shape is left to idle time (a faster start).
     cuda_graph_precapture: bool = True
     # ONNX Runtime's GatedDeltaNet engine for the Qwen3.5 families (ORT_GDN_PLAN): chunked_split
     # is fastest for a few rows a pass, auto (ORT's heuristic) for many rows a pass.

@@ -158,11 +158,9 @@ class Metrics:
         self.child(self.batch_rows, info.model).observe(info.rows)
         self.child(self.padded_tokens, info.model).observe(info.padded_tokens - info.real_tokens)
         self.child(self.batch_forward, info.model).observe(info.forward_s)
-        if info.graphs_captured:
-            self.observe_captures(info.model, info.graphs_captured, info.capture_s)
 
     def observe_captures(self, model: str, graphs: int, seconds: float) -> None:
-        """CUDA graphs captured by a forward pass, or as the model loaded (precapture)."""
+        """CUDA graphs captured as the model loaded (precapture), or between passes."""
         self.child(self.graph_captures, model).inc(graphs)
         self.child(self.graph_capture_seconds, model).inc(seconds)
 

@@ -32,6 +32,7 @@ class Engine:
         self.metrics = metrics
         self.tracing = tracing or Tracing(None)
         self.executor = Executor(settings, on_loaded=self._loaded_from_thread, on_batch=self._batch_from_thread,
+                                 on_capture=self._capture_from_thread,
                                  tracer=self.tracing.tracer,
                                  on_drop=lambda job: metrics.dropped.labels(job.slot.name).inc(),
                                  on_fatal=lambda slot: metrics.ready.labels(slot.name).set(0))
@@ -78,6 +79,9 @@ class Engine:
 
     def _batch_from_thread(self, info, jobs) -> None:
         self.metrics.observe_batch(info)
+
+    def _capture_from_thread(self, slot: ModelSlot, seconds: float) -> None:
+        self.metrics.observe_captures(slot.name, 1, seconds)
 
     async def _warm_all(self) -> None:
         for slot in self.registry.slots:

@@ -89,6 +89,9 @@ def main(argv=None):
         works = [p.work for p in prepared]
         slot = SimpleNamespace(model=model, session=runner.session, static_shapes=runner.static_shapes)
         packed, run = policy.pack(slot, prepared)
+        if run == getattr(slot.session, "run", None) and hasattr(slot.session, "capture"):
+            if slot.session.shape_key(packed.feeds) not in slot.session.graphs:
+                slot.session.capture(packed.feeds)     # as the executor does between passes
         outs = model.adapter.unpack(run(None, packed.feeds), works, packed)
         return [model.finish(p, o, "reference", model.name) for p, o in zip(prepared, outs)]
 

@@ -191,11 +191,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(env: dict, log_path: str, interface: str = "rsgi", timeout: float = 180.0):
+def serve(env: dict, log_path: str, interface: str = "rsgi", timeout: float = 180.0, root: str = ROOT):
     """(url, pid of Granian's main process) of a server started on a free loopback port through
     `python -m app.launch` (it execs Granian in place, so the pid is Granian's), ready; stopped,
     with its whole process group, on exit. app.launch serves through RSGI only: `asgi` runs
-    Granian with app.launch's arguments and event loop, through its ASGI interface instead."""
+    Granian with app.launch's arguments and event loop, through its ASGI interface instead.
+    `root`: the checkout whose app is served (another commit's, to compare)."""
     from app.launch import event_loop
 
     port = _free_port()
@@ -206,7 +207,7 @@ def serve(env: dict, log_path: str, interface: str = "rsgi", timeout: float = 18
                "--host", "127.0.0.1", "--port", str(port), "--workers-kill-timeout", "30", "app.main:app"]
     url = "http://127.0.0.1:%d" % port
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"), stdout=log,
+        proc = subprocess.Popen(cmd, cwd=root, env=dict(env, PYTHONUNBUFFERED="1"), stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
         try:

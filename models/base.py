@@ -20,13 +20,14 @@ class GraphPolicy:
     """What a model tells the batching policy (app/runtime/batching.py) about its CUDA graphs.
 
     Replay saves the launch overhead of a thousand-odd kernels, which matters only while a pass
-    is launch-bound (few rows, few tokens), and each capture costs a few passes' time. Models
-    whose shapes are few (Laya's buckets) capture them all as they load; models whose every
-    request can be a new length capture only shapes that recur, and only small ones."""
+    is launch-bound (few rows, few tokens), and each capture costs a few passes' time, spent
+    between passes while the executor is idle. Models whose shapes are few (Laya's buckets) list
+    them all, captured at load as time allows and when idle after; models whose every request can
+    be a new length capture only shapes that recur, and only small ones."""
 
-    capture_after: int = 1      # sightings of a shape before it is captured (1: the first)
+    capture_after: int = 1      # sightings of a shape before it is due for capture (1: the first)
     max_tokens: int = 0         # rows × longest row above which a pass runs uncaptured; 0: no bound
-    precapture: bool = False    # capture every shape the adapter lists (`capture_batches`) at load
+    precapture: bool = False    # capture the shapes the adapter lists (`capture_batches`) at load, then idle
     per_work: bool = False      # each work runs as a pass of its own: bounds apply per work
 
 

@@ -28,8 +28,17 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   rows are cut into runs of like lengths within the model's bounds, each padded only to its own
   longest row, run in turn in FIFO order; `Packed.ready` lets the executor answer a job after
   the part that completes it. A one-record Clef-Flash export runs one record a part.
-- **precapture**: the shapes a model lists (`capture_batches`) are captured as it loads, so
-  that no request waits for a capture, within the same bounds as `pack`.
+- **capture** (`IdleCaptures`): no pass captures a CUDA graph. A bucketed shape without a graph
+  runs uncaptured and, on the sighting its model's policy names, becomes a candidate; the
+  executor thread captures candidates only while no job is queued, one at a time, most often
+  seen first, and looks at its queue again after each. A request waits for at most the one
+  capture in flight when it arrives, and a capture of t seconds is followed by 19·t without one
+  (`CAPTURE_SHARE`), so captures take at most a twentieth of the thread's time while traffic
+  keeps it busy.
+- **precapture** (`precapture`): the shapes a model lists (`capture_batches`, fewest tokens
+  first) are captured as it loads for at most `PRECAPTURE_S` seconds, within the same bounds as
+  `pack`; the rest become candidates, captured when idle. Start-to-ready stays short, and the
+  smallest shapes, which low concurrency brings most, are captured before the first request.
 """
 from __future__ import annotations
 
@@ -45,6 +54,8 @@ from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 log = logging.getLogger("omni.batching")
 
 CHEAP_RATIO = 8     # a job costing at most 1/8 of the oldest's goes first
+PRECAPTURE_S = 2.5  # seconds of captures as a model loads, at most; its other shapes are captured when idle
+CAPTURE_SHARE = 0.05    # the share of the executor thread's time that idle captures take, at most
 
 
 def cost(job) -> int:
@@ -163,24 +174,61 @@ class BatchPolicy:
         bound = policy.max_tokens if policy is not None else 0
         return rows <= self.graph_rows and (not bound or tokens <= bound)
 
-    def precapture(self, session, model) -> tuple[int, float]:
+    def precapture(self, session, model, seconds: float = PRECAPTURE_S) -> tuple[int, float]:
         """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first)
-        until the ORT session's graph budget is full: (graphs captured, seconds). A failed capture is
-        logged and ends it: the shapes left are captured on first sight."""
+        for at most `seconds`, or until the ORT session's graph budget is full: (graphs captured,
+        seconds). The shapes left become the session's candidates (`want`), captured when the
+        executor is idle. A failed capture (logged by the session) ends the captures at load."""
         t0, before = time.perf_counter(), len(session.graphs)
         policy = model.cuda_graphs
+        stop = False
         for works in model.adapter.capture_batches(self.graph_rows, policy.max_tokens if policy else 0):
             if len(session.graphs) >= session.max_graphs:
                 break
             feeds = model.adapter.pack(works, static=True).feeds
-            try:
-                for _ in range(session.capture_after):     # the sightings the policy waits for
-                    session.run(None, feeds)
-            except Exception:
-                log.exception("model %s: capturing the shape %s failed; the rest are captured on first sight",
-                              model.name, [list(a.shape) for a in feeds.values()])
-                break
+            if stop or time.perf_counter() - t0 >= seconds:
+                session.want(feeds)
+                continue
+            stop = session.capture(feeds) is None and len(session.graphs) < session.max_graphs
         return len(session.graphs) - before, time.perf_counter() - t0
+
+
+class IdleCaptures:
+    """When the executor thread captures a CUDA graph, and which (see the module's **capture**).
+    `wait` says how long until a capture is due, `pick` which, `spent` books one's time."""
+
+    share = CAPTURE_SHARE
+
+    def __init__(self):
+        self.rest_until = 0.0
+
+    @staticmethod
+    def _best(slots) -> tuple | None:
+        """(slot, feeds) of the candidate shape traffic brought most often, the one due first
+        among equals, over the slots' sessions; None without one."""
+        best = None
+        for slot in slots:
+            runner = slot.session
+            pending = getattr(runner, "pending", None)
+            for order, (key, feeds) in enumerate(pending.items() if pending else ()):
+                rank = (runner.sightings.get(key, 0), -order)
+                if best is None or rank > best[0]:
+                    best = (rank, slot, feeds)
+        return None if best is None else best[1:]
+
+    def wait(self, slots, now: float) -> float | None:
+        """Seconds until a capture is due (0: now); None while there is no candidate."""
+        if self._best(slots) is None:
+            return None
+        return max(0.0, self.rest_until - now)
+
+    def pick(self, slots) -> tuple | None:
+        """(slot, feeds) to capture now, or None."""
+        return self._best(slots)
+
+    def spent(self, seconds: float, now: float) -> None:
+        """A capture took `seconds`, ending at `now`: none for a while (`share`)."""
+        self.rest_until = now + seconds * (1.0 / self.share - 1.0)
 
 
 # -- micro-batches ----------------------------------------------------------------------------

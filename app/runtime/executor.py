@@ -4,9 +4,11 @@ save where cheaper jobs go ahead of costly ones (app/runtime/batching.py).
 Requests are admitted into a bounded queue (full → 503 `overloaded`). When the device frees up,
 the thread asks the batching policy (app/runtime/batching.py) for the next pass's jobs and their
 packed inputs, runs the pass (or its micro-batches in turn), and completes each caller's future
-on its event loop. A job cancelled before dispatch (deadline, disconnect) is dropped unrun. A
-pass that raises fails only its jobs not yet answered; an ORT session that cannot be created, or
-`fatal_after_failures` failed passes in a row, make the model FAILED.
+on its event loop. While the queue is empty it captures the CUDA graphs the policy says are due,
+one at a time, looking at the queue again after each. A job cancelled before dispatch (deadline,
+disconnect) is dropped unrun. A pass that raises fails only its jobs not yet answered; an ORT
+session that cannot be created, or `fatal_after_failures` failed passes in a row, make the model
+FAILED.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from opentelemetry import trace
 
 from app import logs
 from app.runtime import sessions
-from app.runtime.batching import BatchPolicy, cost
+from app.runtime.batching import PRECAPTURE_S, BatchPolicy, IdleCaptures, cost
 from app.runtime.registry import ModelSlot, SlotState
 from models.base import Packed, Prepared
 from models import onnx_ops
@@ -51,8 +53,6 @@ class BatchInfo:
     started: float
     ended: float
     meta: dict = field(default_factory=dict)
-    graphs_captured: int = 0      # CUDA graphs this pass captured (each adds to its time)
-    capture_s: float = 0.0        # seconds those captures took
     # Seconds inside the ORT session's runs: the device's work, and after it the wait for the GIL,
     # which the event loop may hold (the rest of the pass is packing and unpacking).
     forward_s: float = 0.0
@@ -84,9 +84,12 @@ class Job:
 class Executor:
     def __init__(self, settings, on_loaded: Callable[[ModelSlot], None] | None = None,
                  on_batch: Callable[[BatchInfo, list[Job]], None] | None = None, tracer=None,
-                 on_drop: Callable[[Job], None] | None = None, on_fatal: Callable[[ModelSlot], None] | None = None):
+                 on_drop: Callable[[Job], None] | None = None, on_fatal: Callable[[ModelSlot], None] | None = None,
+                 on_capture: Callable[[ModelSlot, float], None] | None = None):
         self.settings = settings
         self.policy = BatchPolicy.from_settings(settings)
+        self.captures = IdleCaptures()
+        self._on_capture = on_capture
         self._on_drop = on_drop
         self._on_fatal = on_fatal
         self._failures: dict[ModelSlot, int] = {}
@@ -96,6 +99,7 @@ class Executor:
         self._cv = threading.Condition()
         self._stopping = False
         self._pending_loads: list[ModelSlot] = []
+        self._slots: list[ModelSlot] = []
         self._on_loaded = on_loaded
         self._on_batch = on_batch
         self._thread = threading.Thread(target=self._run, name="omni-executor", daemon=True)
@@ -103,6 +107,7 @@ class Executor:
     # -- called from the event loop -------------------------------------------------------
     def start(self, slots: list[ModelSlot]) -> None:
         self._pending_loads = list(slots)
+        self._slots = list(slots)
         self._thread.start()
 
     def depth(self) -> int:
@@ -140,17 +145,43 @@ class Executor:
         for slot in self._pending_loads:
             self._load(slot)
         while True:
+            due = None
             with self._cv:
                 while not self._queue and not self._stopping:
-                    self._cv.wait()
-                if not self._queue and self._stopping:
-                    return
-                if self.settings.batch_window_ms > 0 and len(self._queue) < self.settings.max_batch_rows:
-                    self._cv.wait(self.settings.batch_window_ms / 1000.0)
-                jobs = self.policy.next_pass(self._queue, self._drop)
-                self._queued_cost = sum(cost(j) for j in self._queue)
-            if jobs:
+                    live = [s for s in self._slots if s.state is not SlotState.FAILED]
+                    wait = self.captures.wait(live, time.perf_counter())
+                    if wait is None:
+                        self._cv.wait()
+                    elif wait > 0:
+                        self._cv.wait(wait)
+                    else:
+                        due = self.captures.pick(live)
+                        break
+                if due is None:
+                    if not self._queue and self._stopping:
+                        return
+                    if self.settings.batch_window_ms > 0 and len(self._queue) < self.settings.max_batch_rows:
+                        self._cv.wait(self.settings.batch_window_ms / 1000.0)
+                    jobs = self.policy.next_pass(self._queue, self._drop)
+                    self._queued_cost = sum(cost(j) for j in self._queue)
+            if due is not None:
+                self._capture(*due)
+            elif jobs:
                 self._execute(jobs)
+
+    def _capture(self, slot: ModelSlot, feeds: dict) -> None:
+        """One CUDA graph, between passes (the queue was empty when it began)."""
+        t0 = time.perf_counter()
+        try:
+            took = slot.session.capture(feeds)
+        except Exception:             # the session logs and refuses a failed capture; this is a bug
+            log.exception("model %s: capturing a CUDA graph failed", slot.name)
+            slot.session.pending.pop(slot.session.shape_key(feeds), None)
+            took = None
+        now = time.perf_counter()
+        self.captures.spent(now - t0, now)
+        if took is not None and self._on_capture:
+            self._on_capture(slot, took)
 
     def _load(self, slot: ModelSlot) -> None:
         t0 = time.perf_counter()
@@ -174,11 +205,14 @@ class Executor:
             slot.provider, slot.static_shapes = info.provider, info.static_shapes
             slot.graphs_refused = info.graphs_refused
             captured = ""
-            # Static shapes only come with a graph policy (graphs above are 0 without one).
-            if info.static_shapes and policy.precapture and self.settings.cuda_graph_precapture:
-                count, took = self.policy.precapture(slot.session, slot.model)
+            # Static shapes only come with a graph policy (graphs above are 0 without one). The
+            # shapes not captured in the seconds given are captured when the executor is idle.
+            if info.static_shapes and policy.precapture:
+                seconds = PRECAPTURE_S if self.settings.cuda_graph_precapture else 0.0
+                count, took = self.policy.precapture(slot.session, slot.model, seconds)
                 slot.graphs_captured, slot.capture_s = count, took
-                captured = " (%d CUDA graphs captured in %.0f ms)" % (count, took * 1000.0)
+                captured = " (%d CUDA graphs captured in %.0f ms, %d left to capture when idle)" % (
+                    count, took * 1000.0, len(slot.session.pending))
             slot.load_ms = (time.perf_counter() - t0) * 1000.0
             slot.state = SlotState.WARMING
             log.info("model %s loaded on %s in %.0f ms%s", slot.name, info.device, slot.load_ms, captured)
@@ -209,7 +243,6 @@ class Executor:
                 raise InferenceFailed("model %s has no ONNX Runtime session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
             packed, run = self.policy.pack(slot, [j.prepared for j in jobs])
-            graphs_before, capture_before = _capture_totals(slot.session)
             info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
                              slot.device or "?", started, 0.0, packed.meta)
             for job in jobs:
@@ -234,15 +267,11 @@ class Executor:
             return
         self._failures[slot] = 0
         ended = time.perf_counter()
-        graphs_after, capture_after = _capture_totals(slot.session)
-        captured = graphs_after - graphs_before
         span.set_attributes({"omni.batch.rows": packed.rows, "omni.batch.real_tokens": packed.real_tokens,
                              "omni.batch.padded_tokens": packed.padded_tokens,
                              **{"omni.batch." + k: v for k, v in packed.meta.items()}})
-        if captured:
-            span.set_attribute("omni.batch.cuda_graph_capture_ms", (capture_after - capture_before) * 1000.0)
         span.end()
-        info.ended, info.graphs_captured, info.capture_s = ended, captured, capture_after - capture_before
+        info.ended = ended
         rest = [job for i, job in enumerate(jobs) if i not in settled]
         for job in rest:
             job.ran = ended
@@ -314,11 +343,6 @@ def _timed(run: Callable, info: BatchInfo) -> Callable:
         finally:
             info.forward_s += time.perf_counter() - t0
     return timed
-
-
-def _capture_totals(session) -> tuple[int, float]:
-    """(graphs captured, seconds spent capturing) so far by a GraphRunner; (0, 0) otherwise."""
-    return len(getattr(session, "graphs", ())), getattr(session, "capture_s", 0.0)
 
 
 def _ids(jobs: list[Job], shown: int = 8) -> str:

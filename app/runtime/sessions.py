@@ -34,10 +34,13 @@ class GraphRunner:
 
     A plain export launches on the order of a thousand kernels per forward; replaying a captured
     graph launches them at once. Each captured shape gets its own graph id, device buffers the
-    new request's data is copied into, and a graph-owned memory pool. A shape is captured on its
-    `capture_after`-th sighting (before that, and past `max_graphs` shapes, it runs bound but
-    uncaptured, graph id -1). A shape whose capture fails is logged and runs uncaptured from then
-    on: its requests are answered, not failed.
+    new request's data is copied into, and a graph-owned memory pool. `run` never captures: a
+    shape without a graph runs bound but uncaptured (graph id -1), and on its `capture_after`-th
+    sighting becomes a candidate (`pending`, with a copy of its feeds). `capture` takes one shape's
+    graph; the executor thread calls it between passes, for the candidate the batching policy picks
+    (app/runtime/batching.py). Past `max_graphs` shapes nothing more is counted or captured. A
+    shape whose capture fails is logged and runs uncaptured from then on: its requests are
+    answered, not failed.
     """
 
     def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda"):
@@ -51,6 +54,7 @@ class GraphRunner:
         self.outputs = [o.name for o in session.get_outputs()]
         self.graphs: dict[tuple, Captured] = {}
         self.sightings: dict[tuple, int] = {}     # shapes seen but not captured (bucketed: few)
+        self.pending: dict[tuple, dict] = {}       # shapes to capture, in the order they became due
         self.refused: set[tuple] = set()           # shapes whose capture failed: never tried again
         self.capture_s = 0.0                        # time the capturing runs took, in all
         self._ids = 0                               # graph ids handed out (a failed one is not reused)
@@ -86,39 +90,57 @@ class GraphRunner:
         return key in self.graphs or (len(self.graphs) < self.max_graphs and key not in self.refused)
 
     def run(self, output_names, feeds: dict):
+        """Replay the feeds' shape's graph, or run them uncaptured (counting the sighting)."""
         key = self.shape_key(feeds)
         entry = self.graphs.get(key)
         if entry is None:
-            if len(self.graphs) >= self.max_graphs or key in self.refused:   # nothing to count or capture
-                return self.run_uncaptured(output_names, feeds)
-            seen = self.sightings[key] = self.sightings.get(key, 0) + 1
-            if seen < self.capture_after:
-                return self.run_uncaptured(output_names, feeds)
-            t0 = time.perf_counter()
-            # An uncaptured run first: its outputs' shapes size the block the graph writes to.
-            shapes = [(a.dtype, a.shape) for a in self.run_uncaptured(output_names, feeds)]
-            del self.sightings[key]
-            self._ids += 1
-            try:
-                entry = Captured(self, feeds, shapes, self._ids)
-                entry.feed(feeds)
-                entry.run()                 # ONNX Runtime runs, captures, replays
-            except Exception as exc:
-                # A graph ONNX Runtime cannot capture (an op that synchronises, say) must not fail
-                # every request of its shape, nor take the model out of service with them.
-                self.refused.add(key)
-                log.warning("capturing CUDA graph %d failed; that shape runs uncaptured from now on (%s): %s",
-                            self._ids, _shapes(key), str(exc)[:300])
-                return self.run_uncaptured(output_names, feeds)
-            self.graphs[key] = entry
-            took = time.perf_counter() - t0
-            self.capture_s += took
-            log.info("captured CUDA graph %d/%d in %.0f ms: %s", len(self.graphs), self.max_graphs,
-                     took * 1000.0, _shapes(key))
-        else:
-            entry.feed(feeds)
-            entry.run()
+            if len(self.graphs) < self.max_graphs and key not in self.refused:
+                seen = self.sightings[key] = self.sightings.get(key, 0) + 1
+                if seen >= self.capture_after and key not in self.pending:
+                    self.pending[key] = {name: array.copy() for name, array in feeds.items()}
+            return self.run_uncaptured(output_names, feeds)
+        entry.feed(feeds)
+        entry.run()
         return entry.results()
+
+    def want(self, feeds: dict) -> None:
+        """Make the feeds' shape a candidate without a sighting (a shape the model lists)."""
+        key = self.shape_key(feeds)
+        if key not in self.graphs and key not in self.refused:
+            self.pending.setdefault(key, feeds)
+
+    def capture(self, feeds: dict) -> float | None:
+        """Capture the feeds' shape now: the seconds it took, or None where it is captured already,
+        the budget is full or the capture failed (that shape then runs uncaptured for good)."""
+        key = self.shape_key(feeds)
+        self.pending.pop(key, None)
+        if key in self.graphs or key in self.refused or len(self.graphs) >= self.max_graphs:
+            return None
+        self.sightings.pop(key, None)
+        t0 = time.perf_counter()
+        self._ids += 1
+        try:
+            # An uncaptured run first: its outputs' shapes size the block the graph writes to.
+            shapes = [(a.dtype, a.shape) for a in self.run_uncaptured(None, feeds)]
+            entry = Captured(self, feeds, shapes, self._ids)
+            entry.feed(feeds)
+            entry.run()                 # ONNX Runtime runs, captures, replays
+        except Exception as exc:
+            # A graph ONNX Runtime cannot capture (an op that synchronises, say) must not fail
+            # every request of its shape, nor take the model out of service with them.
+            self.refused.add(key)
+            log.warning("capturing CUDA graph %d failed; that shape runs uncaptured from now on (%s): %s",
+                        self._ids, _shapes(key), str(exc)[:300])
+            return None
+        self.graphs[key] = entry
+        took = time.perf_counter() - t0
+        self.capture_s += took
+        if len(self.graphs) >= self.max_graphs:
+            self.pending.clear()
+            self.sightings.clear()
+        log.info("captured CUDA graph %d/%d in %.0f ms: %s", len(self.graphs), self.max_graphs,
+                 took * 1000.0, _shapes(key))
+        return took
 
     def run_uncaptured(self, output_names, feeds: dict):
         """One run at the feeds' own shapes, neither captured nor replayed (graph id -1)."""
@@ -247,7 +269,7 @@ SDPA_KERNELS = 1 | 2 | 16
 def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
            capture_after: int = 1, gdn_plan: str = "auto") -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
-    which sighting a shape is captured (GraphRunner); `gdn_plan`: the GatedDeltaNet engine."""
+    which sighting a shape becomes due for capture (GraphRunner); `gdn_plan`: the GatedDeltaNet engine."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()

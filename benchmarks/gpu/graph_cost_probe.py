@@ -89,7 +89,7 @@ def main(argv=None):
     before = arena_used
     for case in cases:                      # 2. capture each shape
         t0 = time.perf_counter()
-        runner.run(None, case["feeds"])
+        runner.capture(case["feeds"])
         case["capture_ms"] = round((time.perf_counter() - t0) * 1000.0, 2)
         after = settle_used()
         case["memory_mib"] = None if after is None or before is None else after - before

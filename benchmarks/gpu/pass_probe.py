@@ -29,10 +29,11 @@ def _p50(xs: list[float]) -> float:
 
 def _run_part(runner, feeds: dict, static: bool) -> tuple[list, tuple[float, float, float]]:
     """One micro-batch's outputs and the seconds of its three steps: feeds in, run, outputs out.
-    A captured shape replays its graph; a bucketed shape without one goes through the runner,
-    which counts or captures it, or runs it uncaptured where its capture failed (timed as the run,
-    copies included); an uncaptured one is bound and run at its own shape; on a plain session (no
-    graph policy, or OMNI_CUDA_GRAPHS=0 on CUDA) the copies are part of the run."""
+    A captured shape replays its graph; a bucketed shape without one is captured first (as the
+    executor does between passes; the warm-up passes take these), or runs uncaptured where its
+    capture failed or the budget is spent (timed as the run, copies included); an uncaptured one
+    is bound and run at its own shape; on a plain session (no graph policy, or OMNI_CUDA_GRAPHS=0
+    on CUDA) the copies are part of the run."""
     from app.runtime import sessions
 
     if not isinstance(runner, sessions.GraphRunner):
@@ -43,6 +44,7 @@ def _run_part(runner, feeds: dict, static: bool) -> tuple[list, tuple[float, flo
         entry = runner.graphs.get(runner.shape_key(feeds))
         if entry is None:
             t0 = time.perf_counter()
+            runner.capture(feeds)
             outputs = runner.run(None, feeds)
             return outputs, (0.0, time.perf_counter() - t0, 0.0)
         t0 = time.perf_counter()

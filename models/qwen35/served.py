@@ -12,7 +12,7 @@ from models.tokenizer import TokenizerHandle
 
 class QwenServed(ExportedModel):
     # Every request can be a new length and a capture costs a few passes, so a (rows, length)
-    # bucket is captured on its second sighting: a one-off length never pays for one. Past about
+    # bucket is due for capture on its second sighting: a one-off length never pays for one. Past about
     # 1,024 tokens a pass is compute-bound and replay saves nothing.
     cuda_graphs = GraphPolicy(capture_after=2, max_tokens=1024)
     micro_batches = MicroBatches()

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -345,34 +347,122 @@ def test_a_models_token_bound_sends_larger_batches_uncaptured(english, harness, 
     assert kind_three == "uncaptured" and shape_three[0] == 3
 
 
-def test_graph_captures_are_reported_with_their_batch(english, harness):
-    """A GraphRunner (bound on the CPU here: same bookkeeping, no capture) under the executor:
-    the batch in which a shape reaches its sighting count reports one capture and its time,
-    the metrics count it, and the answers are the same as the plain session's."""
-    from app.metrics import Metrics
+def _until(predicate, timeout: float = 20.0) -> None:
+    """Wait (bounded) for something the executor thread does between passes."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.01)
+
+
+def _same_answers(a: dict, b: dict) -> None:
+    assert a["answers"].keys() == b["answers"].keys() and a["usage"] == b["usage"]
+    for qid, answer in a["answers"].items():
+        pa, pb = answer.get("probabilities"), b["answers"][qid].get("probabilities")
+        if pa:
+            assert max(abs(x - y) for x, y in zip(pa.values(), pb.values())) <= 1e-4
+        else:
+            assert answer == b["answers"][qid]
+
+
+def _watched(executor, plain, max_graphs: int, capture_after: int = 1, delay: float = 0.0):
+    """A GraphRunner bound on the CPU (the same bookkeeping, no CUDA) that notes each capture
+    (start, end, jobs queued as it began) and each replay-or-count run (whether it replayed, the
+    graphs held then); `delay` lengthens every capture, as a GPU's take 50-450 ms."""
     from app.runtime.sessions import GraphRunner
+
+    class Watched(GraphRunner):
+        def capture(self, feeds):
+            t0, queued = time.perf_counter(), len(executor._queue)
+            self.started.set()
+            time.sleep(delay)
+            took = super().capture(feeds)
+            self.captures.append((t0, time.perf_counter(), queued))
+            return took
+
+        def run(self, names, feeds):
+            self.runs.append((self.shape_key(feeds) in self.graphs, len(self.graphs)))
+            return super().run(names, feeds)
+
+    runner = Watched(plain, 0, max_graphs, capture_after=capture_after, device="cpu")
+    runner.captures, runner.runs, runner.started = [], [], threading.Event()
+    return runner
+
+
+def test_a_new_shape_runs_uncaptured_at_once_and_is_captured_between_passes(english, harness):
+    """A shape's sightings run uncaptured inside their pass (no capture there); on the sighting
+    the policy names it is captured by the executor thread while the queue is empty, reported
+    through `on_capture` (the metrics count it), and later passes replay it with the same answers."""
+    from app.metrics import Metrics
 
     h = harness([english[1]])
     slot = h.slot("english")
-    plain = slot.session
-    slot.session, slot.static_shapes = GraphRunner(plain, 0, 8, capture_after=2, device="cpu"), True
+    metrics, reported = Metrics(), []
+
+    def on_capture(s, seconds):
+        reported.append((s, seconds))
+        metrics.observe_captures(s.name, 1, seconds)
+
+    h.executor._on_capture = on_capture
+    h.executor.captures.share = 1.0           # no rest between captures: the test sees them at once
+    slot.session = runner = _watched(h.executor, slot.session, 8, capture_after=2)
+    slot.static_shapes = True
     one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
 
     async def once():
         job = h.executor.submit(slot, slot.model.prepare(one))
-        return job, await job.future
+        return await job.future
 
-    runs = [asyncio.run(once()) for _ in range(3)]
-    assert [job.batch.graphs_captured for job, _ in runs] == [0, 1, 0]
-    assert runs[1][0].batch.capture_s > 0 and slot.session.capture_s == runs[1][0].batch.capture_s
-    for _, (logits, act, _) in runs[1:]:
-        np.testing.assert_array_equal(logits, runs[0][1][0])
-    metrics = Metrics()
-    for job, _ in runs:
-        metrics.observe_batch(job.batch)
+    first = asyncio.run(once())
+    second = asyncio.run(once())                  # the second sighting: due, not captured in its pass
+    assert runner.runs == [(False, 0), (False, 0)]
+    _until(lambda: len(runner.graphs) == 1 and len(reported) == 1)
+    third = asyncio.run(once())
+    assert runner.runs[2] == (True, 1)             # replayed
+    assert [queued for _, _, queued in runner.captures] == [0]
+    assert reported[0][0] is slot and reported[0][1] > 0 and runner.capture_s == reported[0][1]
+    for logits, _, _ in (second, third):
+        np.testing.assert_array_equal(logits, first[0])
     text = metrics.render().decode()
     assert 'omni_cuda_graph_captures_total{model="english"} 1.0' in text
     assert 'omni_cuda_graph_capture_seconds_total{model="english"}' in text
+
+
+def test_a_request_arriving_while_shapes_are_captured_waits_for_one_capture_at_most(english, harness):
+    """With many shapes due (all of a model's listed shapes, none captured at load), the executor
+    captures only while its queue is empty, one at a time: requests that arrive meanwhile are each
+    dispatched before a second capture ends, and get the plain session's answers."""
+    from app.runtime.batching import BatchPolicy
+
+    h = harness([english[1]], cuda_graph_rows=4)
+    slot = h.slot("english")
+    plain = slot.session
+    h.executor.captures.share = 1.0
+    runner = _watched(h.executor, plain, 64, delay=0.15)
+    count, _ = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=4).precapture(runner, slot.model, 0.0)
+    due = len(runner.pending)
+    assert count == 0 and runner.graphs == {} and due > 10
+    bodies = [{"state": s, "questions": q} for _, s, q in CASES[:4]]
+
+    async def arrive(body, after):
+        await asyncio.sleep(after)
+        job = h.executor.submit(slot, slot.model.prepare(body))
+        return job, slot.model.finish(job.prepared, await job.future, "reference", "english")
+
+    want = [asyncio.run(arrive(b, 0))[1] for b in bodies]          # the plain session's answers
+    slot.session, slot.static_shapes = runner, True
+
+    async def main():
+        await asyncio.to_thread(runner.started.wait, 10)      # a capture is in flight
+        return await asyncio.gather(*(arrive(b, 0.2 * i) for i, b in enumerate(bodies)))
+
+    served = asyncio.run(main())
+    assert len(runner.captures) < due                    # still capturing: the requests came meanwhile
+    for (job, got), ref in zip(served, want):
+        waited_for = [(t0, t1) for t0, t1, _ in runner.captures if t0 < job.dispatched and t1 > job.enqueued]
+        assert len(waited_for) <= 1, (job.enqueued, job.dispatched, waited_for)
+        _same_answers(got, ref)
+    assert all(queued == 0 for _, _, queued in runner.captures)
 
 
 def test_once_the_graph_budget_is_spent_new_shapes_run_unpadded(english, harness):
@@ -392,7 +482,9 @@ def test_once_the_graph_budget_is_spent_new_shapes_run_unpadded(english, harness
         outs = [await j.future for j in jobs]
         return jobs[0].batch, outs
 
-    first, a = asyncio.run(batch(3))       # bucket 4: takes the one graph slot
+    h.executor.captures.share = 1.0
+    first, a = asyncio.run(batch(3))       # bucket 4: due, and captured between passes
+    _until(lambda: len(slot.session.graphs) == 1)    # it took the one graph slot
     second, b = asyncio.run(batch(5))      # bucket 8: budget spent, so 5 rows as they are
     third, c = asyncio.run(batch(3))       # bucket 4 again: replayed
     assert (first.rows, second.rows, third.rows) == (4, 5, 4)
@@ -557,13 +649,14 @@ def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, h
     h = harness([english[1]], cuda_graph_rows=4)
     slot = h.slot("english")
     assert slot.session is made[0] and len(made[0].graphs) == 7           # the budget, then it stopped
+    assert made[0].pending == {}
     assert slot.graphs_captured == 7 and slot.capture_s > 0 and slot.load_ms >= slot.capture_s * 1000
     every = len(slot.model.adapter.capture_batches(4, slot.model.cuda_graphs.max_tokens))
     assert every > 7
     # All of them, with a budget that holds them; fewest tokens first, so a one-row request is among.
     runner = sessions.GraphRunner(made[0].session, 0, 64, device="cpu")       # the same plain session
     count, took = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=4).precapture(runner, slot.model)
-    assert count == every == len(runner.graphs) and took > 0
+    assert count == every == len(runner.graphs) and took > 0 and runner.pending == {}
     slot.session = runner
     one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
 
@@ -572,14 +665,40 @@ def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, h
         return job, await job.future
 
     job, (logits, act, _) = asyncio.run(once())
-    assert job.batch.graphs_captured == 0 and len(runner.graphs) == every
+    assert len(runner.graphs) == every and runner.sightings == {}           # replayed: nothing counted
     feeds = slot.model.adapter.pack([job.prepared.work]).feeds
     np.testing.assert_allclose(logits[:, :2], runner.session.run(None, feeds)[0][:1, :2], atol=1e-6, rtol=0)
 
 
-def test_precapture_off_leaves_shapes_to_first_sight(english, harness, graph_sessions):
-    harness([english[1]], cuda_graph_rows=4, cuda_graph_precapture=False)
-    assert graph_sessions and graph_sessions[0].graphs == {}
+def test_precapture_stops_at_its_time_budget_and_leaves_the_rest_due(english, monkeypatch):
+    """Past its seconds, precapture begins no more captures: the listed shapes left become
+    candidates, in the listed order (fewest tokens first), captured when the executor is idle."""
+    import itertools
+    import types
+
+    from app.runtime import batching, sessions
+    from app.runtime.batching import BatchPolicy
+
+    model = load(english[1])
+    plain = sessions.create(model.onnx_path, "cpu").session
+    listed = [sessions.GraphRunner.shape_key(model.adapter.pack(works, static=True).feeds)
+              for works in model.adapter.capture_batches(4, model.cuda_graphs.max_tokens)]
+    policy = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=4)
+    runner = sessions.GraphRunner(plain, 0, 64, device="cpu")
+    assert policy.precapture(runner, model, 0.0)[0] == 0 and list(runner.pending) == listed
+    runner = sessions.GraphRunner(plain, 0, 64, device="cpu")
+    clock = itertools.count()           # a second passes at each look at the clock
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
+    count, took = policy.precapture(runner, model, 2.5)       # two looks, two captures, then none
+    assert count == 2 and list(runner.graphs) == listed[:2] and list(runner.pending) == listed[2:]
+
+
+def test_precapture_off_leaves_every_listed_shape_to_idle_capture(english, harness, graph_sessions):
+    h = harness([english[1]], cuda_graph_rows=4, cuda_graph_precapture=False)
+    h.executor.captures.share = 1.0
+    assert h.slot("english").graphs_captured == 0
+    _until(lambda: len(graph_sessions[0].graphs) == 7)          # captured while idle, up to the budget
+    assert graph_sessions[0].pending == {}
 
 
 def test_bucketed_shapes_change_no_answer(pipeline_english):

@@ -41,15 +41,34 @@ def test_observe_request_counts_and_times():
     assert 'omni_request_seconds_count{model="english",stage="total"} 1.0' in text
 
 
-def test_graphs_captured_as_a_model_loads_count_with_those_of_forward_passes():
+def test_graphs_captured_as_a_model_loads_count_with_those_captured_between_passes():
     from app.runtime.executor import BatchInfo
 
     metrics = Metrics()
     metrics.observe_captures("english", 218, 11.8)                 # precapture, from the load
-    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 1, 0.05, 0.0008))
-    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0, 0.0, 0.0015))
+    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0.0008))
+    metrics.observe_captures("english", 1, 0.05)                   # one, while the queue was empty
+    metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0.0015))
     text = metrics.render().decode()
     assert 'omni_batch_forward_seconds_bucket{le="0.001",model="english"} 1.0' in text
     assert 'omni_batch_forward_seconds_sum{model="english"} 0.0023' in text
     assert 'omni_cuda_graph_captures_total{model="english"} 219.0' in text
     assert 'omni_cuda_graph_capture_seconds_total{model="english"} 11.850' in text
+
+
+def test_the_engine_counts_each_capture_its_executor_reports():
+    """The executor reports each capture it makes between passes (`on_capture`); the engine
+    counts it under the model's name."""
+    from types import SimpleNamespace
+
+    from app.config import Settings
+    from app.runtime.registry import Registry
+    from app.serving import Engine
+
+    metrics = Metrics()
+    engine = Engine(Settings(), Registry([]), metrics)
+    engine.executor._on_capture(SimpleNamespace(name="english"), 0.05)
+    engine.executor._on_capture(SimpleNamespace(name="english"), 0.07)
+    text = metrics.render().decode()
+    assert 'omni_cuda_graph_captures_total{model="english"} 2.0' in text
+    assert 'omni_cuda_graph_capture_seconds_total{model="english"} 0.12' in text

@@ -63,6 +63,7 @@ def test_replays_copy_once_each_way_through_pinned_buffers(mixed):  # noqa: F811
     runner.cuda = cuda = _runtime()
     rng = np.random.default_rng(1)
     kept = []
+    runner.capture(_feeds(np.random.default_rng(0)))
     for _ in range(4):
         feeds = _feeds(rng)
         total, id_sum = runner.run(None, feeds)
@@ -74,8 +75,9 @@ def test_replays_copy_once_each_way_through_pinned_buffers(mixed):  # noqa: F811
         np.testing.assert_array_equal(id_sum, copy_ids)
     (entry,) = runner.graphs.values()
     assert entry.cuda is cuda and entry.staging.ctypes.data == entry.pinned_in.ptr
-    # Every run fed the block once and read it once, whole: 1,792 bytes in, 512 out.
-    assert cuda.lib.copies == [("to_device", 1792), ("to_host", 512)] * 4
+    # The capture fed the block once; every replay fed it once and read it once, whole: 1,792
+    # bytes in, 512 out.
+    assert cuda.lib.copies == [("to_device", 1792)] + [("to_device", 1792), ("to_host", 512)] * 4
     assert len(cuda.lib.buffers) == 2
     held = {entry.pinned_in.ptr, entry.pinned_out.ptr}
     assert cuda.lib.freed == []
@@ -88,7 +90,7 @@ def test_a_failed_copy_raises_with_cudas_message(mixed):  # noqa: F811
     runner = sessions.GraphRunner(mixed, 0, max_graphs=4, device="cpu")
     runner.cuda = cuda = _runtime()
     feeds = _feeds(np.random.default_rng(2))
-    runner.run(None, feeds)
+    runner.capture(feeds)
     cuda.lib.fail_next = 700
     with pytest.raises(RuntimeError, match=r"cudaMemcpy to the device failed: an illegal memory access .*\(700\)"):
         runner.run(None, feeds)
@@ -99,7 +101,7 @@ def test_without_a_cuda_runtime_replays_copy_as_onnx_runtime_does(mixed):  # noq
     assert pinned.loaded_cudart() is None and pinned.runtime() is None
     runner = sessions.GraphRunner(mixed, 0, max_graphs=4, device="cpu")
     feeds = _feeds(np.random.default_rng(3))
-    runner.run(None, feeds)
+    runner.capture(feeds)
     (entry,) = runner.graphs.values()
     assert runner.cuda is None and entry.cuda is None and entry.pinned_in is None
 

@@ -1,6 +1,6 @@
-"""GraphRunner's capture policy and batch_runner's choice, over real ONNX Runtime CPU sessions
+"""GraphRunner's capture bookkeeping and batch_runner's choice, over real ONNX Runtime CPU sessions
 (the capture itself needs a GPU: benchmarks/gpu measures it; here the binding, the sighting
-count, the cap and the in-place updates of replayed shapes run for real)."""
+count, the candidates, the cap and the in-place updates of replayed shapes run for real)."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,27 +32,58 @@ def _feeds(rows, length, seed):
     return {"x": np.random.default_rng(seed).standard_normal((rows, length)).astype(np.float32)}
 
 
-def test_a_shape_is_captured_on_its_nth_sighting_then_replayed_with_new_data(session):
+def test_a_shape_is_due_on_its_nth_sighting_captured_apart_then_replayed_with_new_data(session):
+    """`run` never captures: sightings run uncaptured, the capture_after-th makes the shape a
+    candidate (with its own copy of the feeds), `capture` takes its graph, and replays answer each
+    run's own data, as the uncaptured runs did."""
     runner = sessions.GraphRunner(session, 0, max_graphs=8, capture_after=3, device="cpu")
-    for seed in range(5):
+    key = runner.shape_key(_feeds(2, 16, 0))
+    for seed in range(4):
         feeds = _feeds(2, 16, seed)
         (y,) = runner.run(None, feeds)
-        np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)        # the data of this run, not a stale one
-        assert len(runner.graphs) == (1 if seed >= 2 else 0)          # sightings 1 and 2 run uncaptured
-    assert runner.sightings == {}
-    runner.run(None, _feeds(4, 16, 9))                                # another shape: counted from one
+        np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
+        assert runner.graphs == {} and runner.capture_s == 0
+        assert list(runner.pending) == ([key] if seed >= 2 else [])
+    assert runner.sightings == {key: 4}
+    due = runner.pending[key]
+    np.testing.assert_array_equal(due["x"], _feeds(2, 16, 2)["x"])       # a copy of the third run's
+    took = runner.capture(due)
+    assert took > 0 and list(runner.graphs) == [key] and runner.pending == {} and runner.sightings == {}
+    for seed in range(10, 13):
+        feeds = _feeds(2, 16, seed)
+        (y,) = runner.run(None, feeds)                                    # replayed
+        np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
+    assert runner.capture(due) is None and len(runner.graphs) == 1        # captured already
+    runner.run(None, _feeds(4, 16, 9))                                    # another shape: counted from one
     assert len(runner.graphs) == 1 and list(runner.sightings.values()) == [1]
 
 
-def test_first_sight_capture_and_the_cap(session):
+def test_captured_and_uncaptured_answers_are_identical(session):
+    runner = sessions.GraphRunner(session, 0, max_graphs=8, device="cpu")
+    feeds = [_feeds(3, 8, seed) for seed in range(3)]
+    before = [runner.run(None, f)[0] for f in feeds]
+    runner.capture(runner.pending[runner.shape_key(feeds[0])])
+    after = [runner.run(None, f)[0] for f in feeds]
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_listed_shapes_wait_their_turn_and_the_cap_ends_counting(session):
     runner = sessions.GraphRunner(session, 0, max_graphs=2, device="cpu")
-    for length in (8, 16, 32, 32):
+    runner.want(_feeds(1, 8, 0))                  # a shape the model lists, not yet seen
+    for length in (16, 32, 32):
         feeds = _feeds(1, length, length)
         (y,) = runner.run(None, feeds)
         np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
-    # 8 and 16 took the two graphs; 32 runs uncaptured past the cap, and is not even counted.
+    assert [key[0][1] for key in runner.pending] == [(1, 8), (1, 16), (1, 32)]     # in the order due
+    runner.capture(runner.pending[next(iter(runner.pending))])
+    runner.capture(runner.pending[next(iter(runner.pending))])
+    # 8 and 16 took the two graphs; 32 runs uncaptured past the cap, no longer counted or due.
     assert sorted(key[0][1] for key in runner.graphs) == [(1, 8), (1, 16)]
-    assert runner.sightings == {}
+    assert runner.sightings == {} and runner.pending == {}
+    assert runner.capture(_feeds(1, 32, 0)) is None and not runner.takes(_feeds(1, 32, 0))
+    runner.run(None, _feeds(1, 64, 0))
+    assert runner.sightings == {} and runner.pending == {}
 
 
 class RefusesCapture:
@@ -74,18 +105,23 @@ class RefusesCapture:
 def test_a_shape_whose_capture_fails_runs_uncaptured_from_then_on(session, caplog):
     runner = sessions.GraphRunner(RefusesCapture(session), 0, max_graphs=8, capture_after=2, device="cpu")
     with caplog.at_level("WARNING", logger="omni.sessions"):
-        for seed in range(4):
+        for seed in range(2):
+            runner.run(None, _feeds(2, 16, seed))
+        key = runner.shape_key(_feeds(2, 16, 0))
+        assert runner.capture(runner.pending[key]) is None          # the capture fails
+        for seed in range(2, 4):
             feeds = _feeds(2, 16, seed)
-            (y,) = runner.run(None, feeds)          # the second sighting tries to capture, and fails
+            (y,) = runner.run(None, feeds)
             np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
-    key = runner.shape_key(_feeds(2, 16, 0))
-    assert runner.graphs == {} and runner.refused == {key} and runner.sightings == {}
+    assert runner.graphs == {} and runner.refused == {key} and runner.sightings == {} and runner.pending == {}
     assert [r.getMessage() for r in caplog.records if "capturing CUDA graph" in r.getMessage()] == [
         "capturing CUDA graph 1 failed; that shape runs uncaptured from now on (x[2, 16]): "
         "operation not permitted when stream is capturing"]
     assert not runner.takes(_feeds(2, 16, 9)) and runner.takes(_feeds(4, 16, 9))   # others still count
-    runner.run(None, _feeds(4, 16, 9))
-    (y,) = runner.run(None, _feeds(4, 16, 10))      # another shape's capture gets a new graph id
+    runner.want(_feeds(2, 16, 9))
+    assert runner.pending == {}                   # a refused shape is never due again
+    assert runner.capture(_feeds(4, 16, 10)) is None       # another shape's capture gets a new graph id
+    (y,) = runner.run(None, _feeds(4, 16, 10))
     np.testing.assert_array_equal(y, _feeds(4, 16, 10)["x"] * 2 + 1)
     assert "capturing CUDA graph 2 failed" in caplog.text and len(runner.refused) == 2
 
@@ -154,9 +190,11 @@ def test_a_captured_shape_keeps_its_tensors_in_one_block_each_way(mixed):
     runner = sessions.GraphRunner(mixed, 0, max_graphs=4, device="cpu")
     rng = np.random.default_rng(0)
     kept = []
-    for _ in range(4):
+    for i in range(4):
         feeds = {"ids": rng.integers(0, 1000, (3, 40)), "mask": rng.random((3, 40)) < 0.5,
                  "scores": rng.standard_normal((3, 40)).astype(np.float32)}
+        if i == 0:
+            runner.capture(feeds)
         total, id_sum = runner.run(None, feeds)
         assert total.dtype == np.float32 and id_sum.dtype == np.int64 and total.shape == id_sum.shape == (3,)
         np.testing.assert_allclose(total, (feeds["scores"] * feeds["mask"]).sum(1), rtol=1e-6)
@@ -208,3 +246,33 @@ def test_readiness_says_whether_each_model_replays_cuda_graphs_and_why_not():
     status = _model_status(refused)
     assert status["cuda_graphs"] == "refused" and status["cuda_graphs_refused"] == "no capture"
     assert "cuda_graphs_refused" not in _model_status(on) and _model_status(on)["cuda_graphs"] == "on"
+
+
+def test_idle_captures_take_the_shape_seen_most_then_rest(session):
+    """The batching policy's choice among candidates (app/runtime/batching.py): the shape traffic
+    brought most often, the one due first among equals, across models; after a capture of t
+    seconds none is due for 19·t."""
+    from types import SimpleNamespace
+
+    from app.runtime.batching import IdleCaptures
+
+    a = sessions.GraphRunner(session, 0, max_graphs=8, device="cpu")
+    b = sessions.GraphRunner(session, 0, max_graphs=8, capture_after=2, device="cpu")
+    slots = [SimpleNamespace(session=a), SimpleNamespace(session=b), SimpleNamespace(session=object())]
+    idle = IdleCaptures()
+    assert idle.wait(slots, 0.0) is None and idle.pick(slots) is None        # nothing due
+    a.want(_feeds(1, 8, 0))                         # listed: due, never seen
+    a.run(None, _feeds(1, 16, 0))                   # seen once
+    for seed in range(3):
+        b.run(None, _feeds(2, 16, seed))            # seen three times, due since the second
+    b.run(None, _feeds(4, 16, 0))                   # seen once: not yet due on b
+    assert idle.wait(slots, 0.0) == 0.0
+    order = []
+    while (due := idle.pick(slots)) is not None:
+        slot, feeds = due
+        order.append((slot.session is a, feeds["x"].shape))
+        slot.session.capture(feeds)
+    assert order == [(False, (2, 16)), (True, (1, 16)), (True, (1, 8))]
+    idle.spent(0.1, 100.0)
+    a.run(None, _feeds(3, 16, 0))
+    assert idle.wait(slots, 100.0) == pytest.approx(1.9) and idle.wait(slots, 102.0) == 0.0
