@@ -97,9 +97,9 @@ def main(argv=None) -> int:
                      s["mean_ms"], s["p50_ms"], level["first_over_steady"]["mean_ms"],
                      level["first_over_steady"]["p50_ms"], level["captures_at_ready"],
                      level["captures_before_steady"]), flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=2)
+            if args.out:                    # after each level: a run cut short keeps what it measured
+                with open(args.out, "w") as f:
+                    json.dump(report, f, indent=2)
     return 0
 
 
