@@ -9,7 +9,7 @@ uncut request gets upstream's body exactly.
     question_probabilities(record: Record, logits: np.ndarray) -> list[dict[str, float]]
     answer(field: Field, probabilities: dict[str, float]) -> dict
     usage(record: Record) -> dict
-    jev_confidence(kind: str, p: list[float]) -> float
+    jev_confidence(kind: str, p: list[float]) -> float     models/confidence.py's `jev`
     finish(record: Record, logits: np.ndarray, model: str, profile: str = "reference") -> dict
 
 `profile="jev"` (api.md): the hosted-Jev core with Jev's confidence formulas (§1.3, from the
@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from models.clef_flash.prepare import Field, Record
+from models.confidence import jev as jev_confidence
 from models.errors import InferenceFailed
 
 
@@ -73,18 +74,6 @@ def usage(record: Record) -> dict:
         out.update(state_tokens=record.state_tokens, state_tokens_dropped=record.state_tokens_dropped,
                    truncated=True)
     return out
-
-
-def jev_confidence(kind: str, p: list[float]) -> float:
-    """Jev's choice (p_max − 1/n)/(1 − 1/n), or score 1 − Σp_i|i−k|/D floored at 0 (§1.3)."""
-    n = len(p)
-    if n == 1:
-        return 1.0
-    if kind == "choice":
-        return (max(p) - 1.0 / n) / (1.0 - 1.0 / n)
-    k = max(range(n), key=p.__getitem__)
-    spread = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
-    return max(0.0, 1.0 - sum(v * abs(i - k) for i, v in enumerate(p)) / spread)
 
 
 def _jev_answer(field: Field, probabilities: dict[str, float], a: dict) -> dict:

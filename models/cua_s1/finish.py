@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from models.confidence import jev_choice as jev_confidence
 from models.cua_s1.checkpoint import IDENTITY, LETTERS, MODEL_NAME
 from models.cua_s1.prepare import Context, Question
 from models.errors import InferenceFailed
@@ -129,13 +130,6 @@ def reference_response(answers: dict, usage: dict) -> dict:
     """What upstream's worker returns: the identity as `model`, Jev choice answers, usage."""
     return {"model": IDENTITY, "answers": answers,
             "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0}}
-
-
-def jev_confidence(p) -> float:
-    """Jev's choice confidence (p_max − 1/n)/(1 − 1/n); 1 when n = 1."""
-    values = [float(v) for v in p]
-    n = len(values)
-    return 1.0 if n == 1 else (max(values) - 1.0 / n) / (1.0 - 1.0 / n)
 
 
 def jev_response(model: str, answers: dict, usage: dict) -> dict:

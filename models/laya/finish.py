@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from models import confidence
 from models.errors import InferenceFailed
 from models.laya.checkpoint import temp_bucket
 from models.laya.prepare import Question, render_criterion
@@ -42,16 +43,8 @@ def jev_confidence(kind: str, probabilities: list[float]) -> float | None:
     if kind not in ("choice", "score") or not p or not all(math.isfinite(v) and v >= 0 for v in p):
         return None
     n = len(p)
-    if n == 1:
-        return 1.0
     total = sum(p)
-    p = [v / total for v in p] if total else [1.0 / n] * n
-    if kind == "choice":
-        return (max(p) - 1.0 / n) / (1.0 - 1.0 / n)
-    mode = max(range(n), key=p.__getitem__)
-    spread = sum(v * abs(i - mode) for i, v in enumerate(p))
-    center = (n - 1) / 2
-    return max(0.0, 1.0 - spread / (sum(abs(i - center) for i in range(n)) / n))
+    return confidence.jev(kind, [v / total for v in p] if total else [1.0 / n] * n)
 
 
 @dataclass(slots=True)

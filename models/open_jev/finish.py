@@ -21,6 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
+from models.confidence import jev_choice, jev_score
 from models.errors import InferenceFailed
 from models.open_jev.prepare import Context, Question
 
@@ -72,21 +73,13 @@ def answer(question: Question, p: list[float]) -> dict:
     """The typed answer with Jev's confidences; probabilities unrounded, in request order."""
     if question.kind == "noul":
         return {"type": "noul", "noul": p[1]}
-    n, mode = len(p), _mode(p)
+    mode = _mode(p)
     probabilities = dict(zip(question.keys, p))
     if question.kind == "choice":
-        confidence = 1.0 if n == 1 else (p[mode] - 1.0 / n) / (1.0 - 1.0 / n)
         return {"type": "choice", "choice": question.keys[mode], "probabilities": probabilities,
-                "confidence": confidence}
-    score = distance = uniform = 0.0
-    center = (n - 1) / 2.0
-    for i, v in enumerate(p):
-        score += i * v
-        distance += abs(i - mode) * v
-        uniform += abs(i - center)
-    uniform /= n
-    return {"type": "score", "score": score, "probabilities": probabilities,
-            "confidence": max(0.0, 1.0 - distance / uniform), "legend": question.legend}
+                "confidence": jev_choice(p)}
+    return {"type": "score", "score": sum(i * v for i, v in enumerate(p)), "probabilities": probabilities,
+            "confidence": jev_score(p), "legend": question.legend}
 
 
 def question_logits(context: Context, scores: np.ndarray) -> list[list[float]]:
