@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
 
 from models.hub import CheckpointUnavailable
@@ -72,10 +73,12 @@ def main(argv=None) -> int:
 
     try:
         extra = {k: getattr(args, k) for k in QWEN_OPTIONS if getattr(args, k) is not None}
-        if args.records and args.model != "clef-flash":
-            ap.error("--records applies to clef-flash only")
-        if extra and args.model == "laya":
-            ap.error("--%s applies to Qwen3.5-backbone models only" % next(iter(extra)).replace("_", "-"))
+        # An option the model's exporter does not take is refused, never dropped: a --base or
+        # --adapter given to the wrong family must not export something else than asked.
+        takes = inspect.signature(exporter.export).parameters
+        for option in extra:
+            if option not in takes:
+                ap.error("--%s does not apply to %s" % (option.replace("_", "-"), args.model))
         if args.model == "laya" and args.dtype == "bfloat16":
             ap.error("Laya exports in float32 or float16")
         if args.dtype:

@@ -76,7 +76,7 @@ def example_batch(vocab: int, widths=((128, 100, (2, 3, 4)), (128, 90, (3, 2))),
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
            gdn_kernel: str = "linear_attention", parity_gate: str = "enforce", records: str = RECORDS,
-           progress=print, **_ignored) -> dict:
+           progress=print) -> dict:
     import torch
 
     progress = progress or (lambda m: None)

@@ -34,7 +34,7 @@ LETTER_ROWS = "letter_rows.npy"
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", parity_gate: str = "enforce",
-           progress=print, **_ignored) -> dict:
+           progress=print) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)

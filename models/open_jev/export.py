@@ -30,7 +30,7 @@ PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
 def export(checkpoint: str, out: str, *, base: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", max_length: int = ck.MAX_LENGTH_DEFAULT,
-           parity_gate: str = "enforce", progress=print, **_ignored) -> dict:
+           parity_gate: str = "enforce", progress=print) -> dict:
     progress = progress or (lambda m: None)
     qgate.check_options(dtype, gdn_kernel, parity_gate)
     t0 = time.perf_counter()

@@ -177,7 +177,7 @@ def test_the_export_command_takes_records_for_clef_flash_only(clef_dir, tmp_path
 
     with pytest.raises(SystemExit) as exit_:
         command.main(["cua-s1", "--checkpoint", clef_dir, "--out", str(tmp_path / "x"), "--records", "batched"])
-    assert exit_.value.code == 2 and "--records applies to clef-flash only" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "--records does not apply to cua-s1" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         command.main(["clef-flash", "--checkpoint", clef_dir, "--out", str(tmp_path / "y"), "--records", "many"])
     assert exit_.value.code == 2 and "invalid choice: 'many'" in capsys.readouterr().err

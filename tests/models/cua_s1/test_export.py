@@ -123,7 +123,14 @@ def test_the_export_command_refuses_options_it_no_longer_takes(random_cua, tmp_p
     with pytest.raises(SystemExit):
         command.main(["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "y"), "--gdn-kernel",
                       "linear_attention"])
-    assert "--gdn-kernel applies to Qwen3.5-backbone models only" in capsys.readouterr().err
+    assert "--gdn-kernel does not apply to laya" in capsys.readouterr().err
+    # A family's own options go to it alone: Open-Jev's --base or Cua-S1's --adapter elsewhere is
+    # refused, not dropped.
+    for model, option in (("cua-s1", "--base"), ("open-jev", "--adapter"), ("clef-flash", "--max-length")):
+        with pytest.raises(SystemExit) as exit_:
+            command.main([model, "--checkpoint", random_cua.base, "--out", str(tmp_path / "z"), option, "1"])
+        assert exit_.value.code == 2 and "%s does not apply to %s" % (option, model) in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()
     assert not (tmp_path / "x").exists()
 
 
