@@ -317,7 +317,17 @@ def test_failover_under_load(english, tmp_path):
                 answered = await asyncio.to_thread(balancer.server_value, *OK_3)
                 os.killpg(drained.proc.pid, signal.SIGCONT)
                 drained.proc.send_signal(signal.SIGTERM)
-                record["sigterm_to_out_of_rotation_s"] = await balancer.wait_state("omni3", "DOWN", 30)
+                # Granian's main process, just continued from SIGSTOP, at times misses a SIGTERM
+                # that arrives as it resumes (a stopped process is not what `docker compose stop`
+                # signals): sent once more if the server is still in rotation 5 s later.
+                t_term, record["sigterms"] = time.monotonic(), 1
+                try:
+                    await balancer.wait_state("omni3", "DOWN", 5)
+                except AssertionError:
+                    drained.proc.send_signal(signal.SIGTERM)
+                    t_term, record["sigterms"] = time.monotonic(), 2
+                    await balancer.wait_state("omni3", "DOWN", 30)
+                record["sigterm_to_out_of_rotation_s"] = round(time.monotonic() - t_term, 2)
                 record["sigterm_exit_code"] = await asyncio.to_thread(drained.proc.wait, 40)
                 record["answered_after_sigterm"] = int(await asyncio.to_thread(balancer.server_value, *OK_3)
                                                        - answered)
