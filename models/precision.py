@@ -74,28 +74,40 @@ def cuda_listed() -> bool:
 
 
 def gate_session(onnx_path: str, device: str = "auto"):
-    """(session, "cuda" | "cpu"): an ONNX Runtime session on the CUDA provider where one
+    """(session, "cuda" | "cpu", why): an ONNX Runtime session on the CUDA provider where one
     initialises (`device` "auto"), else on the CPU provider. The gate runs where the graph will
     be served: the CPU provider lacks fp16 kernels for most ops and computes them in float32, so
-    a CPU gate understates the drift CUDA serves. `device="cpu"`: a float32 graph's check."""
+    a CPU gate understates the drift CUDA serves. `why` is None, or why a CUDA provider that this
+    onnxruntime lists did not take the graph (a missing driver or device, a broken CUDA library),
+    which the gate's record and its log line carry. `device="cpu"`: a float32 graph's check."""
     import onnxruntime as ort
 
+    why = None
     if device == "auto" and cuda_listed():
         try:
             if hasattr(ort, "preload_dlls"):
                 ort.preload_dlls()
             cuda = ort.InferenceSession(onnx_path, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
             if cuda.get_providers()[0] == "CUDAExecutionProvider":
-                return cuda, "cuda"
-        except Exception:   # no driver or device: the CPU provider gates it, and the manifest says so
-            pass
-    return ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]), "cpu"
+                return cuda, "cuda", None
+            why = "the CUDA provider did not initialise (ONNX Runtime fell back to its CPU provider)"
+        except Exception as exc:    # gated on the CPU instead, and the record says why
+            why = "the CUDA provider failed: %s" % (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    return ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]), "cpu", why
+
+
+def with_cuda_failure(result: dict, why: str | None) -> dict:
+    """A gate's measures with `cuda_failed` recorded, where CUDA was meant to run it and did not."""
+    return dict(result, cuda_failed=why) if why else result
 
 
 def summary(result: dict) -> str:
     """One line for an export's log: what the gate found, or why it did not run."""
     if "not_run" in result:
         return "parity gate NOT RUN (recorded): %s" % result["not_run"]
-    return "parity gate vs float32 on %s: max probability drift %.1e, top choice %s, %s" % (
+    line = "parity gate vs float32 on %s: max probability drift %.1e, top choice %s, %s" % (
         result["device"], result["max_prob_drift"], result["top_choice_identical"],
         "passes" if result["passes"] else "FAILS (recorded: --parity-gate record)")
+    if result.get("cuda_failed"):
+        line += "; WARNING: gated on the CPU, which understates CUDA's drift, because %s" % result["cuda_failed"]
+    return line

@@ -149,9 +149,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "check": dict({"max_abs_logit_diff": max_diff}, **({"parity_gate": parity} if parity else {})),
     }
     manifests.finalize(out, meta)
-    gate = ("; %s parity gate vs float32 on %s: drift %.1e, top choice %s"
-            % (dtype, parity["device"], parity["max_prob_drift"], parity["top_choice_identical"])
-            if parity else "")
+    gate = ("; %s %s" % (dtype, precision.summary(parity)) if parity else "")
     _log(progress, "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e%s)"
          % (served_name, out, time.perf_counter() - t0, max_diff, gate))
     return meta
@@ -169,7 +167,7 @@ def _check(model, onnx_path: str, vocab: int, gated: bool = False, mode: str = "
     import numpy as np
     import torch
 
-    session, used = precision.gate_session(onnx_path, "auto" if gated else "cpu")
+    session, used, why = precision.gate_session(onnx_path, "auto" if gated else "cpu")
     worst, probs, refs = 0.0, [], []
     for batch, seq, markers in ((1, 16, 2), (3, 80, 4), (8, 120, 5)):
         feeds = _example(vocab, batch, seq, markers, seed=batch)
@@ -182,7 +180,8 @@ def _check(model, onnx_path: str, vocab: int, gated: bool = False, mode: str = "
         probs += option_distributions(got[0], keep)
         refs += option_distributions(ref[0], keep)
     if gated:
-        return worst, precision.judge(dict(precision.gate_rows(probs, refs), device=used), mode)
+        return worst, precision.judge(precision.with_cuda_failure(dict(precision.gate_rows(probs, refs), device=used),
+                                                                  why), mode)
     if not worst < 1e-2:
         raise RuntimeError("exported graph disagrees with torch: max |Δ| = %g" % worst)
     return worst, None

@@ -121,11 +121,12 @@ def session_for(onnx_path: str, kernel: str, dtype: str) -> tuple:
     """(session, provider used, record): an ONNX Runtime session for the gate of a graph whose
     GatedDeltaNet layers read `dtype` (qexport.gdn_dtype), its engine the one the server will build
     it with (`OMNI_CUDA_GDN_PLAN`, default chunked_split, where that dtype allows it:
-    onnx_ops.gdn_plan_for), which the record names."""
+    onnx_ops.gdn_plan_for), which the record names, as it names a CUDA provider that failed."""
     plan = onnx_ops.gdn_plan_for(os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN), dtype)
     with onnx_ops.gdn_plan(plan):
-        found, used = precision.gate_session(onnx_path)
-    return found, used, ({"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {})
+        found, used, why = precision.gate_session(onnx_path)
+    record = {"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {}
+    return found, used, precision.with_cuda_failure(record, why)
 
 
 def release(module) -> None:

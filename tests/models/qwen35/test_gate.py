@@ -93,6 +93,24 @@ def test_noul_distributions_are_open_jev_calibration():
         np.testing.assert_allclose(p, finish.calibrate([0.0, score], 2.5), atol=1e-6)
 
 
+def test_a_cuda_provider_that_fails_is_named_in_the_record_and_the_log(half_export, monkeypatch):
+    """onnxruntime lists CUDA but it does not take the graph (here: the CPU build, asked for a
+    provider it lacks, falls back as a GPU build without a driver does). The gate runs on the CPU,
+    and its record and log line say that CUDA did not run it, which understates CUDA's drift."""
+    monkeypatch.setattr(precision, "cuda_listed", lambda: True)
+    module, path, letters = half_export
+    result = gate.run(module, path, gate.letter_distributions(letters), kernel="linear_attention",
+                      progress=lambda m: None)
+    assert result["device"] == "cpu" and result["passes"]
+    assert "CUDA provider did not initialise" in result["cuda_failed"]
+    line = precision.summary(result)
+    assert line.startswith("parity gate vs float32 on cpu") and "WARNING: gated on the CPU" in line
+    monkeypatch.setattr(precision, "cuda_listed", lambda: False)       # a CPU-only machine: nothing to say
+    plain = gate.run(module, path, gate.letter_distributions(letters), kernel="linear_attention",
+                     progress=lambda m: None)
+    assert "cuda_failed" not in plain and "WARNING" not in precision.summary(plain)
+
+
 def test_options_the_gate_cannot_honour_fail_before_the_export(monkeypatch):
     monkeypatch.setattr(precision, "cuda_listed", lambda: False)
     gate.check_options("float32", "gated_delta_net_fused", "enforce")     # fp32: no gate
