@@ -38,21 +38,6 @@ def reference_model(checkpoint: str):
     return model.eval(), encoder.get("vocab_size", 1000)
 
 
-def random_batch(vocab: int, batch: int, seq: int, markers: int, seed: int):
-    """The export's five inputs for `batch` random rows of `seq` tokens with `markers` options each;
-    the last row is half padding and has one option fewer."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(10, max(11, min(vocab, 1000)), (batch, seq), generator=g)
-    att = torch.ones(batch, seq, dtype=torch.long)
-    att[-1, seq // 2:] = 0
-    mpos = torch.arange(1, 1 + 2 * markers, 2).repeat(batch, 1)
-    mmask = torch.ones(batch, markers, dtype=torch.bool)
-    mmask[-1, -1] = False
-    return ids, att, mpos, mmask, torch.arange(batch) % 3
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True, help="the Laya checkpoint directory the exports came from")
@@ -75,7 +60,7 @@ def main(argv=None):
                for label, path in exports.items()}
     drifts: dict[str, list[float]] = {label: [] for label in runners}
     for seed in range(args.batches):
-        feeds = random_batch(vocab, 12, 20 + (seed * 37) % 200, 2 + seed % 5, seed=100 + seed)
+        feeds = laya_export.example_batch(vocab, 12, 20 + (seed * 37) % 200, 2 + seed % 5, seed=100 + seed)
         with torch.no_grad():
             ref = reference(*feeds)[0].numpy()
         arrays = dict(zip(laya_export.INPUTS, (t.numpy() for t in feeds)))

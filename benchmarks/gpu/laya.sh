@@ -52,10 +52,9 @@ if [ "$phase" = prepare ]; then
 import sys
 import numpy as np
 from app.runtime import sessions
-from benchmarks.laya_drift import random_batch
-from models.laya.export import INPUTS
+from models.laya.export import INPUTS, example_batch
 for path in sys.argv[1:]:
-    feeds = dict(zip(INPUTS, (t.numpy() for t in random_batch(50000, 4, 150, 3, seed=1))))
+    feeds = dict(zip(INPUTS, (t.numpy() for t in example_batch(50000, 4, 150, 3, seed=1))))
     try:
         gpu = sessions.create(path + "/model.onnx", "cuda").session.run(None, feeds)
     except Exception as exc:

@@ -48,7 +48,9 @@ def _load_graph(path: str, agent_config: dict, encoder_config: dict, attention: 
     return model.eval()
 
 
-def _example(vocab: int, batch: int, seq: int, markers: int, seed: int):
+def example_batch(vocab: int, batch: int, seq: int, markers: int, seed: int):
+    """The graph's five inputs for `batch` random rows of `seq` tokens with `markers` options each;
+    the last row is half padding and has one option fewer (what the export traces and checks on)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -108,7 +110,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     model = reference if dtype == "float32" else half_precision(copy.deepcopy(reference), getattr(torch, dtype))
     vocab = encoder_config.get("vocab_size", 1000)
     # Batch >= 2 at trace time, or the head bakes batch 1 in (models.md §2.5).
-    example = _example(vocab, 2, 48, 3, seed=0)
+    example = example_batch(vocab, 2, 48, 3, seed=0)
     batch, seq, marks = (torch.export.Dim("batch_size"), torch.export.Dim("seq_len"),
                          torch.export.Dim("num_markers"))
     dynamic = dict(zip(INPUTS, ({0: batch, 1: seq}, {0: batch, 1: seq}, {0: batch, 1: marks}, {0: batch, 1: marks},
@@ -170,7 +172,7 @@ def _check(model, onnx_path: str, vocab: int, gated: bool = False, mode: str = "
     session, used, why = precision.gate_session(onnx_path, "auto" if gated else "cpu")
     worst, probs, refs = 0.0, [], []
     for batch, seq, markers in ((1, 16, 2), (3, 80, 4), (8, 120, 5)):
-        feeds = _example(vocab, batch, seq, markers, seed=batch)
+        feeds = example_batch(vocab, batch, seq, markers, seed=batch)
         with torch.no_grad():
             ref = [t.numpy() for t in model(*feeds)]
         got = session.run(None, dict(zip(INPUTS, [t.numpy() for t in feeds])))

@@ -150,7 +150,7 @@ def test_fused_and_traced_exports_agree_on_ort(exports):
     sessions = {k: ort.InferenceSession(p + "/model.onnx", providers=["CPUExecutionProvider"])
                 for k, p in exports.items()}
     for batch, seq, markers in ((1, 8, 2), (4, 150, 3)):
-        feeds = dict(zip(export.INPUTS, (t.numpy() for t in export._example(800, batch, seq, markers, seed=7))))
+        feeds = dict(zip(export.INPUTS, (t.numpy() for t in export.example_batch(800, batch, seq, markers, seed=7))))
         a, b = (s.run(None, feeds) for s in (sessions["mha"], sessions["sdpa"]))
         for x, y in zip(a, b):
             assert np.abs(x - y).max() < 1e-4
