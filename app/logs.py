@@ -46,6 +46,13 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+def _indented(text: str) -> str:
+    """A traceback or stack under its record: every line indented, so none can stand at the
+    start of a line as a record of its own (an exception's message may quote a client's text),
+    and control characters escaped as in messages (line breaks, of any kind, end a line)."""
+    return "\n".join("  " + _CONTROL.sub(_escaped, line) for line in text.splitlines())
+
+
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s%(rid)s: %(message)s")
@@ -68,6 +75,12 @@ class TextFormatter(logging.Formatter):
         elif _CONTROL.search(record.message):
             record.message = _CONTROL.sub(_escaped, record.message)
         return super().formatMessage(record)
+
+    def formatException(self, ei) -> str:
+        return _indented(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return _indented(super().formatStack(stack_info))
 
 
 class JsonFormatter(logging.Formatter):

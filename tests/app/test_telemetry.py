@@ -214,7 +214,9 @@ def test_text_logs_carry_an_access_line_per_request_and_the_id_of_the_500(served
     (error,) = [line for line in found if " ERROR " in line]
     assert "unhandled error on POST /v1/systemone" in error
     after = lines[lines.index(error) + 1:]
-    assert after[0].startswith("Traceback") and any("RuntimeError: injected fault" in line for line in after[:40])
+    assert after[0] == "  Traceback (most recent call last):"
+    assert any("RuntimeError: injected fault" in line for line in after[:40])
+    assert all(line.startswith("  ") for line in after[:after.index("  RuntimeError: injected fault")])
     assert len(found) == 3
 
 
@@ -229,6 +231,24 @@ def test_a_client_cannot_forge_a_text_log_line(served):
     assert not any(line.startswith(forged) for line in lines)
     (warning,) = [line for line in lines if "[forge]: about to fail on purpose" in line]
     assert warning.endswith("about to fail on purpose: x\\x0d\\x0a" + forged)
+
+
+def test_a_client_cannot_forge_a_line_through_a_traceback(served):
+    """A bug whose exception quotes the client's text: its traceback keeps its own lines, each
+    indented under the error record, so the quoted line stands inside it, not as a record."""
+    forged = "2030-01-01 00:00:00,000 ERROR omni [forged-id]: forged line"
+    reply = httpx.post(served.url + "/v1/systemone",
+                       json={**BODY, "model": "fault-quoting", "state": "x\r\n" + forged + "\x1b[2K"},
+                       headers={"x-request-id": "forge-tb"}, timeout=30)
+    assert reply.status_code == 500
+    lines = wait_for(served, lambda t: "omni.access [forge-tb]" in t).splitlines()
+    assert not any(line.startswith(forged) for line in lines)
+    (error,) = [line for line in lines if "ERROR" in line and "[forge-tb]" in line]
+    tail = lines[lines.index(error) + 1:]
+    end = tail.index(next(line for line in tail if "[forge-tb]" in line))     # the access line
+    assert tail[0] == "  Traceback (most recent call last):"
+    assert all(line.startswith("  ") for line in tail[:end])
+    assert "  " + forged + "\\x1b[2K" in tail[:end]                       # quoted, indented, escaped
 
 
 def test_json_logs_are_one_object_a_line(english, tmp_path):
