@@ -195,7 +195,11 @@ class ExportedModel:
         if gate is not None and "not_run" in gate:
             out.append("a %s export whose parity gate against float32 did NOT RUN at export (%s); it was exported "
                        "with --parity-gate record" % (meta.get("weights_dtype"), gate["not_run"]))
-        elif gate is not None and not gate.get("passes"):
+        elif gate is not None and gate.get("cuda_failed"):
+            out.append("a %s export gated against float32 on the CPU, not on CUDA, because %s at export: the CPU "
+                       "understates the drift CUDA serves; export it again where CUDA works"
+                       % (meta.get("weights_dtype"), gate["cuda_failed"]))
+        if gate is not None and "not_run" not in gate and not gate.get("passes"):
             out.append("a %s export that FAILED its parity gate against float32 at export (max probability drift "
                        "%s, top choice %s); it was exported with --parity-gate record"
                        % (meta.get("weights_dtype"), gate.get("max_prob_drift"), gate.get("top_choice_identical")))
@@ -221,5 +225,5 @@ class ExportedModel:
         gate = self.manifest.get("check", {}).get("parity_gate")
         if gate is None:
             return {}
-        keys = ("passes", "max_prob_drift", "top_choice_identical", "device", "mode", "not_run")
+        keys = ("passes", "max_prob_drift", "top_choice_identical", "device", "mode", "not_run", "cuda_failed")
         return {"parity_gate": {k: gate[k] for k in keys if k in gate}}

@@ -26,6 +26,27 @@ def test_a_half_export_that_failed_its_gate_is_named_at_load(english, tmp_path, 
     assert "--parity-gate record" in warned[0]
 
 
+@pytest.mark.slow
+def test_a_half_export_gated_on_the_cpu_after_cuda_failed_is_named_at_load(english, tmp_path, monkeypatch,
+                                                                            caplog):
+    """onnxruntime listed CUDA at export but the provider did not take the graph (the CPU build's
+    real fallback stands in for a GPU build without a driver): the gate ran on the CPU, the
+    manifest says why, /v1/models shows it and the server's load names it."""
+    from models.laya import export
+
+    monkeypatch.setattr(precision, "cuda_listed", lambda: True)
+    out = str(tmp_path / "fp16-cpu-gated")
+    meta = export.export(english[0], out, dtype="float16", progress=None)
+    gate = meta["check"]["parity_gate"]
+    assert gate["passes"] and gate["device"] == "cpu" and "did not initialise" in gate["cuda_failed"]
+    with caplog.at_level(logging.WARNING, logger="omni"):
+        app = create_app(Settings(models=(out,)))
+    warned = [r.getMessage() for r in caplog.records if "parity gate" in r.getMessage() or "gated" in r.getMessage()]
+    assert len(warned) == 1 and "gated against float32 on the CPU, not on CUDA" in warned[0]
+    (slot,) = app.state.omni.registry.slots
+    assert slot.model.describe()["parity_gate"]["cuda_failed"] == gate["cuda_failed"]     # GET /v1/models
+
+
 def test_an_export_that_passed_is_not_named(english, caplog):
     with caplog.at_level(logging.WARNING, logger="omni"):
         create_app(Settings(models=(english[1],)))
