@@ -118,7 +118,7 @@ class Metrics:
                                       ["model"], registry=r)
         self.graph_capture_seconds = Counter(
             "omni_cuda_graph_capture_seconds",
-            "Time spent capturing CUDA graphs, as the model loaded or in forward passes", ["model"], registry=r)
+            "Time spent capturing CUDA graphs, as the model loaded or between passes", ["model"], registry=r)
 
         # Full collections of Python's garbage collector stop the whole worker (app/gc_pauses.py).
         self.gc_full_collections = Histogram("omni_gc_full_collection_seconds",

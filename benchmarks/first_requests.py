@@ -7,10 +7,11 @@ For each concurrency c, a server of its own (`python -m app.launch` in `--code`,
 checkout, with the OMNI_* settings of the environment) is started and timed to `/readyz` 200.
 At once `--requests` requests go at c: the first after ready, which meet whatever the server
 has not yet captured or warmed. Then, once its CUDA graph captures have stopped for
-`--quiet` seconds (`omni_cuda_graph_captures_total`, at most `--settle` seconds; a pass of
-the workload at c runs first, so traffic's own shapes are seen), `--requests` more: the
-steady state. Reports start-to-ready, mean and p50 of both passes, and first over steady.
-Run `--code` on another commit's checkout to compare its behaviour on the same host.
+`--quiet` seconds beyond the rest the server takes after each (`omni_cuda_graph_captures_total`
+and `omni_cuda_graph_capture_seconds_total`; at most `--settle` seconds; a pass of the workload
+at c runs first, so traffic's own shapes are seen), `--requests` more: the steady state.
+Reports start-to-ready, mean and p50 of both passes, and first over steady. Run `--code` on
+another commit's checkout to compare its behaviour on the same host.
 """
 from __future__ import annotations
 
@@ -27,22 +28,33 @@ from benchmarks.load import load_workload, run_pass
 from benchmarks.loop_profile import ROOT, serve
 
 CAPTURES = "omni_cuda_graph_captures_total"
+CAPTURE_SECONDS = "omni_cuda_graph_capture_seconds_total"
 
 
-def _captures(url: str) -> float:
-    return scrape.totals(url, [CAPTURES])[CAPTURES]
+def _captures(url: str) -> tuple[float, float]:
+    """(graphs captured, seconds spent capturing them) over the server's models."""
+    found = scrape.totals(url, [CAPTURES, CAPTURE_SECONDS])
+    return found[CAPTURES], found[CAPTURE_SECONDS]
 
 
 def settle(url: str, quiet: float, limit: float) -> tuple[float, float]:
-    """Wait until the server's capture count has not moved for `quiet` seconds, at most `limit`:
-    (seconds waited, captures counted then)."""
+    """Wait until the server's captures have stopped, at most `limit` seconds: (seconds waited,
+    captures counted then). Stopped means none for `quiet` seconds beyond the rest the server
+    takes after its last capture (app.runtime.batching.IdleCaptures: a capture of t seconds is
+    followed by t × (1/CAPTURE_SHARE − 1) without one), so a model whose captures take long (a
+    Qwen3.5 9B or 27B, a rest of seconds) is not taken as settled between two of them."""
+    from app.runtime.batching import CAPTURE_SHARE
+
     t0 = last_change = time.monotonic()
-    seen = _captures(url)
-    while time.monotonic() - last_change < quiet and time.monotonic() - t0 < limit:
+    seen, spent = _captures(url)
+    hold = quiet
+    while time.monotonic() - last_change < hold and time.monotonic() - t0 < limit:
         time.sleep(min(0.5, quiet))
-        now = _captures(url)
-        if now != seen:
-            seen, last_change = now, time.monotonic()
+        count, seconds = _captures(url)
+        if count != seen:
+            each = (seconds - spent) / (count - seen)
+            hold = quiet + each * (1.0 / CAPTURE_SHARE - 1.0)
+            seen, spent, last_change = count, seconds, time.monotonic()
     return time.monotonic() - t0, seen
 
 

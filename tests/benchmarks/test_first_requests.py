@@ -30,3 +30,68 @@ def test_first_requests_and_steady_state_of_a_fresh_server(english, tmp_path, mo
         assert level["first_over_steady"]["mean_ms"] == level["first"]["mean_ms"] / level["steady"]["mean_ms"]
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in lines] == [["cpu", "c=1"], ["cpu", "c=2"]]
+
+
+class _Captures:
+    """A /metrics endpoint (a real HTTP server on a free loopback port) whose capture counters
+    follow a script of (seconds after start, captures, seconds spent capturing)."""
+
+    def __init__(self, script):
+        import http.server
+        import threading
+        import time
+
+        self.t0, self.script = time.monotonic(), script
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                count, spent = owner.now()
+                body = ("# TYPE omni_cuda_graph_captures counter\n"
+                        'omni_cuda_graph_captures_total{model="m"} %s\n'
+                        "# TYPE omni_cuda_graph_capture_seconds counter\n"
+                        'omni_cuda_graph_capture_seconds_total{model="m"} %s\n' % (count, spent)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def now(self):
+        import time
+
+        elapsed = time.monotonic() - self.t0
+        done = [(count, spent) for at, count, spent in self.script if at <= elapsed]
+        return done[-1] if done else (0, 0.0)
+
+
+def test_settling_waits_out_the_rest_after_a_long_capture():
+    """A capture of 0.1 s is followed by 1.9 s of rest (CAPTURE_SHARE 5%), longer than `quiet`:
+    the captures have stopped only once a quiet spell outlasts that rest, so the one at 1.3 s is
+    waited for, and the wait ends about quiet + 1.9 s after it."""
+    from app.runtime.batching import CAPTURE_SHARE
+
+    assert CAPTURE_SHARE == 0.05
+    server = _Captures([(0.0, 3, 0.3), (0.2, 4, 0.4), (1.3, 5, 0.5)])
+    try:
+        waited, captured = first_requests.settle(server.url, quiet=0.4, limit=20)
+    finally:
+        server.server.shutdown()
+    assert captured == 5
+    assert 1.3 + 1.9 + 0.4 <= waited < 1.3 + 1.9 + 0.4 + 2.0
+
+
+def test_settling_without_captures_ends_after_quiet():
+    server = _Captures([(0.0, 0, 0.0)])
+    try:
+        waited, captured = first_requests.settle(server.url, quiet=0.3, limit=20)
+    finally:
+        server.server.shutdown()
+    assert captured == 0 and 0.3 <= waited < 2.0
