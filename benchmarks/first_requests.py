@@ -58,6 +58,16 @@ def settle(url: str, quiet: float, limit: float) -> tuple[float, float]:
     return time.monotonic() - t0, seen
 
 
+def _loaded(url: str) -> list[dict]:
+    """What `/readyz` says each model's start took: session creation (with its captures at
+    load), the warm-up request, and whether it replays CUDA graphs."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/readyz", timeout=10) as reply:
+        body = json.load(reply)
+    return [{k: m.get(k) for k in ("name", "load_ms", "warmup_ms", "cuda_graphs")} for m in body.get("models", [])]
+
+
 def _summary(p: dict) -> dict:
     return {k: p[k] for k in ("requests", "ok", "errors", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "requests_per_s")}
 
@@ -70,12 +80,14 @@ def measure(code: str, bodies, concurrency: int, requests: int, procs: int, pool
     log = os.path.join(log_dir, "server-c%d.log" % concurrency)
     with serve(env, log, root=code) as (url, _):
         ready_s = time.monotonic() - t0
-        at_ready = _captures(url)
+        at_ready, capture_s = _captures(url)
+        loaded = _loaded(url)
         first = run_pass(url, bodies, concurrency, requests, procs, pool, per_request=True)
         run_pass(url, bodies, concurrency, max(len(bodies), concurrency), procs, pool)
         waited, captured = settle(url, quiet, limit)
         steady = run_pass(url, bodies, concurrency, requests, procs, pool, per_request=True)
     return {"concurrency": concurrency, "ready_s": round(ready_s, 3), "captures_at_ready": at_ready,
+            "capture_s_at_ready": round(capture_s, 3), "models_at_ready": loaded,
             "captures_before_steady": captured, "settled_s": round(waited, 3),
             "first": _summary(first), "steady": _summary(steady),
             "first_over_steady": {k: first[k] / steady[k] for k in ("mean_ms", "p50_ms")},

@@ -24,6 +24,10 @@ def test_first_requests_and_steady_state_of_a_fresh_server(english, tmp_path, mo
     assert [level["concurrency"] for level in report["levels"]] == [1, 2]
     for level in report["levels"]:
         assert level["ready_s"] > 0 and level["captures_at_ready"] == 0 == level["captures_before_steady"]
+        assert level["capture_s_at_ready"] == 0
+        (model,) = level["models_at_ready"]
+        assert model["name"] == "english" and model["load_ms"] > 0 and model["warmup_ms"] > 0
+        assert model["cuda_graphs"] == "off"
         for name in ("first", "steady"):
             assert level[name]["ok"] == level[name]["requests"] == 6 and level[name]["mean_ms"] > 0
         assert len(level["first_ms"]) == 6
