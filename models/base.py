@@ -184,12 +184,12 @@ class ExportedModel:
         return {}
 
     def notes(self) -> list[str]:
-        """What the server's log should say about this export at load: an export made before
-        exports folded their weights, a parity gate that did not run or failed; families add
+        """What the server's log should say about this export at load: weights not folded, a
+        parity gate that did not run, failed or ran on the CPU after CUDA failed; families add
         their own (an outdated graph, say)."""
         out, meta = [], self.manifest
         if not meta.get("weights_folded"):
-            out.append("exported before exports folded their weight transforms: ONNX Runtime folds them at every "
+            out.append("its weight transforms are not folded into its weights: ONNX Runtime folds them at every "
                        "start, which slows it; `python -m models.fold %s` folds them once, in place" % self.directory)
         gate = meta.get("check", {}).get("parity_gate")
         if gate is not None and "not_run" in gate:

@@ -14,8 +14,8 @@ the disk holds about one copy of the weights, not two.
 
 Every exporter folds its graph: `fold_lazily` before the save, so each folded weight is computed
 while the save writes it and the weights reach the disk once, then `fold_weights` over the file
-for anything left (`save_folded` does both). An export written before exports folded is folded
-in place with
+for anything left (`save_folded` does both). An export whose manifest does not say its weights
+are folded is folded in place with
 
     python -m models.fold EXPORT_DIR [EXPORT_DIR ...]
 

@@ -71,8 +71,8 @@ def up_to_date(directory: str, family: str, sources: dict[str, str], options: di
 
 
 def reuse(directory: str, progress) -> dict[str, Any]:
-    """The manifest of an up-to-date export, its weights folded first if it was written before
-    exporters folded them (models.fold: in place, far quicker than exporting again)."""
+    """The manifest of an up-to-date export, its weights folded first where its manifest does
+    not say they are (models.fold: in place, far quicker than exporting again)."""
     from models.fold import fold_export
 
     log = progress or (lambda msg: None)

@@ -162,15 +162,15 @@ def gdn_plan_note(manifest: dict, configured: str, plan: str) -> str | None:
     dtype = gdn_dtype(manifest)
     note = "its GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s (float16 only)" % (
         dtype, configured)
-    if dtype == "bfloat16":         # exported before bfloat16 graphs fed them float16
-        note += ("; the exporter now feeds them float16: running its export command again serves it on %s, "
+    if dtype == "bfloat16":         # a bfloat16 graph whose export fed its GatedDeltaNet layers bfloat16
+        note += ("; the exporter feeds them float16: running its export command again serves it on %s, "
                  "faster" % configured)
     return note
 
 
 def gdn_dtype(manifest: dict) -> str:
     """The dtype an export's GatedDeltaNet layers read: what its manifest records (a bfloat16
-    graph may feed them float16), else its weights' dtype (exports made before the record)."""
+    graph may feed them float16), else its weights' dtype (a manifest without the record)."""
     return manifest.get("graph", {}).get("gdn_dtype") or manifest.get("weights_dtype", "float32")
 
 

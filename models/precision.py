@@ -1,4 +1,4 @@
-"""The reduced-precision parity gate (issue 5): a half-precision export may serve only if, on the
+"""The reduced-precision parity gate: a half-precision export may serve only if, on the
 same inputs as its float32 reference, every option distribution keeps its top choice where the
 fp32 top-two margin is at least 0.05 and no probability moves by more than 0.02.
 

@@ -18,8 +18,9 @@ class LayaModel(ExportedModel):
     family = "laya"
     # Batches up to the row bound (OMNI_CUDA_GRAPH_ROWS) and 16 rows of 512 tokens are captured:
     # past that a pass is compute-bound, capture saves little and the filler rows are paid for.
-    # All such shapes (218 for english, 259 for the 1,024-token variants) are captured as the
-    # model loads, so no request waits for a capture.
+    # Such shapes (218 for english, 259 for the 1,024-token variants) are captured for the first
+    # seconds of the model's load (batching.PRECAPTURE_S), the rest between passes when idle, so
+    # no request waits inside its pass for a capture.
     cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True)
     # One more captured pass costs about as much as 512 padded tokens (benchmarks/gpu/
     # graph_cost_probe.py measures both): waiting rows whose lengths are that far apart run as
