@@ -1,7 +1,7 @@
 """A fresh server's first requests after it is ready, against its steady state.
 
     python -m benchmarks.first_requests --workload benchmarks/workloads/laya_48.jsonl \
-        [--requests 200] [--concurrency 1,16] [--code DIR] [--label L] [--out F]
+        [--requests 200] [--concurrency 1,16] [--code DIR] [--label L] [--out F] [--logs DIR]
 
 For each concurrency c, a server of its own (`python -m app.launch` in `--code`, default this
 checkout, with the OMNI_* settings of the environment) is started and timed to `/readyz` 200.
@@ -105,12 +105,15 @@ def main(argv=None) -> int:
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--label", default="")
     ap.add_argument("--out")
+    ap.add_argument("--logs", help="keep each server's log here (server-cN.log; default: discarded)")
     args = ap.parse_args(argv)
     bodies = load_workload(args.workload)
     code = os.path.abspath(args.code)
     report = {"label": args.label, "code": code, "workload": os.path.basename(args.workload),
               "requests": args.requests, "command": " ".join(sys.argv), "levels": []}
-    with tempfile.TemporaryDirectory() as logs, mp.get_context("fork").Pool(args.procs) as pool:
+    with tempfile.TemporaryDirectory() as scratch, mp.get_context("fork").Pool(args.procs) as pool:
+        logs = args.logs or scratch
+        os.makedirs(logs, exist_ok=True)
         for c in (int(x) for x in args.concurrency.split(",")):
             level = measure(code, bodies, c, args.requests, args.procs, pool, args.quiet, args.settle, logs)
             report["levels"].append(level)

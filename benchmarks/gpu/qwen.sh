@@ -2,6 +2,7 @@
 # A Qwen3.5-backbone model on the GPU machine, in phases (one `run` call each; benchmarks/gpu/README.md):
 #   bash benchmarks/gpu/qwen.sh prepare FAMILY    # wheels, a full-size random checkpoint, its export(s)
 #   bash benchmarks/gpu/qwen.sh bench FAMILY      # in-process and HF baselines, then HTTP load
+#   bash benchmarks/gpu/qwen.sh first FAMILY      # start-to-ready, first requests against steady (benchmarks.first_requests)
 # FAMILY: cua-s1 (4B), open-jev (9B; JEV=27b: Open-Jev-27B-v1.1), clef-flash (9B). onnxruntime-gpu must
 # already be unpacked in /tmp/ortsite, and `.whl` carried in the first prepare call.
 #
@@ -14,6 +15,8 @@
 #             and baseline loads them), so the 27B (a 52 GB export) fits the one-GPU machine's disk.
 # DETACH=1    (prepare) run in the background; then repeat `qwen.sh wait FAMILY` (up to WAIT_S, 540 s,
 #             a call) until it prints `done`: the 27B's export outlasts one call.
+# first:      CONCURRENCY's levels (default 1,16), a fresh server each; SETTLE, the most seconds to wait
+#             for idle captures (default 400); WORKLOAD instead of the family's own.
 # WORKLOADS   the workloads to load each server with (none: no HTTP), CONCURRENCY (default 1,16),
 #             REQUESTS a pass (default 200), LOAD_ARGS more options for benchmarks.load.
 # SERVES      servers measured one after another, LABEL[:NAME=VALUE,...] each; files get -LABEL. Unset:
@@ -22,7 +25,7 @@
 # INPROCESS=0, HF=0, DRIFT=1: skip the in-process bench (qwen_bench, BENCH_ARGS), skip the HF
 #             transformers baseline (hf_baseline), add the layer-by-layer fp16 drift (drift.py).
 set -euo pipefail
-phase=${1:?prepare, wait or bench}
+phase=${1:?prepare, wait, first or bench}
 family=${2:?cua-s1, open-jev or clef-flash}
 OUT=${OUT:-/tmp/omni-out}
 DTYPE=${DTYPE:-float16}
@@ -58,6 +61,17 @@ EXTRA=(${EXPORT_ARGS:-})
 ADAPTER=()      # what the export merged: the references merge it too
 [ "$family" = open-jev ] && { SRC=/tmp/omni/pkg-$size/checkpoint; EXTRA+=(--base $CK); ADAPTER=(--adapter $SRC/adapter); }
 [ "$family" = clef-flash ] && SRC=/tmp/omni/clef-9b
+if [ "$phase" = first ]; then    # a fresh server's first requests against its steady state, a level at a time
+  w=${WORKLOAD:-$(case $family in cua-s1) echo cua_218 ;; clef-flash) echo clef_1q ;;
+    *) [ $size = 27b ] && echo open_jev_noul_27b || echo open_jev_noul ;; esac)}
+  c_list=${CONCURRENCY:-1,16}
+  for c in ${c_list//,/ }; do
+    OMNI_MODELS=$EX-${KERNELS##* } OMNI_DEVICE=cuda python3 -m benchmarks.first_requests \
+      --workload benchmarks/workloads/$w.jsonl --concurrency $c --settle ${SETTLE:-400} --label $family-$size \
+      --out "$OUT/first-$family-c$c.json" --logs "$OUT/logs-$family-c$c"
+  done
+  exit 0
+fi
 if [ "$phase" = prepare ]; then
   if [ -d .whl ] && [ -z "${SKIP_WHEELS:-}" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
