@@ -70,6 +70,20 @@ class LastTokenAdapter:
                       layout=where, ready=ready,
                       meta={"micro_batches": len(feeds), "seq_len": max(int(f["input_ids"].shape[1]) for f in feeds)})
 
+    def capture_batches(self, graph_rows: int, max_tokens: int) -> list[list[Rows]]:
+        """For a model that captures as it loads (GraphPolicy.precapture): one batch of one row
+        per length bucket within `max_tokens` (none: the buckets of 16·`pad_to` tokens and less),
+        fewest tokens first: the shapes a request of one row brings, so they replay from the first
+        such request. Passes of several rows are left to traffic (GraphPolicy.capture_after).
+        Rows are the baked head and pad ids: a capture depends on shapes only."""
+        bound = max_tokens or 16 * self.pad_to
+        batches, length = [], 1
+        while self.bucket(length) <= bound:
+            width = self.bucket(length)
+            batches.append([[self.head + [self.pad_id] * width]])
+            length = width + 1
+        return batches
+
     def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed,
                only: Sequence[int] | None = None) -> list:
         """One tuple of arrays (one per graph output, rows in the work's order) per work; `only`:

@@ -175,3 +175,48 @@ def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_e
     new = {"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net_fused", "gdn_dtype": "float16"}}
     assert onnx_ops.gdn_plan_note(new, "chunked_split", "chunked_split") is None
     assert onnx_ops.gdn_plan_note({"graph": {"gdn_kernel": "linear_attention"}}, "chunked_split", "auto") is None
+
+
+def test_one_row_shapes_are_captured_as_it_loads_and_requests_replay_them(cua_export, monkeypatch):
+    """Cua-S1 captures its one-row shapes as the model loads (GraphRunners on the CPU here: the
+    bookkeeping of CUDA graphs, no CUDA), shortest first: a one-question request then replays a
+    graph without counting a sighting and answers as the plain session does."""
+    from app.config import Settings
+    from app.runtime import sessions
+    from app.runtime.batching import BatchPolicy
+    from tests.conftest import Harness
+
+    pipe = Pipeline(cua_export)
+    model = pipe.model
+    assert model.cuda_graphs.precapture and model.cuda_graphs.capture_after == 2
+    listed = model.adapter.capture_batches(Settings().cuda_graph_rows, model.cuda_graphs.max_tokens)
+    runner = sessions.GraphRunner(pipe.session, 0, 64, capture_after=2, device="cpu")
+    count, took = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=16).precapture(runner, model, 600.0)
+    assert count == len(listed) == len(runner.graphs) == 48 and runner.pending == {} and took > 0
+
+    body = REQUESTS[0]
+    prepared = model.prepare(body)
+    packed = model.adapter.pack([prepared.work], static=True)
+    assert packed.feeds["input_ids"].shape[0] == 1
+    (output,) = model.adapter.unpack([runner.run(None, packed.feeds)], [prepared.work], packed)
+    assert runner.sightings == {} and runner.pending == {}               # replayed: nothing counted
+    got = model.finish(prepared, output, "reference", model.name)["answers"]["pick"]["probabilities"]
+    want = pipe(body)["answers"]["pick"]["probabilities"]
+    assert max(abs(got[k] - want[k]) for k in want) <= 1e-6
+
+    # The executor does the same as it loads, before the warm-up request.
+    plain = sessions.create
+
+    def with_graphs(path, device="auto", *args, **kwargs):
+        info = plain(path, "cpu")
+        return sessions.SessionInfo(sessions.GraphRunner(info.session, 0, 64, capture_after=2, device="cpu"),
+                                    "cpu", info.provider, info.runtime, static_shapes=True)
+
+    monkeypatch.setattr(sessions, "create", with_graphs)
+    h = Harness([cua_export])
+    try:
+        slot = h.slot(model.name)
+        assert slot.graphs_captured >= 1 and slot.capture_s > 0
+        assert slot.graphs_captured + len(slot.session.pending) == len(listed)
+    finally:
+        h.close()

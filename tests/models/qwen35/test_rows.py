@@ -134,3 +134,20 @@ def test_a_baked_head_is_cut_off_every_row_and_a_row_without_it_is_refused():
     for bad in ([[1, 8, 9, 4]], [head]):                  # another head; the head alone
         with pytest.raises(InferenceFailed, match="prompt head"):
             adapter.pack([bad])
+
+
+def test_the_shapes_listed_for_capture_at_load_are_the_one_row_buckets():
+    """capture_batches lists one batch of one row per length bucket within the token bound,
+    fewest tokens first: exactly the shapes a one-row request of any length up to the bound
+    reaches, with the baked head cut off as for traffic; without a bound, the fine buckets."""
+    head = [7, 8, 9]
+    adapter = LastTokenAdapter(0, "k", head=head)
+
+    def shape(works):
+        return adapter.pack(works, static=True).feeds["input_ids"].shape
+
+    listed = [shape(works) for works in adapter.capture_batches(16, 1024)]
+    assert len(listed) == len(set(listed)) == 48
+    assert all(rows == 1 for rows, _ in listed) and listed == sorted(listed)
+    assert set(listed) == {shape([[head + [1] * n]]) for n in range(1, 1025)}
+    assert [shape(w)[1] for w in adapter.capture_batches(16, 0)] == list(range(16, 257, 16))
