@@ -150,6 +150,16 @@ def cua_requests(n: int, tokens: int, seed: int, tok) -> list[dict]:
                   lambda: tok.encode("\n".join(rng.choice(SCREENS) for _ in range(120))), tokens, count, tok)
 
 
+def cua_spread(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
+    """Cua-S1 requests whose prompt lengths spread log-uniformly over [low, high] tokens (each
+    exact), in random order: traffic of many lengths, one row each, as a fresh server meets it."""
+    import math
+
+    rng = random.Random(seed)
+    lengths = [round(math.exp(rng.uniform(math.log(low), math.log(high)))) for _ in range(n)]
+    return [cua_requests(1, tokens, seed * 1000 + i, tok)[0] for i, tokens in enumerate(lengths)]
+
+
 def open_jev_noul(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
     """Single-candidate noul requests, prompt lengths spread log-uniformly over [low, high]
     tokens (each exact, counted as the served model counts them), shuffled."""
@@ -212,6 +222,7 @@ def main() -> None:
     tok = qwen_tokenizer()
     for tokens in (139, 218, 292):
         sets["cua_%d.jsonl" % tokens] = cua_requests(32, tokens, tokens, tok)
+    sets["cua_spread.jsonl"] = cua_spread(256, 139, 1100, 9, tok)
     sets["open_jev_noul.jsonl"] = open_jev_noul(48, 80, 3399, 7, tok)
     # The same prompts for the 27B: both variants frame a candidate alike (models.open_jev.prepare).
     sets["open_jev_noul_27b.jsonl"] = [dict(b, model="open-jev-27b-v1.1") for b in sets["open_jev_noul.jsonl"]]
