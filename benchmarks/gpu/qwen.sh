@@ -16,7 +16,8 @@
 # DETACH=1    (prepare) run in the background; then repeat `qwen.sh wait FAMILY` (up to WAIT_S, 540 s,
 #             a call) until it prints `done`: the 27B's export outlasts one call.
 # first:      CONCURRENCY's levels (default 1,16), a fresh server each; SETTLE, the most seconds to wait
-#             for idle captures (default 400); WORKLOAD instead of the family's own.
+#             for idle captures (default 400); WORKLOAD instead of the family's own; CODE=DIR serves
+#             another commit's app and models (LABEL names its files apart).
 # WORKLOADS   the workloads to load each server with (none: no HTTP), CONCURRENCY (default 1,16),
 #             REQUESTS a pass (default 200), LOAD_ARGS more options for benchmarks.load.
 # SERVES      servers measured one after another, LABEL[:NAME=VALUE,...] each; files get -LABEL. Unset:
@@ -64,11 +65,11 @@ ADAPTER=()      # what the export merged: the references merge it too
 if [ "$phase" = first ]; then    # a fresh server's first requests against its steady state, a level at a time
   w=${WORKLOAD:-$(case $family in cua-s1) echo cua_218 ;; clef-flash) echo clef_1q ;;
     *) [ $size = 27b ] && echo open_jev_noul_27b || echo open_jev_noul ;; esac)}
-  c_list=${CONCURRENCY:-1,16}
+  c_list=${CONCURRENCY:-1,16}; label=${LABEL:-$family}
   for c in ${c_list//,/ }; do
     OMNI_MODELS=$EX-${KERNELS##* } OMNI_DEVICE=cuda python3 -m benchmarks.first_requests \
-      --workload benchmarks/workloads/$w.jsonl --concurrency $c --settle ${SETTLE:-400} --label $family-$size \
-      --out "$OUT/first-$family-c$c.json" --logs "$OUT/logs-$family-c$c"
+      --workload benchmarks/workloads/$w.jsonl --concurrency $c --settle ${SETTLE:-400} --label $label \
+      --code "${CODE:-$PWD}" --out "$OUT/first-$label-c$c.json" --logs "$OUT/logs-$label-c$c"
   done
   exit 0
 fi
