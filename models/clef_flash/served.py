@@ -138,7 +138,7 @@ class ClefFlashModel(QwenServed):
         out = super().notes()
         if self.cuda_graphs is None:
             out.append("its graph takes a record's length from the shape of its positions, so every record is a new "
-                       "shape and it runs without CUDA graphs; the exporter now writes a graph that replays them for "
+                       "shape and it runs without CUDA graphs; the exporter writes a graph that replays them for "
                        "records of recurring shape; running its export command again writes that")
         return out
 

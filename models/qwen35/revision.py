@@ -1,6 +1,6 @@
 """The revision of the graph the Qwen3.5 exporter writes (torch-free: the server reads it too).
 
-Every Qwen3.5 export records it in its options: an export of an earlier revision is not up to date,
+Every Qwen3.5 export records it in its options: an export of a lower revision is not up to date,
 so its export command writes it again, and the server names it at load (served.QwenServed.notes).
 1: the first graph. 2: RoPE as RotaryEmbedding kernels, the attention's row lengths counted once
 a pass, the GatedDeltaNet b and a gates from one product.
