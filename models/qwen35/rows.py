@@ -77,11 +77,10 @@ class LastTokenAdapter:
         such request. Passes of several rows are left to traffic (GraphPolicy.capture_after).
         Rows are the baked head and pad ids: a capture depends on shapes only."""
         bound = max_tokens or 16 * self.pad_to
-        batches, length = [], 1
-        while self.bucket(length) <= bound:
-            width = self.bucket(length)
+        batches, width = [], self.bucket(1)
+        while width <= bound:
             batches.append([[self.head + [self.pad_id] * width]])
-            length = width + 1
+            width = self.bucket(width + 1)
         return batches
 
     def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed,
