@@ -43,8 +43,8 @@ HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_mod
 RECORDS = "batched"
 RECORDS_CHOICES = ("single", RECORDS)
 # The graph reads a record's length from token_positions' values, which may be right-padded with
-# -1 (head_graph.py), so records of one bucketed width share a CUDA graph (served.py). Older
-# exports read it from the length; they are served without graphs.
+# -1 (head_graph.py), so records of one bucketed width share a CUDA graph (served.py). An export
+# whose options lack token_positions="padded" reads it from the length and is served without graphs.
 TOKEN_POSITIONS = "padded"
 
 

@@ -128,8 +128,8 @@ class ClefFlashModel(QwenServed):
             self.micro_batches = MicroBatches(max_rows=8, max_tokens=4096)
             self.adapter = BatchedRecordAdapter(self.pad_id, head=head)
         else:
-            # An older graph that reads a record's length from token_positions' length makes every
-            # record a new shape, so it runs without CUDA graphs.
+            # A graph without padded token positions reads a record's length from token_positions'
+            # length, which makes every record a new shape, so it runs without CUDA graphs.
             self.cuda_graphs = self.graph_policy if padded else None
             self.micro_batches = None       # one record a pass: RecordAdapter's parts
             self.adapter = RecordAdapter(self.pad_id, head=head, padded_positions=padded)

@@ -22,9 +22,9 @@ class LayaModel(ExportedModel):
     # seconds of the model's load (batching.PRECAPTURE_S), the rest between passes when idle, so
     # no request waits inside its pass for a capture.
     cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True)
-    # One more captured pass costs about as much as 512 padded tokens (benchmarks/gpu/
-    # graph_cost_probe.py measures both): waiting rows whose lengths are that far apart run as
-    # passes of similar lengths.
+    # One more captured pass's cost, counted in padded tokens (benchmarks/gpu/graph_cost_probe.py
+    # compares the two): waiting rows whose lengths are that far apart run as passes of similar
+    # lengths.
     pass_tokens = 512
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):

@@ -230,8 +230,8 @@ def gdn_dtype(module) -> str:
 def export_options(options: dict, dtype: str, kernel: str) -> dict:
     """A family's export options with what every Qwen3.5 export records beside them: the graph
     revision, the attention kernel its dtype gets, "separate" projections (one matrix product per
-    part: what exports recorded when they could also merge them, kept so that those stay up to
-    date) and, where it is not the graph's, the dtype the GDN kernel reads."""
+    part; the up-to-date check compares these options, and export manifests carry the key) and,
+    where it is not the graph's, the dtype the GDN kernel reads."""
     options = dict(options, dtype=dtype, gdn_kernel=kernel, attention=fused.attention_for(dtype),
                    projections="separate", opset=OPSET, graph_revision=GRAPH_REVISION)
     gdn_in = gdn.input_dtype(dtype, kernel)

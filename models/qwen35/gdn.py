@@ -121,7 +121,7 @@ def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: Optional[torc
     """silu(causal depthwise conv1d) over [B, T, C] (channels last), weight [C, 1, K], no bias;
     `state` [B, K-1, C]: the K-1 inputs before x (None: zeros). Exported as ORT's fused
     CausalConvWithState: no cuDNN algorithm search per new shape and no transposes around it
-    (the Conv it replaces needed both)."""
+    (an exported Conv needs both)."""
     if state is None:
         state = x.new_zeros(x.shape[0], weight.shape[-1] - 1, x.shape[2])
     # K-1 inputs ahead and no padding: exactly T outputs.

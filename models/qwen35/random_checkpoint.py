@@ -3,7 +3,7 @@
 `tiny` checkpoints are built and saved by transformers itself (`Qwen3_5ForConditionalGeneration`
 with a tiny vision tower, or text-only `Qwen3_5ForCausalLM`), so tests read the real layout.
 Full-size ones (`4b`, `9b`, `27b`: models.md §6.1 dims) are written tensor by tensor in 5 GB
-BF16 shards without building a torch model, which is what a GPU benchmark machine can afford.
+BF16 shards without building a torch model, so writing one holds one tensor in memory at a time.
 `--described` writes no shards at all, only `random_weights.json` (seed and dims): the exporter
 draws the same BF16 tensors as it loads them (`described_state`), so an export fits a disk that
 could not also hold the checkpoint's shards. transformers cannot read such a directory: the HF
