@@ -4,7 +4,8 @@ candidates): rows from one or more requests become right-padded micro-batches.
 The batching policy (app/runtime/batching.py) decides the micro-batches from `row_lengths` and
 `bucket`; `pack` lays each out, padded only to its own longest row rounded up to a length bucket
 (multiples of `pad_to` up to 16·`pad_to` tokens, then 16 buckets per doubling, so under 1/16 of
-a longer row is padding and 1-4,096 tokens make 80 shapes rather than 256). Rows are not rounded
+a longer row is padding and 1-4,096 tokens make 79 shapes rather than 256; none narrower than
+MIN_WIDTH). Rows are not rounded
 to buckets: a padded row costs more than a CUDA graph saves on a pass of a few rows. `positions`
 reads each row at its last real token; causality keeps the trailing pads out of every real row,
 so answers do not depend on what a row was batched with. Outputs come back in request order.
@@ -23,6 +24,12 @@ from models.qwen35 import prefix
 
 Rows = list  # one work item: a list of token-id lists, one per row
 
+# The narrowest pass: ONNX Runtime's chunked GatedDeltaNet engines serve 32 tokens a row and
+# more, shorter passes get its recurrent engine, and a session built with a chunked engine
+# forced (OMNI_CUDA_GDN_PLAN, chunked_split by default) refuses them. A pass this short is bound
+# by its launches, not its tokens, so the pads cost little.
+MIN_WIDTH = 32
+
 
 class LastTokenAdapter:
     def __init__(self, pad_id: int, key: str, pad_to: int = 16, head: Sequence[int] = ()):
@@ -35,7 +42,7 @@ class LastTokenAdapter:
     def bucket(self, n: int) -> int:
         """The padded length of a micro-batch whose longest row has n tokens."""
         if n <= 16 * self.pad_to:
-            return _round(n, self.pad_to)
+            return max(MIN_WIDTH, _round(n, self.pad_to))
         return _round(n, 1 << (n.bit_length() - 5))         # 1/16 of the octave n falls in
 
     def _rows(self, works: Sequence[Rows]) -> list[list[int]]:
