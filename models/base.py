@@ -24,7 +24,7 @@ class GraphPolicy:
     between passes while the executor is idle. Models whose shapes are few (Laya's buckets) list
     them all, captured at load as time allows and when idle after; models whose every request can
     be a new length capture only shapes that recur, and only small ones, except those whose
-    one-row passes are launch-bound (Cua-S1), which list their one-row length buckets too."""
+    one-row passes are launch-bound (Cua-S1, Open-Jev), which list their one-row length buckets too."""
 
     capture_after: int = 1      # sightings of a shape before it is due for capture (1: the first)
     max_tokens: int = 0         # rows × longest row above which a pass runs uncaptured; 0: no bound

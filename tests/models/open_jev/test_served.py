@@ -222,3 +222,34 @@ def test_a_failed_micro_batch_fails_only_the_requests_not_yet_answered(jev_expor
     assert len(parts) == 1                               # the first part ran; the second raised
     assert isinstance(outcomes[1], InferenceFailed)
     assert isinstance(outcomes[0], tuple) and np.isfinite(outcomes[0][0]).all()
+
+
+def test_one_row_shapes_are_captured_as_it_loads_and_a_noul_question_replays_one(jev_export):
+    """Open-Jev lists its one-row length buckets for capture at load (GraphRunners on the CPU
+    here: the bookkeeping of CUDA graphs, no CUDA), shortest first; a request of one noul
+    question is one row, replays its bucket's graph without counting a sighting, and answers as
+    the plain session does."""
+    from app.config import Settings
+    from app.runtime import sessions
+    from app.runtime.batching import BatchPolicy
+    from models.qwen35.rows import MIN_WIDTH
+
+    pipe = Pipeline(jev_export)
+    model = pipe.model
+    assert model.cuda_graphs.precapture and model.cuda_graphs.capture_after == 2
+    listed = model.adapter.capture_batches(Settings().cuda_graph_rows, model.cuda_graphs.max_tokens)
+    widths = [len(works[0][0]) for works in listed]
+    assert widths[0] == MIN_WIDTH and widths == sorted(widths) and widths[-1] == model.cuda_graphs.max_tokens
+    runner = sessions.GraphRunner(pipe.session, 0, 64, capture_after=2, device="cpu")
+    count, took = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=16).precapture(runner, model, 600.0)
+    assert count == len(listed) == len(runner.graphs) and runner.pending == {} and took > 0
+
+    body = {"model": "open-jev-9b", "state": REQUEST["state"],
+            "questions": {"plain": REQUEST["questions"]["plain"]}}
+    prepared = model.prepare(body)
+    assert prepared.rows == 1
+    packed = model.adapter.pack([prepared.work], static=True)
+    (output,) = model.adapter.unpack([runner.run(None, packed.feeds)], [prepared.work], packed)
+    assert runner.sightings == {} and runner.pending == {}               # replayed: nothing counted
+    got = model.finish(prepared, output, "reference", model.name)["answers"]["plain"]["noul"]
+    assert abs(got - pipe(body)["answers"]["plain"]["noul"]) <= 1e-6
