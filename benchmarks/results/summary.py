@@ -1,6 +1,6 @@
 """Prints every figure of docs/benchmarks.md from the raw files here: each HTTP pass (p50, p95,
 p99, mean ms, requests and decisions a second, rows and forward ms a pass, Server-Timing p50 per
-stage), start to ready and GPU memory, the worker's CPU a request at c=64, the in-process and
+stage), start to ready and GPU memory, a fresh server's first requests, the worker's CPU a request at c=64, the in-process and
 HF baselines, and the probes behind "what limits each model".
 
     python benchmarks/results/summary.py [PART ...]    # laya cua-s1 open-jev-9b clef-flash open-jev-27b tracing
@@ -181,6 +181,21 @@ def tracing() -> None:
 EXTRA = {"laya": laya, "cua-s1": cua, "open-jev-9b": jev9, "clef-flash": clef, "open-jev-27b": jev27}
 
 
+def first_requests(model: str) -> None:
+    """benchmarks.first_requests: start to ready, then the first requests against the steady state."""
+    paths = sorted(glob.glob(os.path.join(HERE, model, "first-requests", "*.json")))
+    if paths:
+        print("\n### a fresh server's first requests against its steady state (first_requests)")
+    for path in paths:
+        for lv in load(path)["levels"]:
+            first, steady, ratio = lv["first"], lv["steady"], lv["first_over_steady"]
+            print("%s c=%d: ready %.1f s, %d captures at ready, %d settled; first mean %.2f p50 %.2f, "
+                  "steady mean %.2f p50 %.2f ms (x%.2f mean, x%.2f p50)" % (
+                      rel(path), lv["concurrency"], lv["ready_s"], lv["captures_at_ready"],
+                      lv["captures_before_steady"], first["mean_ms"], first["p50_ms"], steady["mean_ms"],
+                      steady["p50_ms"], ratio["mean_ms"], ratio["p50_ms"]))
+
+
 def main(argv=None) -> None:
     for model in (argv if argv is not None else sys.argv[1:]) or MODELS:
         print("\n## %s" % model)
@@ -191,6 +206,7 @@ def main(argv=None) -> None:
         text(model)
         cpu(model)
         hosts(model)
+        first_requests(model)
         EXTRA[model]()
 
 
