@@ -4,11 +4,11 @@ candidates): rows from one or more requests become right-padded micro-batches.
 The batching policy (app/runtime/batching.py) decides the micro-batches from `row_lengths` and
 `bucket`; `pack` lays each out, padded only to its own longest row rounded up to a length bucket
 (multiples of `pad_to` up to 16·`pad_to` tokens, then 16 buckets per doubling, so under 1/16 of
-a longer row is padding and 1-4,096 tokens make 79 shapes rather than 256; none narrower than
-MIN_WIDTH). Rows are not rounded
-to buckets: a padded row costs more than a CUDA graph saves on a pass of a few rows. `positions`
-reads each row at its last real token; causality keeps the trailing pads out of every real row,
-so answers do not depend on what a row was batched with. Outputs come back in request order.
+a longer row is padding and 1-4,096 tokens make 79 shapes rather than 256; none is narrower
+than MIN_WIDTH). Rows are not rounded to buckets: a padded row costs more than a CUDA graph
+saves on a pass of a few rows. `positions` reads each row at its last real token; causality
+keeps the trailing pads out of every real row, so answers do not depend on what a row was
+batched with. Outputs come back in request order.
 A graph with a baked prompt head (models/qwen35/prefix.py) takes each row without it: the
 adapter cuts it off (`head`, prefix.cut), and lengths and buckets count what the graph runs.
 `Packed.ready` tells the executor after which part each request is complete.
