@@ -2,7 +2,6 @@
 the host from the saved letter rows (float64 accumulation, as the native worker), then finish."""
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, Mapping
 
@@ -29,10 +28,7 @@ class CuaS1Model(QwenServed):
     family = "cua_s1"
     warmup_request = WARMUP_REQUEST
     prompt_head_unit = "row"
-    # A one-row pass of a few hundred tokens is bound by its kernel launches, so replay saves much
-    # of it: the one-row shapes are captured as the model loads (shortest first, within the
-    # runtime's few seconds for it), not left for the first requests to meet uncaptured.
-    cuda_graphs = dataclasses.replace(QwenServed.cuda_graphs, precapture=True)
+    cuda_graphs = QwenServed.one_row_graphs
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: CuaLimits | None = None):
         super().__init__(directory, manifest, "Cua-S1")

@@ -2,7 +2,6 @@
 other requests' candidates), the scalar head on the host in float64, calibration per question."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping
 
 from models.base import Prepared
@@ -29,10 +28,7 @@ WARMUP_REQUEST = {
 class OpenJevModel(QwenServed):
     family = "open_jev"
     warmup_request = WARMUP_REQUEST
-    # A noul question is one row, and a short row's pass is bound by its launches: the one-row
-    # shapes are captured as the model loads (shortest first, within the runtime's few seconds
-    # for it), as Cua-S1's are; several-row passes and the long rows are left to idle time.
-    cuda_graphs = dataclasses.replace(QwenServed.cuda_graphs, precapture=True)
+    cuda_graphs = QwenServed.one_row_graphs        # a noul question is one row
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: OpenJevLimits | None = None):
         super().__init__(directory, manifest, "Open-Jev")

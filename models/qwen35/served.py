@@ -15,6 +15,12 @@ class QwenServed(ExportedModel):
     # bucket is due for capture on its second sighting: a one-off length never pays for one. Past about
     # 1,024 tokens a pass is compute-bound and replay saves nothing.
     cuda_graphs = GraphPolicy(capture_after=2, max_tokens=1024)
+    # For the families whose rows end at their last token (rows.LastTokenAdapter: Cua-S1's
+    # questions, Open-Jev's candidates): a one-row pass of a few hundred tokens is bound by its
+    # kernel launches, so replay saves much of it, and the one-row length buckets are captured as
+    # the model loads (shortest first, within the runtime's few seconds for it) rather than left
+    # for the first requests to meet uncaptured. Passes of several rows are left to idle time.
+    one_row_graphs = GraphPolicy(capture_after=2, max_tokens=1024, precapture=True)
     micro_batches = MicroBatches()
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
