@@ -99,8 +99,8 @@ class Metrics:
         self.padded_tokens = Histogram("omni_batch_padding_tokens", "Padding tokens per forward pass",
                                        ["model"], buckets=(0, 16, 64, 256, 1024, 4096, 16384, 65536),
                                        registry=r)
-        # The ORT session's runs of one pass, wall time: where it exceeds the device's own time (the
-        # benchmarks' CUPTI), the executor thread waited for the GIL.
+        # The ORT session's runs of one pass, wall time: what it holds beyond the device's own time
+        # for the pass is the executor thread waiting for the GIL.
         self.batch_forward = Histogram(
             "omni_batch_forward_seconds",
             "Wall time of a forward pass's ONNX Runtime session runs (device work and the wait for the GIL after it)",

@@ -37,8 +37,8 @@ from models.qwen35.export import load_dtype as _load_dtype
 NAME = "clef-flash"
 REPO = "Cloudflare/clef-flash"
 HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
-# `records`: "batched" (the default), several records a pass as rows of one batch (records.py):
-# as fast for one request and more requests a second under load; or "single", the published
+# `records`: "batched" (the default), several records a pass as rows of one batch (records.py),
+# so load shares passes; or "single", the published
 # clef-joint-v1 signature (records.INPUTS), one record a pass, kept for clients of that signature.
 RECORDS = "batched"
 RECORDS_CHOICES = ("single", RECORDS)

@@ -9,8 +9,8 @@ the 26 letter rows of the tied embedding (ids 32-57) are saved next to it so fin
 the letter logits on the host in float64, as the native worker does (finish.finish_hidden).
 
 The system turn every prompt starts with is computed once here, in float32, and baked into the
-graph (models/qwen35/prefix.py), so a row holds only the tokens after it (~45% of a 218-token
-prompt is that head); the manifest records the head's token ids.
+graph (models/qwen35/prefix.py), so a row holds only the tokens after it; the manifest records
+the head's token ids.
 """
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def letter_logits(hidden, letter_rows) -> np.ndarray:
     """`hidden [n,H] · letter_rows[26,H]ᵀ` with float64 accumulation, rounded once to float32.
 
     `letter_rows` are float32 values; the server passes them already widened to float64 (the
-    4B's 26 × 2560 rows widened per request cost more than the product).
+    4B's 26 × 2560 rows widened per request would cost more than the product).
 
     The products of float32 values are exact in float64; the sum uses BLAS order where the
     native worker sums left to right, which can only differ within ~1e-16 (relative) of a

@@ -38,8 +38,8 @@ SYSTEM_PROMPT = (
 # never matters here: the user message starts with "Goal: " or "App: " and ends with "letter.".
 _CHAT = ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n"
          "<|im_start|>assistant\n<think>\n")
-# The same prompt cut at special tokens: a fixed head (the system turn, ~45% of a 218-token
-# prompt) and tail, which TokenizerHandle.encode_framed encodes once.
+# The same prompt cut at special tokens: a fixed head (the system turn) and tail, which
+# TokenizerHandle.encode_framed encodes once.
 _HEAD = "<|im_start|>system\n%s<|im_end|>\n<|im_start|>" % SYSTEM_PROMPT
 _TAIL = "<|im_end|>\n<|im_start|>assistant\n<think>\n"
 _USER = ("%sApp: Cua Driver\nTask family: closed-candidate decision\n\nAccessibility tree:\n%s"

@@ -7,7 +7,7 @@ answers do not depend on what it was batched with.
 
 `unpack` also calibrates (finish.calibrate) with the model's calibration: once per batch on the
 executor thread, vectorised by option count, instead of once per question on the event loop,
-whose CPU every other request needs at high load (benchmarks.loop_profile shows its share).
+whose CPU every other request needs at high load.
 """
 from __future__ import annotations
 

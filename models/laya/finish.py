@@ -84,8 +84,8 @@ _ARANGE: dict[int, np.ndarray] = {}
 
 
 def _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_options) -> list[Calibrated]:
-    # Numpy's per-call cost, not arithmetic, is most of a small batch here (one row: ~20 calls), so
-    # the ops are the ufuncs themselves (max/sum/clip's wrappers cost as much again), p ≤ 1 makes
+    # Numpy's per-call cost, not arithmetic, dominates a small batch here, so the ops are the
+    # ufuncs themselves (not max/sum/clip's Python wrappers around them), p ≤ 1 makes
     # clip(p, 1e-12, 1) a maximum, and the temperature is looked up once per question type.
     out: list[Calibrated | None] = [None] * len(rows)
     for k, idx in groups.items():

@@ -46,7 +46,7 @@ class Variant:
     base_revision: str
     temperature: float        # the published calibration, for reference and random packages
     backbone: tuple[int, ...]  # hidden, FFN, layers, heads, KV heads, linear K heads, linear V heads
-    pack_candidates: bool     # upstream validated packing candidates into one batch on 27B only
+    pack_candidates: bool     # candidates may share one batch (upstream allows it on 27B only)
 
     @property
     def hidden_size(self) -> int:

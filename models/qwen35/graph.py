@@ -117,7 +117,7 @@ class GatedDeltaNet(nn.Module):
         if self.headed:
             conv_state = self.prefix_conv.expand(b, -1, -1)
             state = self.prefix_state.expand(b, -1, -1, -1)
-        # b and a as one product (a 32-to-48-column product takes as long as one twice as wide),
+        # b and a as one product (one launch rather than two narrow, launch-bound ones),
         # cast once to the fp32 the GatedDeltaNet kernels read, then split.
         nqkv, nz, nb, na = self.in_proj_sizes
         qkv, z, ba = parts(self.in_proj, x, [nqkv, nz, nb + na])

@@ -1,7 +1,7 @@
 """A fixed prompt head computed once at export and baked into the graph.
 
-Every Cua-S1 prompt starts with the same ~100 tokens (the system turn), 45% of a 218-token
-prompt; every Clef-Flash record with its system turn and `STATE:` line. A causal model's state
+Every Cua-S1 prompt starts with the same system turn, and every Clef-Flash record with its
+system turn and `STATE:` line. A causal model's state
 after them is the same for every request, so the exporter runs them once, in float32, and stores
 what the rest of the prompt reads from them: per GDN layer the last K-1 conv inputs and the
 recurrent state, per attention layer the (rotated) keys and the values (and, for a graph that

@@ -37,7 +37,7 @@ def byte_alphabet() -> list[str]:
 
 
 # Full-size benchmark checkpoints also learn the models' fixed prompt text, so their prompts
-# tokenize to lengths like the real tokenizer's (the Cua-S1 scaffold alone is ~120 real tokens).
+# tokenize to lengths like the real tokenizer's, fixed scaffold included.
 PROMPT_CORPUS = [
     "You are a one-pass computer-use decision model. You are shown the current state of a screen "
     "and a fixed, closed list of candidate (element, action) options, each given a single letter. "
