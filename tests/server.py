@@ -6,7 +6,10 @@ never import it: one that needs a live server of its own starts it through `pyth
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.metadata
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,6 +21,26 @@ import httpx
 from app.launch import HTTP2_MAX_HEADERS, event_loop, malloc_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNTIME_SITE = os.path.join(ROOT, "tests", "runtime_site")
+RUNTIME_LOCK = os.path.join(ROOT, "requirements", "cpu.txt")
+
+
+def _distribution(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.lru_cache(maxsize=None)
+def not_in_runtime() -> tuple[str, ...]:
+    """The top-level modules installed here that the runtime image lacks: each one's distributions
+    are all outside the runtime lock (requirements/cpu.txt) and are not this project (torch,
+    transformers, onnx, pytest and the rest of the `export` and `test` extras)."""
+    with open(RUNTIME_LOCK, encoding="utf-8") as f:
+        runtime = {_distribution(m.group(1)) for m in re.finditer(r"^([A-Za-z0-9_.-]+)==", f.read(), re.M)}
+    runtime.add(_distribution(importlib.metadata.metadata("system1-omni")["Name"]))
+    runtime.update(("pip", "setuptools"))        # the image's Python has its installers
+    return tuple(sorted(module for module, dists in importlib.metadata.packages_distributions().items()
+                        if not module.startswith("_") or module == "_pytest"
+                        if not any(_distribution(d) in runtime for d in dists)))
 
 
 def free_port() -> int:
@@ -38,12 +61,14 @@ class Server:
 
 @contextlib.contextmanager
 def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi",
-               target: str = "app.main:app", port: int | None = None):
+               target: str = "app.main:app", port: int | None = None, runtime_only: bool = True):
     """A real Granian process (one worker) serving `target` (app.main:app, as served) on a free
     loopback port, through the interface it is served with (`rsgi`, app/rsgi.py) unless
     `interface` says `asgi`, on the event loop it is served on (app.launch.event_loop). It waits
     for /readyz 200, or with `wait_ready=False` for /livez to answer at all (503 once a model has
-    failed). `port` picks the port (a restarted server takes its predecessor's), else a free one."""
+    failed). `port` picks the port (a restarted server takes its predecessor's), else a free one.
+    `runtime_only`: the process cannot import what the runtime image does not install
+    (not_in_runtime, tests/runtime_site), so the tests serve as the image does."""
     port = port or free_port()
     log_path = str(tmp_path / ("server-%d.log" % port))
     while os.path.exists(log_path):             # a restart on the port keeps its predecessor's log
@@ -51,6 +76,9 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
     full_env = malloc_env({k: v for k, v in os.environ.items() if not k.startswith("OMNI_")})
     full_env.update(env)
     full_env["PYTHONUNBUFFERED"] = "1"
+    if runtime_only:
+        full_env["PYTHONPATH"] = os.pathsep.join(p for p in (RUNTIME_SITE, full_env.get("PYTHONPATH")) if p)
+        full_env["NOT_IN_RUNTIME_IMAGE"] = ",".join(not_in_runtime())
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",

@@ -26,6 +26,7 @@ from models.clef_flash import FAMILY
 from models.clef_flash import gate, head_graph
 from models.clef_flash import records as batching
 from models.clef_flash.prepare import head_ids
+from models.clef_flash.served import RECORDS, TOKEN_POSITIONS
 from models.qwen35 import export as qexport
 from models.qwen35 import gate as qgate
 from models.qwen35 import gdn
@@ -37,15 +38,11 @@ from models.qwen35.export import load_dtype as _load_dtype
 NAME = "clef-flash"
 REPO = "Cloudflare/clef-flash"
 HEAD_FILES = [head_graph.HEAD_CONFIG, head_graph.HEAD_WEIGHTS, "joint_schema_model.py"]
-# `records`: "batched" (the default), several records a pass as rows of one batch (records.py),
-# so load shares passes; or "single", the published
-# clef-joint-v1 signature (records.INPUTS), one record a pass, kept for clients of that signature.
-RECORDS = "batched"
+# `records`: "batched" (served.RECORDS, the default), several records a pass as rows of one batch
+# (records.py), so load shares passes; or "single", the published clef-joint-v1 signature
+# (records.INPUTS), one record a pass, kept for clients of that signature. `token_positions` is
+# always served.TOKEN_POSITIONS.
 RECORDS_CHOICES = ("single", RECORDS)
-# The graph reads a record's length from token_positions' values, which may be right-padded with
-# -1 (head_graph.py), so records of one bucketed width share a CUDA graph (served.py). An export
-# whose options lack token_positions="padded" reads it from the length and is served without graphs.
-TOKEN_POSITIONS = "padded"
 
 
 def _example(vocab: int):

@@ -16,10 +16,18 @@ import numpy as np
 from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 from models.clef_flash import finish as finishing
 from models.clef_flash import records as batching
-from models.clef_flash.export import RECORDS, TOKEN_POSITIONS
 from models.clef_flash.prepare import ClefLimits, Record, head_ids, prepare_record
 from models.qwen35 import prefix
 from models.qwen35.served import QwenServed
+
+# What an export's options say, as export.py writes them; defined here, on the served side, which
+# never imports the exporter (torch is not in the runtime image). `records`: "batched", several
+# records a pass as rows of one batch (records.py), else one record a pass.
+RECORDS = "batched"
+# The graph reads a record's length from token_positions' values, which may be right-padded with
+# -1 (head_graph.py), so records of one bucketed width share a CUDA graph. An export whose options
+# lack token_positions="padded" reads it from the length and is served without graphs.
+TOKEN_POSITIONS = "padded"
 
 PAD_TO = 64          # the clef-joint-v1 convention: ids right-padded to a multiple of 64
 
@@ -32,7 +40,7 @@ def _padded(n: int) -> int:
 class RecordAdapter:
     """`head`: the prompt head the graph has baked in (export.py), cut off each record's ids; the
     positions and spans stay the whole record's. `padded_positions`: the graph reads a record's
-    length from token_positions' values (export.TOKEN_POSITIONS), so they are right-padded with
+    length from token_positions' values (TOKEN_POSITIONS), so they are right-padded with
     -1 to the ids' width and every feed's shape depends only on the padded width and the
     record's question and option counts: records of like shape share one CUDA graph."""
 

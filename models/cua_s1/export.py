@@ -22,13 +22,12 @@ from models import hub, manifest as manifests
 from models.cua_s1 import checkpoint as ck
 from models.cua_s1.prepare import head_ids
 from models.qwen35 import export as qexport
+from models.cua_s1.served import LETTER_ROWS
 from models.qwen35 import gate as qgate
 from models.qwen35 import prefix as qprefix
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
-
-LETTER_ROWS = "letter_rows.npy"
 
 
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,

@@ -10,11 +10,14 @@ import numpy as np
 from models.base import Prepared
 from models.cua_s1 import finish as finishing
 from models.cua_s1.checkpoint import IDENTITY, MODEL_NAME
-from models.cua_s1.export import LETTER_ROWS
 from models.cua_s1.prepare import CuaLimits, head_ids, prepare
 from models.errors import InferenceFailed
 from models.qwen35.rows import LastTokenAdapter
 from models.qwen35.served import QwenServed
+
+# The letter rows (one per answer letter, float32) export.py saves beside the graph. Defined
+# here, on the served side, which never imports the exporter (torch is not in the runtime image).
+LETTER_ROWS = "letter_rows.npy"
 
 # The models.md §3.3 example request.
 WARMUP_REQUEST = {
