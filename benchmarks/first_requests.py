@@ -83,15 +83,18 @@ def measure(code: str, bodies, concurrency: int, requests: int, procs: int, pool
         at_ready, capture_s = _captures(url)
         loaded = _loaded(url)
         first = run_pass(url, bodies, concurrency, requests, procs, pool, per_request=True)
+        after_first, _ = _captures(url)
         run_pass(url, bodies, concurrency, max(len(bodies), concurrency), procs, pool)
         waited, captured = settle(url, quiet, limit)
         steady = run_pass(url, bodies, concurrency, requests, procs, pool, per_request=True)
     return {"concurrency": concurrency, "ready_s": round(ready_s, 3), "captures_at_ready": at_ready,
             "capture_s_at_ready": round(capture_s, 3), "models_at_ready": loaded,
+            "captures_after_first": after_first,
             "captures_before_steady": captured, "settled_s": round(waited, 3),
             "first": _summary(first), "steady": _summary(steady),
             "first_over_steady": {k: first[k] / steady[k] for k in ("mean_ms", "p50_ms")},
-            "first_ms": [r[1] for r in first["per_request"]]}
+            "first_ms": [r[1] for r in first["per_request"]],
+            "steady_ms": [r[1] for r in steady["per_request"]]}
 
 
 def main(argv=None) -> int:

@@ -30,7 +30,7 @@ def test_first_requests_and_steady_state_of_a_fresh_server(english, tmp_path, mo
         assert model["cuda_graphs"] == "off"
         for name in ("first", "steady"):
             assert level[name]["ok"] == level[name]["requests"] == 6 and level[name]["mean_ms"] > 0
-        assert len(level["first_ms"]) == 6
+        assert len(level["first_ms"]) == 6 == len(level["steady_ms"]) and level["captures_after_first"] == 0
         assert level["first_over_steady"]["mean_ms"] == level["first"]["mean_ms"] / level["steady"]["mean_ms"]
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in lines] == [["cpu", "c=1"], ["cpu", "c=2"]]
