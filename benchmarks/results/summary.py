@@ -183,7 +183,7 @@ EXTRA = {"laya": laya, "cua-s1": cua, "open-jev-9b": jev9, "clef-flash": clef, "
 
 def first_requests(model: str) -> None:
     """benchmarks.first_requests: start to ready, then the first requests against the steady state."""
-    paths = sorted(glob.glob(os.path.join(HERE, model, "first-requests", "*.json")))
+    paths = sorted(glob.glob(os.path.join(HERE, model, "first-requests", "**", "*.json"), recursive=True))
     if paths:
         print("\n### a fresh server's first requests against its steady state (first_requests)")
     for path in paths:
