@@ -36,8 +36,7 @@ def not_in_runtime() -> tuple[str, ...]:
     transformers, onnx, pytest and the rest of the `export` and `test` extras)."""
     with open(RUNTIME_LOCK, encoding="utf-8") as f:
         runtime = {_distribution(m.group(1)) for m in re.finditer(r"^([A-Za-z0-9_.-]+)==", f.read(), re.M)}
-    runtime.add(_distribution(importlib.metadata.metadata("system1-omni")["Name"]))
-    runtime.update(("pip", "setuptools"))        # the image's Python has its installers
+    runtime.update(("system1-omni", "pip", "setuptools"))     # this project; the image's installers
     return tuple(sorted(module for module, dists in importlib.metadata.packages_distributions().items()
                         if not module.startswith("_") or module == "_pytest"
                         if not any(_distribution(d) in runtime for d in dists)))
@@ -59,6 +58,12 @@ class Server:
             return f.read()
 
 
+def runtime_only_env(env: dict) -> dict:
+    """`env` for a Python that cannot import what the runtime image lacks (tests/runtime_site)."""
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (RUNTIME_SITE, env.get("PYTHONPATH")) if p),
+            "NOT_IN_RUNTIME_IMAGE": ",".join(not_in_runtime())}
+
+
 @contextlib.contextmanager
 def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi",
                target: str = "app.main:app", port: int | None = None, runtime_only: bool = True):
@@ -77,8 +82,7 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
     full_env.update(env)
     full_env["PYTHONUNBUFFERED"] = "1"
     if runtime_only:
-        full_env["PYTHONPATH"] = os.pathsep.join(p for p in (RUNTIME_SITE, full_env.get("PYTHONPATH")) if p)
-        full_env["NOT_IN_RUNTIME_IMAGE"] = ",".join(not_in_runtime())
+        full_env = runtime_only_env(full_env)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",
