@@ -66,14 +66,14 @@ def runtime_only_env(env: dict) -> dict:
 
 @contextlib.contextmanager
 def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi",
-               target: str = "app.main:app", port: int | None = None, runtime_only: bool = True):
+               target: str = "app.main:app", port: int | None = None):
     """A real Granian process (one worker) serving `target` (app.main:app, as served) on a free
     loopback port, through the interface it is served with (`rsgi`, app/rsgi.py) unless
     `interface` says `asgi`, on the event loop it is served on (app.launch.event_loop). It waits
     for /readyz 200, or with `wait_ready=False` for /livez to answer at all (503 once a model has
     failed). `port` picks the port (a restarted server takes its predecessor's), else a free one.
-    `runtime_only`: the process cannot import what the runtime image does not install
-    (not_in_runtime, tests/runtime_site), so the tests serve as the image does."""
+    The process cannot import what the runtime image does not install (not_in_runtime,
+    tests/runtime_site), so the tests serve as the image does."""
     port = port or free_port()
     log_path = str(tmp_path / ("server-%d.log" % port))
     while os.path.exists(log_path):             # a restart on the port keeps its predecessor's log
@@ -81,8 +81,7 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
     full_env = malloc_env({k: v for k, v in os.environ.items() if not k.startswith("OMNI_")})
     full_env.update(env)
     full_env["PYTHONUNBUFFERED"] = "1"
-    if runtime_only:
-        full_env = runtime_only_env(full_env)
+    full_env = runtime_only_env(full_env)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",

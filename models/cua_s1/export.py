@@ -21,8 +21,8 @@ import time
 from models import hub, manifest as manifests
 from models.cua_s1 import checkpoint as ck
 from models.cua_s1.prepare import head_ids
-from models.qwen35 import export as qexport
 from models.cua_s1.served import LETTER_ROWS
+from models.qwen35 import export as qexport
 from models.qwen35 import gate as qgate
 from models.qwen35 import prefix as qprefix
 from models.qwen35 import weights
