@@ -2,6 +2,7 @@
 CUDA graphs only for small shapes that recur."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from models.base import ExportedModel, GraphPolicy, MicroBatches
@@ -20,7 +21,7 @@ class QwenServed(ExportedModel):
     # kernel launches, so replay saves much of it, and the one-row length buckets are captured as
     # the model loads (shortest first, within the runtime's few seconds for it) rather than left
     # for the first requests to meet uncaptured. Passes of several rows are left to idle time.
-    one_row_graphs = GraphPolicy(capture_after=2, max_tokens=1024, precapture=True)
+    one_row_graphs = dataclasses.replace(cuda_graphs, precapture=True)
     micro_batches = MicroBatches()
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):
