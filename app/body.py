@@ -133,7 +133,7 @@ async def read_chunks(next_chunk, settings: Settings) -> bytes:
                       headers={"Connection": "close"}) from None
     finally:
         timer.cancel()
-        # A loop may keep a cancelled timer's callback alive (rloop 0.5 never lets it go): `expire`
+        # A loop may keep a cancelled timer's callback alive (rloop keeps it for good): `expire`
         # must not hold the request's task once the body is read.
         task = None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)

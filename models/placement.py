@@ -8,7 +8,7 @@ input (`question_record * width`), ONNX Runtime runs that arithmetic on the CPU,
 `MemcpyFromHost` and then refuses CUDA-graph capture ("all compute graph nodes have not been
 partitioned to the CUDAExecutionProvider"). Every exporter records what this finds in its
 manifest (the server names it at load), and the export tests check every family's graph with
-`host_arithmetic`, so it cannot come back unseen.
+`host_arithmetic`, so an export that adds such a node fails them.
 """
 from __future__ import annotations
 

@@ -26,7 +26,8 @@ from models.errors import InputTooLong, InvalidQuestions, RequestError, UnknownM
 from models.render import json_kind as _kind, render
 from models.tokenizer import TokenizerHandle
 
-# Copied by upstream from trycua/cua 0e75660c (`libs/cua-s1/python/src/cua_s1/four_b.py`, MIT).
+# The adapter's system prompt, byte for byte as trycua/cua's `libs/cua-s1/python/src/cua_s1/four_b.py`
+# at 0e75660c states it (MIT).
 SYSTEM_PROMPT = (
     "You are a one-pass computer-use decision model. You are shown the current state of a screen "
     "and a fixed, closed list of candidate (element, action) options, each given a single letter. "

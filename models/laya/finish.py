@@ -38,7 +38,8 @@ def entropy_confidence(p: np.ndarray, k: int) -> float:
 
 
 def jev_confidence(kind: str, probabilities: list[float]) -> float | None:
-    """Jev's choice / score confidence from an answer's (rounded) probabilities (laya #302)."""
+    """Jev's choice / score confidence from an answer's (rounded) probabilities, as the laya package
+    computes it."""
     p = [float(v) for v in probabilities]
     if kind not in ("choice", "score") or not p or not all(math.isfinite(v) and v >= 0 for v in p):
         return None

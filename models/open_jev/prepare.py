@@ -14,7 +14,7 @@ candidate, chat-wrap and tokenize it, and refuse (never truncate) an over-long c
         validation and prompt texts only (no tokenizer)
     prompts(state_text, question) -> list[str]       the unwrapped candidate prompts
 
-A port of Open-Jev 3308a15 `compile_request` as system1-omni's native worker runs it
+A port of Open-Jev's `compile_request` (its source at 3308a15) as system1-omni's native worker runs it
 (models.md §4.2): every request error is raised before anything is tokenized, and every
 candidate is checked against max_length before any forward pass. The `jev` profile accepts,
 as the hosted Jev API does, one-sided noul criteria (the missing side in Laya's default words)

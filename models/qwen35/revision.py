@@ -2,8 +2,8 @@
 
 Every Qwen3.5 export records it in its options: an export of a lower revision is not up to date,
 so its export command writes it again, and the server names it at load (served.QwenServed.notes).
-Revision 2 runs RoPE as RotaryEmbedding kernels, counts the attention's row lengths once a pass
-and computes the GatedDeltaNet b and a gates in one product; a lower revision does none of these.
+The current revision's graph runs RoPE as RotaryEmbedding kernels, counts the attention's row
+lengths once a pass and computes the GatedDeltaNet b and a gates in one product.
 """
 GRAPH_REVISION = 2
 GRAPH_REVISION_NOTE = ("RoPE as one kernel, the attention's row lengths once a pass and the GatedDeltaNet gates "
