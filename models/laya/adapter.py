@@ -92,7 +92,11 @@ class LayaAdapter:
         return [[[Row([self.pad_id] * shapes[s][1], [0], 0)] for _ in range(shapes[s][0])] for s in order]
 
     def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[list[Row]], packed: Packed) -> list:
-        logits, act_logits = outputs[0], outputs[1]
+        """Each work's (logits, act probabilities, calibrated questions). A bucketed pass's
+        outputs hold its filler rows after the real ones: they are cut off first, so nothing
+        below sees a row that no work owns."""
+        real = sum(len(work) for work in works)
+        logits, act_logits = outputs[0][:real], outputs[1][:real]
         if act_logits.dtype != np.float32:
             act_logits = act_logits.astype(np.float32)
         act = np.exp(act_logits - np.maximum.reduce(act_logits, axis=-1, keepdims=True))

@@ -726,3 +726,25 @@ def test_bucketed_shapes_change_no_answer(pipeline_english):
             k, t = len(r.markers), calib["temperature"][r.qtype]
             np.testing.assert_allclose(softmax_row(la[row, :k], t), softmax_row(lb[row, :k], t), atol=1e-6, rtol=0)
         np.testing.assert_allclose(aa, ab, atol=1e-6, rtol=0)
+
+
+def test_a_bucket_padded_pass_of_mixed_question_types_with_one_option_count(english, harness):
+    """Three questions of 3 options each (choice, score, choice) make 3 rows, padded to a bucket
+    of 4: the filler row must not reach calibration, whose temperatures are per real row."""
+    h = harness([english[1]])
+    slot = h.slot("english")
+    slot.session, slot.static_shapes = _RecordingGraphs(slot.session), True
+    body = {"state": CASES[0][1], "questions": {
+        "a": {"type": "choice", "instructions": "Which?", "criteria": {"x": "X", "y": "Y", "z": "Z"}},
+        "b": {"type": "score", "instructions": "How much?", "criteria": ["low", "mid", "high"]},
+        "c": {"type": "choice", "instructions": "Which else?", "criteria": {"p": "P", "q": "Q", "r": "R"}}}}
+
+    async def once():
+        job = h.executor.submit(slot, slot.model.prepare(body))
+        return job, await job.future
+
+    job, output = asyncio.run(once())
+    assert job.batch.rows == 4 and job.batch.size == 1            # the filler row was there
+    answers = slot.model.finish(job.prepared, output, "reference", "english")["answers"]
+    assert list(answers) == ["a", "b", "c"]
+    assert slot.state is SlotState.WARMING
