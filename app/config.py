@@ -51,7 +51,10 @@ class Settings:
     intra_op_threads: int = 0               # ONNX Runtime CPU threads (0: its default)
     retry_after_s: int = 1                  # Retry-After on 503 overloaded / not_ready
     warmup_requests: int = 1                # full-path warm-up requests per model before ready
-    fatal_after_failures: int = 3           # consecutive failed batches that take a model out
+    # A forward pass or CUDA graph capture running longer than this is taken as hung: /livez fails
+    # so the orchestrator restarts the server. Passes are also held to a bound from the model's own
+    # pass times, below this ceiling; raise it for large models on CPUs, whose passes take minutes.
+    pass_timeout_s: float = 120.0
     cuda_graphs: int = 320                  # CUDA graphs per ORT session at most; 0: off
     cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
     # Spend a few seconds of a model's load capturing the shapes its graph policy lists; the rest
@@ -216,8 +219,8 @@ _CHECKS = {
     "device": _device, "profile": _one_of(PROFILES), "cuda_gdn_plan": _one_of(GDN_PLANS),
     "log_format": _one_of(LOG_FORMATS),
     **{name: _at_least(1) for name in ("max_body_bytes", "max_decompressed_bytes", "max_body_values", "queue_size",
-                                       "max_batch_rows", "max_batch_tokens", "warmup_requests", "fatal_after_failures",
+                                       "max_batch_rows", "max_batch_tokens", "warmup_requests",
                                        "retry_after_s", "cuda_graph_rows")},
     **{name: _at_least(0) for name in ("batch_window_ms", "intra_op_threads", "cuda_graphs")},
-    **{name: _above_zero for name in ("body_timeout_s", "request_timeout_s")},
+    **{name: _above_zero for name in ("body_timeout_s", "request_timeout_s", "pass_timeout_s")},
 }

@@ -112,8 +112,10 @@ class Metrics:
         self.dropped = Counter("omni_dropped", "Queued requests dropped unrun (deadline, disconnect)", ["model"],
                                registry=r)
         self.disconnects = Counter("omni_client_disconnects", "Clients gone before their answer", registry=r)
-        self.executor_failures = Counter("omni_executor_failures", "Failed forward passes", ["model"],
-                                         registry=r)
+        self.executor_failures = Counter("omni_executor_failures", "Failed forward passes (each half of a failed "
+                                         "pass run again counts too)", ["model"], registry=r)
+        self.recoveries = Counter("omni_model_recoveries", "Times a model out of service was rebuilt and "
+                                  "warmed up again", ["model"], registry=r)
         self.graph_captures = Counter("omni_cuda_graph_captures", "CUDA graphs captured (one per batch shape)",
                                       ["model"], registry=r)
         self.graph_capture_seconds = Counter(

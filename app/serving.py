@@ -15,7 +15,7 @@ from app import gc_pauses
 from app.config import Settings
 from app.metrics import Metrics
 from app.problems import Problem, retry_later
-from app.runtime.executor import Executor, Job, Overloaded
+from app.runtime.executor import Executor, Job, Overloaded, Unavailable
 from app.runtime.preparing import PrepareBatch
 from app.runtime.registry import ModelSlot, Registry, SlotState
 from app.timing import Timing
@@ -33,12 +33,14 @@ class Engine:
         self.tracing = tracing or Tracing(None)
         self.executor = Executor(settings, on_loaded=self._loaded_from_thread, on_batch=self._batch_from_thread,
                                  on_capture=self._capture_from_thread,
+                                 on_pass_failed=lambda slot: metrics.executor_failures.labels(slot.name).inc(),
                                  tracer=self.tracing.tracer,
                                  on_drop=lambda job: metrics.dropped.labels(job.slot.name).inc(),
                                  on_fatal=lambda slot: metrics.ready.labels(slot.name).set(0))
         self._loaded: dict[ModelSlot, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
+        self._rewarming: set[asyncio.Task] = set()
         self._preparing: dict[ModelSlot, PrepareBatch] = {}
         self.gc_pauses = gc_pauses.FullCollections(metrics.gc_full_collections)
         self.frozen_objects = 0
@@ -57,6 +59,7 @@ class Engine:
         for slot in self.registry.slots:      # every series exists from the start, at 0
             self.metrics.ready.labels(slot.name).set(0)
             self.metrics.executor_failures.labels(slot.name)
+            self.metrics.recoveries.labels(slot.name)
             self.metrics.dropped.labels(slot.name)
         self.executor.start(self.registry.slots)
         self._warm_task = asyncio.create_task(self._warm_all(), name="omni-warmup")
@@ -75,7 +78,18 @@ class Engine:
         if slot.graphs_captured:
             self.metrics.observe_captures(slot.name, slot.graphs_captured, slot.capture_s)
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loaded[slot].set)
+            self._loop.call_soon_threadsafe(self._loaded_on_loop, slot)
+
+    def _loaded_on_loop(self, slot: ModelSlot) -> None:
+        """A model's sessions are built: the first time, `_warm_all` warms it in turn; after a
+        rebuild, it is warmed up again at once."""
+        event = self._loaded[slot]
+        if not event.is_set():
+            event.set()
+        elif slot.state is SlotState.WARMING:
+            self._rewarming.add(asyncio.create_task(self._warm(slot), name="omni-rewarm-" + slot.name))
+            for task in [t for t in self._rewarming if t.done()]:
+                self._rewarming.discard(task)
 
     def _batch_from_thread(self, info, jobs) -> None:
         self.metrics.observe_batch(info)
@@ -89,38 +103,63 @@ class Engine:
             if slot.state is not SlotState.WARMING:
                 self.metrics.ready.labels(slot.name).set(0)
                 continue
-            t0 = time.perf_counter()
-            try:
-                for _ in range(self.settings.warmup_requests):
-                    await self.decide(slot.model.warmup_body(), self.settings.profile, Timing(),
-                                      slot=slot, warmup=True)
-            except Exception as exc:
-                log.error("model %s failed its warm-up request: %s", slot.name, exc)
-                slot.state, slot.error = SlotState.FAILED, "warm-up request failed: %s" % exc
-                self.metrics.ready.labels(slot.name).set(0)
-                continue
-            slot.warmup_ms = (time.perf_counter() - t0) * 1000.0
-            slot.state = SlotState.READY
-            self.metrics.ready.labels(slot.name).set(1)
-            note = " (RANDOM WEIGHTS: answers are random)" if slot.model.manifest.get("random_weights") else ""
-            log.info("model %s ready on %s: load %.0f ms, warm-up %.1f ms%s", slot.name, slot.device,
-                     slot.load_ms or 0, slot.warmup_ms, note)
+            await self._warm(slot)
         # Loaded and warm: what is alive now lives as long as the server.
         t0 = time.perf_counter()
         self.frozen_objects = gc_pauses.freeze()
         log.info("froze %d objects out of garbage collection in %.0f ms", self.frozen_objects,
                  (time.perf_counter() - t0) * 1000.0)
 
+    async def _warm(self, slot: ModelSlot) -> None:
+        """The model's warm-up request(s) through the whole path, then ready; a failure takes it out
+        of service, to be rebuilt (app/runtime/recovery.py). Its prepared request is kept as the
+        probe the executor runs alone after a failed pass (`ModelSlot.probe`)."""
+        t0 = time.perf_counter()
+        body, profile = slot.model.warmup_body(), self.settings.profile
+        try:
+            for _ in range(self.settings.warmup_requests):
+                await self.decide(body, profile, Timing(), slot=slot, warmup=True)
+            probe = slot.model.prepare(body, profile)
+        except Exception as exc:
+            log.error("model %s failed its warm-up request: %s", slot.name, exc)
+            self.metrics.ready.labels(slot.name).set(0)
+            self.executor.fail_model(slot, "warm-up request failed: %s" % exc)
+            return
+        slot.warmup_ms = (time.perf_counter() - t0) * 1000.0
+        slot.probe, slot.state = probe, SlotState.READY
+        self.metrics.ready.labels(slot.name).set(1)
+        if slot.recovery.attempts:
+            log.warning("model %s is back in service after %d rebuild(s): load %.0f ms, warm-up %.1f ms",
+                        slot.name, slot.recovery.attempts, slot.load_ms or 0, slot.warmup_ms)
+            slot.recovery.attempts, slot.error = 0, None
+            slot.recovery.rebuilt += 1
+            self.metrics.recoveries.labels(slot.name).inc()
+            return
+        note = " (RANDOM WEIGHTS: answers are random)" if slot.model.manifest.get("random_weights") else ""
+        log.info("model %s ready on %s: load %.0f ms, warm-up %.1f ms%s", slot.name, slot.device,
+                 slot.load_ms or 0, slot.warmup_ms, note)
+
     def _failed(self, slot: ModelSlot, span, exc: Exception, detail: str) -> Problem:
-        """500 `inference_failed`: counted, logged with the cause, recorded on the span; the
-        client learns nothing about paths or device state."""
-        self.metrics.executor_failures.labels(slot.name).inc()
+        """500 `inference_failed`: logged with the cause, recorded on the span; the client learns
+        nothing about paths or device state."""
         log.error("inference failed for model %s: %s", slot.name, exc)
         if span is not None:
             span.record_exception(exc)
         return Problem(500, "inference_failed", detail)
 
     # -- one request ----------------------------------------------------------------------
+    def admit(self, unread: bool = False) -> None:
+        """Refuse a request the queue cannot take before it costs anything (503 `overloaded`): before
+        its body is decoded (`unread`: the connection is then closed, its body left unread) and
+        again before it is prepared."""
+        full = self.executor.full()
+        if full is not None:
+            problem = retry_later(503, "overloaded", "the server is at capacity: %s" % full,
+                                  self.settings.retry_after_s)
+            if unread:
+                problem.headers["Connection"] = "close"
+            raise problem
+
     async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
                      slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
                      disconnected: Callable[[], Awaitable[Any]] | None = None) -> tuple[ModelSlot, dict]:
@@ -141,6 +180,8 @@ class Engine:
             detail = ("model %s is %s" % (slot.name, slot.state.value)) + (
                 ": %s" % slot.error if slot.state is SlotState.FAILED else "; retry shortly")
             raise retry_later(503, "not_ready", detail, self.settings.retry_after_s)
+        if not warmup:
+            self.admit()
         model = slot.model
         span = timing.span
         if span is not None:
@@ -178,6 +219,8 @@ class Engine:
             raise
         except InferenceFailed as exc:
             raise self._failed(slot, span, exc, "the forward pass failed; the error is logged") from None
+        except Unavailable as exc:
+            raise retry_later(503, "not_ready", str(exc), self.settings.retry_after_s) from None
         finally:
             guard.cancel()
             if job.dispatched:
@@ -188,7 +231,7 @@ class Engine:
             with timing.stage("finish"):
                 response = model.finish(prepared, output, profile, slot.name,
                                         requested=body.get("model") if isinstance(body.get("model"), str) else None)
-        except InferenceFailed as exc:
+        except Exception as exc:          # finishing is the model's: whatever it raises fails this request alone
             raise self._failed(slot, span, exc, "the model produced no usable output; the error is logged") from None
         response["x_served_by" if profile == "jev" else "served_by"] = slot.served_by()
         if not warmup:

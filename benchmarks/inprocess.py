@@ -87,7 +87,8 @@ def main(argv=None):
         model, runner = engine
         prepared = [model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
-        slot = SimpleNamespace(model=model, session=runner.session, static_shapes=runner.static_shapes)
+        slot = SimpleNamespace(model=model, session=runner.session, static_shapes=runner.static_shapes,
+                               bucketed=runner.static_shapes)
         packed, run = policy.pack(slot, prepared)
         if run == getattr(slot.session, "run", None) and hasattr(slot.session, "capture"):
             if slot.session.shape_key(packed.feeds) not in slot.session.graphs:

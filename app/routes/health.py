@@ -1,13 +1,22 @@
-"""Liveness (no model failed), readiness (after a real warm-up request), the served models'
-identity (/health), Prometheus metrics."""
+"""Liveness (the process can serve), readiness (every model warm after a real warm-up request, or
+one model with `?model=`), the served models' identity (/health), Prometheus metrics.
+
+A model out of service is rebuilt by the server itself (app/runtime/recovery.py), so it makes
+the replica not ready (strict readiness: a balancer sends its traffic to replicas that serve
+every model) but not dead: a restart would take the other models down with it. `/livez` fails
+only for what a new process mends: the executor thread gone, a pass hung past its bound
+(app/runtime/watchdog.py), or a model that its rebuilds did not bring back."""
 from __future__ import annotations
+
+import time
 
 import msgspec
 from litestar import Request, Response, get
 
-from app.problems import PROBLEM_MEDIA_TYPE
+from app.problems import PROBLEM_MEDIA_TYPE, Problem
 from app.routes.common import omni
 from app.runtime.registry import SlotState
+from models.errors import RequestError
 
 
 def _problem(request: Request, code: str, detail: str, **extra) -> dict:
@@ -16,17 +25,19 @@ def _problem(request: Request, code: str, detail: str, **extra) -> dict:
             **extra}
 
 
-@get("/livez", summary="The process can serve: no model has failed", tags=["health"])
+@get("/livez", summary="The process can serve", tags=["health"])
 async def livez(request: Request) -> Response:
-    """200 while loading and serving; 503 once a model is `failed` (its session could not be
-    created, its warm-up failed, or too many forward passes failed in a row). The server does not
-    rebuild a failed model itself, so only a restart brings it back."""
-    failed = [s for s in omni(request).registry.slots if s.state is SlotState.FAILED]
-    if not failed:
+    """200 while loading and serving, a model being rebuilt included; 503 when the executor thread
+    has stopped, a forward pass hangs past its bound, or a model is still out of service after
+    its rebuilds: an orchestrator should restart the process."""
+    o = omni(request)
+    problems = o.engine.executor.liveness()
+    if not problems:
         return Response(content=b'{"status":"ok"}', media_type="application/json")
-    detail = "; ".join("model %s failed: %s" % (s.name, s.error) for s in failed)
-    body = _problem(request, "model_failed", detail + "; restart the server",
-                    models=[{"name": s.name, "state": s.state.value, "error": s.error} for s in failed])
+    failed = [s for s in o.registry.slots if s.state is SlotState.FAILED]
+    body = _problem(request, "not_live", "; ".join(problems) + "; restart the server",
+                    models=[{"name": s.name, "state": s.state.value, "error": s.error,
+                             "rebuilds": s.recovery.attempts} for s in failed])
     return Response(content=msgspec.json.encode(body), status_code=503, media_type=PROBLEM_MEDIA_TYPE,
                     headers={"Retry-After": str(max(1, omni(request).settings.retry_after_s))})
 
@@ -39,6 +50,10 @@ def _model_status(slot) -> dict:
         out["cuda_graphs_refused"] = slot.graphs_refused
     if slot.error:
         out["error"] = slot.error
+    if slot.state is SlotState.FAILED:
+        out["rebuilds"] = slot.recovery.attempts        # tried since it went out of service
+        if slot.recovery.due is not None:
+            out["next_rebuild_s"] = round(max(0.0, slot.recovery.due - time.perf_counter()), 1)
     return out
 
 
@@ -49,9 +64,14 @@ def _compile(slots) -> dict:
     return {"enabled": bool(on_gpu) and all(s.static_shapes for s in on_gpu)}
 
 
-def _readiness(request: Request, path: str) -> Response:
+def _readiness(request: Request, path: str, model: str | None = None) -> Response:
     o = omni(request)
     slots = o.registry.slots
+    if model is not None:
+        try:
+            slots = [o.registry.resolve(model)]
+        except RequestError as exc:
+            raise Problem.from_request_error(exc) from None
     statuses = [_model_status(s) for s in slots]
     s = o.settings
     limits = {"max_body_bytes": s.max_body_bytes, "request_timeout_s": s.request_timeout_s,
@@ -60,7 +80,7 @@ def _readiness(request: Request, path: str) -> Response:
     # served-Laya clients read a checkpoint's identity from.
     models = statuses if path == "/readyz" else {m["name"]: m for m in statuses}
     extra = {} if path == "/readyz" else {"compile": _compile(slots)}
-    if o.registry.ready:
+    if slots and all(slot.state is SlotState.READY for slot in slots):
         body = {"status": "ready", "models": models, **extra, "limits": limits}
         return Response(content=msgspec.json.encode(body), media_type="application/json")
     detail = "no models are configured (set OMNI_MODELS)" if not statuses else "not every model is warm: " + ", ".join(
@@ -70,9 +90,11 @@ def _readiness(request: Request, path: str) -> Response:
                     headers={"Retry-After": str(max(1, s.retry_after_s))})
 
 
-@get("/readyz", summary="Every model loaded and warmed up", tags=["health"])
-async def readyz(request: Request) -> Response:
-    return _readiness(request, "/readyz")
+@get("/readyz", summary="Every model loaded and warmed up (or the one `model` names)", tags=["health"])
+async def readyz(request: Request, model: str | None = None) -> Response:
+    """200 when every model is ready: a replica is in rotation only while it serves all it lists.
+    `?model=NAME` (a name or alias): that model alone, for a balancer that routes by model."""
+    return _readiness(request, "/readyz", model)
 
 
 @get("/health", summary="Readiness, with the models keyed by name", tags=["health"])

@@ -52,6 +52,7 @@ async def answer(o, scope: dict, headers: Mapping[str, str], read: Callable[[], 
     profile = scope["omni.profile"] = profile_of(headers, o.settings)
     timing = scope["omni.timing"]
     check_auth(headers, o.settings)
+    o.engine.admit(unread=True)
     with timing.stage("decode"):
         body, size = await read_json(headers, read, o.settings)
     # A body past 64 KiB once decompressed is prepared off the event loop.

@@ -17,8 +17,9 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   `pass_tokens`), the cheapest split into passes of like lengths is found exactly (`passes`), only
   the pass holding the job that leads the take runs now, and the others go back to the front of
   the queue in arrival order.
-- **shape** (`pack`): an ORT session that replays CUDA graphs gets the batch padded to the adapter's
-  bucketed shapes while the pass is small (at most `cuda_graph_rows` rows and the model's token
+- **shape** (`pack`): a model with a graph policy gets the batch padded to the adapter's bucketed
+  shapes, on every device (`ModelSlot.bucketed`: the CPU runs the shapes a GPU replays), while the
+  pass is small (at most `cuda_graph_rows` rows and the model's token
   bound, `GraphPolicy.max_tokens`), since replay saves launch overhead only while a pass is
   launch-bound; a larger pass runs uncaptured at its own shape, where filler rows would cost more
   than replay saves. Once the graph budget is spent, a shape not yet captured also runs at its
@@ -154,18 +155,21 @@ class BatchPolicy:
         if model.micro_batches is not None:
             lengths, owners = model.adapter.row_lengths(works)
             parts = micro_batches(lengths, owners, model.adapter.bucket, model.micro_batches)
-        if not slot.static_shapes:
+        if not slot.bucketed:
             return pack(), session.run
+        # A session that replays graphs counts every bucketed shape it runs (`run`); a pass at its
+        # own shape is neither replayed nor counted (`run_uncaptured`). Other sessions run both alike.
+        uncaptured = getattr(session, "run_uncaptured", session.run)
         each = [p.rows for p in prepared]
         rows = max(each) if policy is not None and policy.per_work else sum(each)
         if not self.captures(policy, rows, rows * max(p.longest for p in prepared)):
-            return pack(), session.run_uncaptured
+            return pack(), uncaptured
         packed = pack(static=True)
         takes = getattr(session, "takes", None)
         if takes is not None and not takes(packed.feeds):
             # The graph budget is spent and this shape is not captured: run the batch at its
             # own shape rather than pay for filler rows and columns with nothing saved.
-            return pack(), session.run_uncaptured
+            return pack(), uncaptured
         return packed, session.run
 
     def captures(self, policy: GraphPolicy | None, rows: int, tokens: int) -> bool:

@@ -6,9 +6,15 @@ the thread asks the batching policy (app/runtime/batching.py) for the next pass'
 packed inputs, runs the pass (or its micro-batches in turn), and completes each caller's future
 on its event loop. While the queue is empty it captures the CUDA graphs the policy says are due,
 one at a time, looking at the queue again after each. A job cancelled before dispatch (deadline,
-disconnect) is dropped unrun. A pass that raises fails only its jobs not yet answered; an ORT
-session that cannot be created, or `fatal_after_failures` failed passes in a row, make the model
-FAILED.
+disconnect) is dropped unrun.
+
+Failures stay as small as they can be. A pass that raises is run again in halves, down to single
+requests, so only a request that fails alone gets an error. That request's model then runs its
+own known-good warm-up request alone (`ModelSlot.probe`): if that passes, the request was at
+fault and the model serves on; if not, the model is out of service (FAILED, its queued jobs 503)
+and is rebuilt after a backoff (app/runtime/recovery.py), as is a model whose sessions cannot be
+created. Nothing a client sends can take a model out of service. A watchdog
+(app/runtime/watchdog.py) sees a pass or capture that hangs.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from app import logs
 from app.runtime import sessions
 from app.runtime.batching import PRECAPTURE_S, BatchPolicy, IdleCaptures, cost
 from app.runtime.registry import ModelSlot, SlotState
+from app.runtime.watchdog import Watchdog
 from models.base import Packed, Prepared
 from models import onnx_ops
 from models.errors import InferenceFailed
@@ -35,6 +42,11 @@ log = logging.getLogger("omni.executor")
 
 class Overloaded(Exception):
     pass
+
+
+class Unavailable(Exception):
+    """The job's model is out of service (FAILED): the job was not run, or its pass found the model
+    broken. The client may retry (503 `not_ready`)."""
 
 
 QUEUED_PASSES = 8       # the queue holds at most this many passes' tokens (max_batch_tokens each)
@@ -85,14 +97,16 @@ class Executor:
     def __init__(self, settings, on_loaded: Callable[[ModelSlot], None] | None = None,
                  on_batch: Callable[[BatchInfo, list[Job]], None] | None = None, tracer=None,
                  on_drop: Callable[[Job], None] | None = None, on_fatal: Callable[[ModelSlot], None] | None = None,
-                 on_capture: Callable[[ModelSlot, float], None] | None = None):
+                 on_capture: Callable[[ModelSlot, float], None] | None = None,
+                 on_pass_failed: Callable[[ModelSlot], None] | None = None):
         self.settings = settings
         self.policy = BatchPolicy.from_settings(settings)
         self.captures = IdleCaptures()
         self._on_capture = on_capture
         self._on_drop = on_drop
         self._on_fatal = on_fatal
-        self._failures: dict[ModelSlot, int] = {}
+        self._on_pass_failed = on_pass_failed
+        self.watchdog = Watchdog(settings.pass_timeout_s)
         self.tracer = tracer or trace.NoOpTracer()
         self._queue: collections.deque[Job] = collections.deque()
         self._queued_cost = 0               # rows × longest row over the queue (batching.cost)
@@ -109,6 +123,48 @@ class Executor:
         self._pending_loads = list(slots)
         self._slots = list(slots)
         self._thread.start()
+        self.watchdog.start()
+
+    def full(self) -> str | None:
+        """Why a request would be refused now, before it costs anything to prepare: the queue holds
+        `queue_size` requests, or its tokens are at their bound. None: room for more."""
+        queued = len(self._queue)
+        if self._stopping:
+            return "the server is shutting down"
+        if queued >= self.settings.queue_size:
+            return "%d requests are already waiting" % queued
+        bound = QUEUED_PASSES * self.settings.max_batch_tokens
+        if queued and self._queued_cost >= bound:
+            return "%d tokens are already waiting, at the bound of %d" % (self._queued_cost, bound)
+        return None
+
+    def liveness(self) -> list[str]:
+        """What makes the process unable to serve, each in a sentence: the executor thread gone, a
+        hung pass, a model that rebuilds have not brought back. Empty: alive."""
+        out = []
+        if self._thread.ident is not None and not self._thread.is_alive() and not self._stopping:
+            out.append("the executor thread has stopped")
+        hung = self.watchdog.hung()
+        if hung:
+            out.append(hung)
+        for slot in self._slots:
+            if slot.state is SlotState.FAILED and slot.recovery.exhausted:
+                out.append("model %s is out of service after %d rebuilds: %s"
+                           % (slot.name, slot.recovery.attempts, slot.error))
+        return out
+
+    def fail_model(self, slot: ModelSlot, reason: str) -> None:
+        """Take `slot` out of service (from either thread) and schedule its rebuild."""
+        with self._cv:
+            if slot.state is SlotState.FAILED:
+                return
+            slot.state, slot.error, slot.probe = SlotState.FAILED, reason, None
+            delay = slot.recovery.schedule(time.perf_counter())
+            self._cv.notify()
+        log.critical("model %s is out of service: %s; its sessions are rebuilt in %.0f s (attempt %d)",
+                     slot.name, reason, delay, slot.recovery.attempts + 1)
+        if self._on_fatal:
+            self._on_fatal(slot)
 
     def depth(self) -> int:
         return len(self._queue)
@@ -139,45 +195,76 @@ class Executor:
             self._cv.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        self.watchdog.stop()
 
     # -- the executor thread --------------------------------------------------------------
     def _run(self) -> None:
         for slot in self._pending_loads:
             self._load(slot)
         while True:
-            due = None
+            due = rebuild = None
+            jobs: list[Job] = []
             with self._cv:
                 while not self._queue and not self._stopping:
+                    now = time.perf_counter()
+                    rebuild, rebuild_wait = self._rebuild_due(now)
+                    if rebuild is not None:
+                        break
                     live = [s for s in self._slots if s.state is not SlotState.FAILED]
-                    wait = self.captures.wait(live, time.perf_counter())
-                    if wait is None:
-                        self._cv.wait()
-                    elif wait > 0:
-                        self._cv.wait(wait)
-                    else:
+                    wait = self.captures.wait(live, now)
+                    if wait == 0:
                         due = self.captures.pick(live)
                         break
-                if due is None:
+                    waits = [w for w in (wait, rebuild_wait) if w is not None]
+                    self._cv.wait(min(waits) if waits else None)
+                if due is None and rebuild is None:
+                    rebuild, _ = self._rebuild_due(time.perf_counter())
+                if due is None and rebuild is None:
                     if not self._queue and self._stopping:
                         return
                     if self.settings.batch_window_ms > 0 and len(self._queue) < self.settings.max_batch_rows:
                         self._cv.wait(self.settings.batch_window_ms / 1000.0)
                     jobs = self.policy.next_pass(self._queue, self._drop)
                     self._queued_cost = sum(cost(j) for j in self._queue)
-            if due is not None:
+            if rebuild is not None:
+                self._rebuild(rebuild)
+            elif due is not None:
                 self._capture(*due)
             elif jobs:
                 self._execute(jobs)
 
+    def _rebuild_due(self, now: float) -> tuple[ModelSlot | None, float | None]:
+        """(a model out of service whose rebuild is due now, else None; seconds until the next)."""
+        pending = [s for s in self._slots if s.state is SlotState.FAILED and s.recovery.due is not None]
+        if not pending:
+            return None, None
+        first = min(pending, key=lambda s: s.recovery.due)
+        wait = first.recovery.due - now
+        return (first, 0.0) if wait <= 0 else (None, wait)
+
+    def _rebuild(self, slot: ModelSlot) -> None:
+        """New sessions for a model out of service; the engine warms it up again (`on_loaded`)."""
+        slot.recovery.attempts += 1
+        slot.recovery.due = None
+        log.warning("model %s: rebuilding its sessions (attempt %d) after: %s", slot.name,
+                    slot.recovery.attempts, slot.error)
+        slot.session = None                 # the old session's memory goes before the new one's comes
+        slot.static_shapes = slot.bucketed = False
+        slot.state = SlotState.LOADING
+        self._load(slot)
+
     def _capture(self, slot: ModelSlot, feeds: dict) -> None:
         """One CUDA graph, between passes (the queue was empty when it began)."""
         t0 = time.perf_counter()
+        self.watchdog.begin("CUDA graph capture", slot.name)
         try:
             took = slot.session.capture(feeds)
         except Exception:             # the session logs and refuses a failed capture; this is a bug
             log.exception("model %s: capturing a CUDA graph failed", slot.name)
             slot.session.pending.pop(slot.session.shape_key(feeds), None)
             took = None
+        finally:
+            self.watchdog.end()
         now = time.perf_counter()
         self.captures.spent(now - t0, now)
         if took is not None and self._on_capture:
@@ -199,11 +286,12 @@ class Executor:
                                    gdn_plan=plan)
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
-            slot.state, slot.error = SlotState.FAILED, "session creation failed: %s" % exc
+            self.fail_model(slot, "session creation failed: %s" % exc)
         else:
             slot.session, slot.device, slot.runtime = info.session, info.device, info.runtime
             slot.provider, slot.static_shapes = info.provider, info.static_shapes
             slot.graphs_refused = info.graphs_refused
+            slot.bucketed = graphs > 0 and info.graphs_refused is None
             captured = ""
             # Static shapes only come with a graph policy (graphs above are 0 without one). The
             # shapes not captured in the seconds given are captured when the executor is idle.
@@ -224,6 +312,68 @@ class Executor:
             self._on_drop(job)
 
     def _execute(self, jobs: list[Job]) -> None:
+        """Run the jobs' pass. One that raises runs again in halves, down to single requests, so
+        only a request that fails alone gets the error (`_failed_alone`)."""
+        slot = jobs[0].slot
+        if slot.state is SlotState.FAILED:
+            _settle(jobs, _fail, [Unavailable("model %s is out of service: %s" % (slot.name, slot.error))] * len(jobs))
+            return
+        error, unanswered = self._pass(jobs)
+        if error is None:
+            return
+        live = [job for job in unanswered if not job.cancelled]
+        if len(jobs) == 1 or not live:
+            self._failed_alone(slot, live, error)
+        elif len(live) == 1:
+            self._execute(live)               # alone now: does it fail by itself?
+        else:
+            half = len(live) // 2
+            log.debug("model %s: running the %d requests of a failed pass again in halves", slot.name, len(live))
+            self._execute(live[:half])
+            self._execute(live[half:])
+
+    def _failed_alone(self, slot: ModelSlot, jobs: list[Job], error: Exception) -> None:
+        """A pass of one request failed. The model's own warm-up request, run alone, says whose
+        fault it was: it passes, and the request gets its error while the model serves on; it
+        fails, and the model is out of service (the request gets 503, as do those queued)."""
+        probe = self._probe(slot)
+        ids = _ids(jobs)
+        if probe is None:
+            log.error("model %s: request %s failed alone, and the model's own warm-up request passes, so the "
+                      "request is answered with its error and the model serves on: %s", slot.name, ids, error)
+            failure = error if isinstance(error, InferenceFailed) else InferenceFailed(str(error))
+            _settle(jobs, _fail, [failure] * len(jobs))
+            return
+        if slot.state is SlotState.READY:
+            self.fail_model(slot, "a forward pass failed (%s), and then the model's own warm-up request failed "
+                                  "alone: %s" % (str(error)[:200], str(probe)[:200]))
+            _settle(jobs, _fail, [Unavailable("model %s is out of service: %s" % (slot.name, slot.error))] * len(jobs))
+            return
+        # Still warming up: this is the warm-up request, whose failure the engine reports.
+        _settle(jobs, _fail, [error if isinstance(error, InferenceFailed) else InferenceFailed(str(error))] * len(jobs))
+
+    def _probe(self, slot: ModelSlot) -> Exception | None:
+        """Run the model's warm-up request alone through pack, the session and unpack: None if it
+        passes, else what it raised (also when the model has none yet)."""
+        if slot.probe is None:
+            return InferenceFailed("model %s has no warm-up request that passed" % slot.name)
+        if slot.session is None:
+            return InferenceFailed("model %s has no ONNX Runtime session" % slot.name)
+        self.watchdog.begin("forward pass", slot.name, ["warm-up request"])
+        try:
+            packed, run = self.policy.pack(slot, [slot.probe])
+            outputs = run(None, packed.feeds) if packed.parts is None else [run(None, f) for f in packed.parts]
+            slot.model.adapter.unpack(outputs, [slot.probe.work], packed)
+        except Exception as exc:
+            log.exception("model %s: its own warm-up request failed alone", slot.name)
+            return exc
+        finally:
+            self.watchdog.end(passed=False)
+        return None
+
+    def _pass(self, jobs: list[Job]) -> tuple[Exception | None, list[Job]]:
+        """One forward pass for `jobs`: (None, []) when every job was answered, else (what the pass
+        raised, the jobs it left unanswered: a job answered after its own micro-batch stays so)."""
         slot = jobs[0].slot
         adapter = slot.model.adapter
         started, started_ns = time.perf_counter(), time.time_ns()
@@ -238,6 +388,7 @@ class Executor:
             attributes={"omni.model": slot.name, "omni.device": slot.device or "", "omni.batch.requests": len(jobs),
                         "omni.session.provider": slot.provider or ""})
         settled: set[int] = set()         # jobs answered already, after their own micro-batch
+        self.watchdog.begin("forward pass", slot.name, [j.request_id for j in jobs])
         try:
             if slot.session is None:
                 raise InferenceFailed("model %s has no ONNX Runtime session: %s" % (slot.name, slot.error))
@@ -254,18 +405,19 @@ class Executor:
             else:
                 results = self._run_parts(jobs, works, packed, run, settled)
         except Exception as exc:
+            self.watchdog.end(passed=False)
             span.record_exception(exc)
             span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)[:200]))
             span.end()
-            log.exception("batch of %d requests for %s failed (requests %s)", len(jobs), slot.name, _ids(jobs))
-            error = exc if isinstance(exc, InferenceFailed) else InferenceFailed(str(exc))
-            # Counted before anyone hears of it: a client that retries the moment its 500 arrives
-            # must find the model already out of service if this failure took it out.
-            self._count_failure(slot, exc)
-            unanswered = [job for i, job in enumerate(jobs) if i not in settled]
-            _settle(unanswered, _fail, [error] * len(unanswered))
-            return
-        self._failures[slot] = 0
+            if len(jobs) > 1:
+                log.exception("a pass of %d requests for %s failed (requests %s); running them again in halves",
+                              len(jobs), slot.name, _ids(jobs))
+            else:
+                log.exception("batch of %d requests for %s failed (requests %s)", len(jobs), slot.name, _ids(jobs))
+            if self._on_pass_failed:
+                self._on_pass_failed(slot)
+            return exc, [job for i, job in enumerate(jobs) if i not in settled]
+        self.watchdog.end()
         ended = time.perf_counter()
         span.set_attributes({"omni.batch.rows": packed.rows, "omni.batch.real_tokens": packed.real_tokens,
                              "omni.batch.padded_tokens": packed.padded_tokens,
@@ -278,6 +430,7 @@ class Executor:
         _settle(rest, _succeed, results)
         if self._on_batch:
             self._on_batch(info, jobs)
+        return None, []
 
     @staticmethod
     def _run_parts(jobs: list[Job], works: list, packed: Packed, run: Callable, settled: set[int]) -> list:
@@ -300,17 +453,6 @@ class Executor:
         if ready is None:
             return adapter.unpack(outputs, works, packed)
         return adapter.unpack(outputs, works, packed, only=[i for i in range(len(jobs)) if i not in settled])
-
-
-    def _count_failure(self, slot: ModelSlot, exc: Exception) -> None:
-        """Consecutive failed batches past the limit mean the session is broken: not ready."""
-        n = self._failures[slot] = self._failures.get(slot, 0) + 1
-        if n >= self.settings.fatal_after_failures and slot.state is not SlotState.FAILED:
-            slot.state = SlotState.FAILED
-            slot.error = "%d consecutive forward passes failed; last: %s" % (n, str(exc)[:300])
-            log.critical("model %s is out of service: %s", slot.name, slot.error)
-            if self._on_fatal:
-                self._on_fatal(slot)
 
 
 def _settle(jobs: list[Job], how: Callable, values: list) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.config import ConfigError
+from app.runtime.recovery import Recovery
 from models.errors import UnknownModel
 
 
@@ -14,7 +15,7 @@ class SlotState(str, enum.Enum):
     LOADING = "loading"      # sessions being created
     WARMING = "warming"      # sessions ready, warm-up request in flight
     READY = "ready"
-    FAILED = "failed"        # fatal: the server is not ready
+    FAILED = "failed"        # out of service: rebuilt after a delay (app/runtime/recovery.py)
 
 
 @dataclass(eq=False)
@@ -26,12 +27,19 @@ class ModelSlot:
     device: str | None = None
     provider: str | None = None
     static_shapes: bool = False            # its ORT session replays CUDA graphs per bucketed shape
+    # Small passes are padded to the adapter's bucketed shapes (app/runtime/batching.py) on every
+    # device, so the CPU runs, and its tests check, the shapes a GPU replays.
+    bucketed: bool = False
     runtime: str | None = None
     load_ms: float | None = None           # session creation and, where the policy asks, graph captures
     graphs_captured: int = 0               # CUDA graphs captured as the model loaded
     graphs_refused: str | None = None      # ONNX Runtime's reason for serving without CUDA graphs
     capture_s: float = 0.0                 # ... and the time they took
     warmup_ms: float | None = None
+    # The model's own warm-up request, prepared, once it has passed: run alone after a failed
+    # pass, it tells a request at fault from a model at fault.
+    probe: Any = None
+    recovery: Recovery = field(default_factory=Recovery)
     created: float = field(default_factory=time.monotonic)
 
     @property

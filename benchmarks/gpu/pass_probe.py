@@ -103,7 +103,8 @@ def main(argv=None):
                                                               onnx_ops.gdn_dtype(model.manifest)))
         runner = info.session
     # What the executor's batching policy packs against (app/runtime/registry.py's ModelSlot).
-    slot = types.SimpleNamespace(model=model, session=runner, static_shapes=isinstance(runner, sessions.GraphRunner))
+    graphs = isinstance(runner, sessions.GraphRunner)
+    slot = types.SimpleNamespace(model=model, session=runner, static_shapes=graphs, bucketed=graphs)
     batching = BatchPolicy.from_settings(settings)
     pool = None
     if args.workload:

@@ -89,7 +89,8 @@ def test_a_default_model_that_is_not_loaded_stops_the_server(english, tmp_path):
 
 def test_livez_fails_once_a_session_cannot_be_created(english, tmp_path):
     """A model whose ONNX file is corrupt: its session creation fails for real, the model is
-    `failed`, and /livez answers 503 naming it and why, while the healthy model still answers."""
+    `failed` and rebuilt with backoff; once its rebuilds have failed too, /livez answers 503 naming
+    it and why (a new process is what is left), while the healthy model answers throughout."""
     root = tmp_path / "models"
     export_copy(english[1], root / "english", "english")
     export_copy(english[1], root / "broken", "broken", corrupt=True)
@@ -102,12 +103,12 @@ def test_livez_fails_once_a_session_cannot_be_created(english, tmp_path):
         assert live.status_code == 503
         assert live.headers["content-type"].startswith("application/problem+json")
         body = live.json()
-        assert body["code"] == "model_failed" and body["status"] == 503
-        assert body["detail"].startswith("model broken failed: session creation failed: ")
+        assert body["code"] == "not_live" and body["status"] == 503
+        assert body["detail"].startswith("model broken is out of service after 3 rebuilds: session creation failed: ")
         assert body["instance"] == live.headers["x-request-id"] and live.headers["retry-after"] == "1"
         (failed,) = body["models"]
         assert failed["name"] == "broken" and failed["state"] == "failed"
-        assert failed["error"].startswith("session creation failed: ")
+        assert failed["error"].startswith("session creation failed: ") and failed["rebuilds"] == 3
         ready = httpx.get(s.url + "/readyz")
         assert ready.status_code == 503 and int(ready.headers["retry-after"]) >= 1
         while httpx.get(s.url + "/health").json()["models"]["english"]["state"] != "ready":
@@ -115,6 +116,12 @@ def test_livez_fails_once_a_session_cannot_be_created(english, tmp_path):
             time.sleep(0.1)
         ok = httpx.post(s.url + "/v1/systemone", json={"model": "english", **WARMUP_REQUEST}, timeout=30)
         assert ok.status_code == 200
+        # Strict readiness for the replica; per model for a balancer that routes by model.
+        assert httpx.get(s.url + "/readyz").status_code == 503
+        assert httpx.get(s.url + "/readyz", params={"model": "english"}).status_code == 200
+        one = httpx.get(s.url + "/readyz", params={"model": "broken"})
+        assert one.status_code == 503 and [m["name"] for m in one.json()["models"]] == ["broken"]
+        assert httpx.get(s.url + "/readyz", params={"model": "nope"}).status_code == 422
         assert "model broken failed to load" in s.log()
 
 
