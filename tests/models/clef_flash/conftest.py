@@ -68,3 +68,24 @@ def head_onnx(clef_dir, tmp_path_factory):
 
     info = export_head(clef_dir, str(tmp_path_factory.mktemp("clef-onnx") / "head.onnx"))
     return info, ort.InferenceSession(info["onnx"], providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="session")
+def clef_export(clef_dir, tmp_path_factory):
+    """One record a pass: the published clef-joint-v1 signature (`--records single`)."""
+    from models.clef_flash import export
+
+    out = str(tmp_path_factory.mktemp("clef-export"))
+    export.export(clef_dir, out, records="single", progress=None)
+    return out
+
+
+@pytest.fixture(scope="session")
+def clef_batched(clef_dir, tmp_path_factory):
+    """Several records a pass, as rows of one batch: the exporter's default (`--records batched`)."""
+    from models.clef_flash import export
+
+    out = str(tmp_path_factory.mktemp("clef-batched"))
+    export.export(clef_dir, out, progress=None)
+    return out
+

@@ -18,24 +18,8 @@ from tests.conftest import Pipeline, run_server
 from .cases import CASES, body
 
 
-@pytest.fixture(scope="module")
-def clef_export(clef_dir, tmp_path_factory):
-    """One record a pass: the published clef-joint-v1 signature (`--records single`)."""
-    from models.clef_flash import export
-
-    out = str(tmp_path_factory.mktemp("clef-export"))
-    export.export(clef_dir, out, records="single", progress=None)
-    return out
 
 
-@pytest.fixture(scope="module")
-def clef_batched(clef_dir, tmp_path_factory):
-    """Several records a pass, as rows of one batch: the exporter's default (`--records batched`)."""
-    from models.clef_flash import export
-
-    out = str(tmp_path_factory.mktemp("clef-batched"))
-    export.export(clef_dir, out, progress=None)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -21,3 +21,13 @@ def random_cua(tmp_path_factory):
     from models.cua_s1 import random_checkpoint
 
     return random_checkpoint.build(str(tmp_path_factory.mktemp("cua-random")), seed=3)
+
+
+@pytest.fixture(scope="session")
+def cua_export(random_cua, tmp_path_factory):
+    from models.cua_s1 import export
+
+    out = str(tmp_path_factory.mktemp("cua-export"))
+    export.export(random_cua.base, out, adapter=random_cua.adapter, progress=None)
+    return out
+

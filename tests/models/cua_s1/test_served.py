@@ -28,13 +28,6 @@ REQUESTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cua_export(random_cua, tmp_path_factory):
-    from models.cua_s1 import export
-
-    out = str(tmp_path_factory.mktemp("cua-export"))
-    export.export(random_cua.base, out, adapter=random_cua.adapter, progress=None)
-    return out
 
 
 @pytest.fixture(scope="module")

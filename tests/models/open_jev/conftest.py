@@ -2,6 +2,8 @@
 whose head is the identity on a 1-wide hidden state (so a hidden row *is* its score)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -44,3 +46,13 @@ def package(tmp_path_factory):
     from models.open_jev import random_checkpoint
 
     return random_checkpoint.build(str(tmp_path_factory.mktemp("open-jev-random")), "9b", seed=5)
+
+
+@pytest.fixture(scope="session")
+def jev_export(package, tmp_path_factory):
+    from models.open_jev import export
+
+    out = str(tmp_path_factory.mktemp("open-jev-export"))
+    export.export(package, out, base=os.path.join(os.path.dirname(package), "base"), progress=None)
+    return out
+

@@ -34,13 +34,6 @@ SHORT = {"model": "open-jev-9b", "state": "Short.", "questions": {
     "q": {"type": "choice", "instructions": "Pick one.", "criteria": {"a": "First", "b": "Second"}}}}
 
 
-@pytest.fixture(scope="module")
-def jev_export(package, tmp_path_factory):
-    from models.open_jev import export
-
-    out = str(tmp_path_factory.mktemp("open-jev-export"))
-    export.export(package, out, base=os.path.join(os.path.dirname(package), "base"), progress=None)
-    return out
 
 
 @pytest.fixture(scope="module")
