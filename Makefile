@@ -2,6 +2,9 @@
 #   make test       every test: the image build, exports, soaks and fuzzers included (what CI runs)
 #   make test-fast  the fast tier, `pytest -m "not slow"`: a few minutes, for the edit-test loop
 #   make lint       ruff over the repository ([tool.ruff] in pyproject.toml)
+#   make test-gpu   the GPU tier (tests/gpu, docs/reliability.md): on a GPU machine with onnxruntime-gpu,
+#                   against the exports in GPU_TIER_EXPORTS (default: every /tmp/omni/ex-*, where
+#                   benchmarks/gpu/laya.sh and qwen.sh prepare them); installs nothing
 #   make lock       regenerate requirements/*.txt from pyproject.toml (after editing its dependencies)
 PYTHON ?= python3
 VENV   ?= .venv
@@ -26,7 +29,7 @@ DROP   = --drop requirements/$(if $(findstring gpu,$(EXTRAS)),cpu,gpu).txt
 # One stamp per set installed: another set (EXTRAS=gpu,export after the default) installs again.
 STAMP  = $(VENV)/.installed-$(subst $(comma),+,$(EXTRAS))+torch-$(TORCH)
 
-.PHONY: install serve test test-fast lint lock export-demo clean
+.PHONY: install serve test test-fast test-gpu lint lock export-demo clean
 
 install:
 	@$(MAKE) --no-print-directory '$(STAMP)' EXTRAS=$(EXTRAS) TORCH=$(TORCH)
@@ -51,6 +54,12 @@ test: install
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
+
+# The GPU machine reaches no registry: the tier runs on the Python that has onnxruntime-gpu.
+GPU_PY           ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+GPU_TIER_EXPORTS ?= $(shell ls -d /tmp/omni/ex-* 2>/dev/null | paste -sd, -)
+test-gpu:
+	GPU_TIER_EXPORTS='$(GPU_TIER_EXPORTS)' $(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu tests/gpu
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -22,7 +22,18 @@ from app.launch import HTTP2_MAX_HEADERS, event_loop, malloc_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNTIME_SITE = os.path.join(ROOT, "tests", "runtime_site")
-RUNTIME_LOCK = os.path.join(ROOT, "requirements", "cpu.txt")
+
+def _runtime_lock() -> str:
+    """The lock of the image this machine stands in for: the GPU image's where onnxruntime-gpu is
+    installed (the GPU tier), else the CPU image's."""
+    try:
+        importlib.metadata.distribution("onnxruntime-gpu")
+    except importlib.metadata.PackageNotFoundError:
+        return os.path.join(ROOT, "requirements", "cpu.txt")
+    return os.path.join(ROOT, "requirements", "gpu.txt")
+
+
+RUNTIME_LOCK = _runtime_lock()
 
 
 def _distribution(name: str) -> str:
@@ -32,7 +43,7 @@ def _distribution(name: str) -> str:
 @functools.lru_cache(maxsize=None)
 def not_in_runtime() -> tuple[str, ...]:
     """The top-level modules installed here that the runtime image lacks: each one's distributions
-    are all outside the runtime lock (requirements/cpu.txt) and are not this project (torch,
+    are all outside the runtime lock (requirements/cpu.txt, or gpu.txt) and are not this project (torch,
     transformers, onnx, pytest and the rest of the `export` and `test` extras)."""
     with open(RUNTIME_LOCK, encoding="utf-8") as f:
         runtime = {_distribution(m.group(1)) for m in re.finditer(r"^([A-Za-z0-9_.-]+)==", f.read(), re.M)}

@@ -153,3 +153,32 @@ def check_batch_invariance(harness, slot, items: Sequence[tuple[dict, str]], ato
         b = slot.model.finish(prepared[i], batched[i], profile, slot.name, requested=body["model"])
         same_answers(a, b, atol)
     return len(valid)
+
+
+def traffic(model: str, limits: dict, n: int, seed: int, max_words: int = 150, cap: int = 12) -> list[dict]:
+    """`n` requests like users send, seeded: 1-3 questions of the types the model takes (mixed),
+    2 to `cap` options or levels (now and then the model's limit, up to 40), states of 1 to
+    `max_words` words. For load through a real server, where hypothesis does not drive."""
+    import random
+
+    rng = random.Random(seed)
+    types = limits["question_types"]
+    out = []
+    for i in range(n):
+        questions = {}
+        for q in range(rng.randint(1, 3)):
+            kind = rng.choice(types)
+            if kind == "noul":
+                questions["q%d" % q] = {"type": "noul", "instructions": rng.choice(WORDS) + " asked?"}
+                continue
+            limit = limits.get("max_score_levels" if kind == "score" else "max_choice_options", cap)
+            top = min(limit, 10 if kind == "score" else 40) if rng.random() < 0.05 else min(limit, cap)
+            k = rng.randint(2, max(2, top))
+            criteria = (["level %d" % j for j in range(k)] if kind == "score"
+                        else {"o%d" % j: "option %d: %s" % (j, WORDS[j % len(WORDS)]) for j in range(k)})
+            questions["q%d" % q] = {"type": kind, "instructions": "Which fits? " + rng.choice(WORDS),
+                                    "criteria": criteria}
+        words = rng.randint(1, max_words)
+        state = " ".join(rng.choice(WORDS) for _ in range(words))
+        out.append({"model": model, "state": "%d: %s" % (i, state), "questions": questions})
+    return out
