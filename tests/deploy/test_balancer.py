@@ -375,3 +375,86 @@ def test_failover_under_load(english, tmp_path):
         n = int(a["request_id"][len("bal-"):])
         assert a["trace_id"] == "%032x" % (0xba1a0000 + n), a
     assert {int(a["request_id"][4:]) for a in lines if a["status"] == 200} >= stats["answered"]
+
+
+class _Stub:
+    """A loopback HTTP server that stands for a replica in one failure mode and counts the
+    requests it gets: `overloaded` answers every request 503 with Retry-After (as a saturated
+    server does); `poison` closes the connection unanswered on a body holding b"poison" (as a
+    server that the request kills would) and answers others 200."""
+
+    def __init__(self, mode: str):
+        import http.server
+        import threading
+
+        stub = self
+        self.mode, self.hits = mode, 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):           # HAProxy's checks (the stubs run unchecked)
+                self._answer(200, b'{"status":"ready"}')
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                stub.hits += 1
+                if stub.mode == "overloaded":
+                    self._answer(503, b'{"code":"overloaded"}', {"Retry-After": "1"})
+                elif b"poison" in body:
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                else:
+                    self._answer(200, b'{"answers":{}}')
+
+            def _answer(self, status, body, headers=None):
+                self.send_response(status)
+                for k, v in {"Content-Type": "application/json", "Content-Length": str(len(body)),
+                             **(headers or {})}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextlib.contextmanager
+def _stubs_behind_the_balancer(tmp_path, mode: str, n: int = 3):
+    stubs = [_Stub(mode) for _ in range(n)]
+    balancer = Balancer(tmp_path, [s.port for s in stubs], unchecked=n)
+    try:
+        yield balancer, stubs
+    finally:
+        balancer.close()
+        for s in stubs:
+            s.close()
+
+
+def test_retries_do_not_multiply_work_at_saturation(tmp_path):
+    """Every server saturated (503 `overloaded`): each client request reaches at most two servers
+    (one retry), so retries at most double what the saturated servers are sent."""
+    with _stubs_behind_the_balancer(tmp_path, "overloaded") as (balancer, stubs):
+        codes = [httpx.post(balancer.url + "/v1/systemone", content=b"{}", timeout=10).status_code
+                 for _ in range(30)]
+    assert codes == [503] * 30
+    assert 30 < sum(s.hits for s in stubs) <= 2 * 30, [s.hits for s in stubs]
+
+
+def test_a_request_that_kills_its_server_reaches_two_servers_at_most(tmp_path):
+    """A request whose server dies with it in flight (no answer) is sent to one more server, not
+    carried to every server; other requests are answered."""
+    with _stubs_behind_the_balancer(tmp_path, "poison", n=4) as (balancer, stubs):
+        bad = httpx.post(balancer.url + "/v1/systemone", content=b'{"state":"poison"}', timeout=10)
+        poisoned = sum(s.hits for s in stubs)
+        good = [httpx.post(balancer.url + "/v1/systemone", content=b"{}", timeout=10).status_code for _ in range(8)]
+    assert bad.status_code in (502, 503) and poisoned == 2, (bad.status_code, [s.hits for s in stubs])
+    assert good == [200] * 8
