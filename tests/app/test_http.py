@@ -305,6 +305,9 @@ def test_overload_503_with_retry_after(english, tmp_path):
                 assert int(r.headers["retry-after"]) >= 1
             else:
                 assert list(r.json()["answers"]) == list(HEAVY["questions"])
+        # Refused with the queue full already: before the body was read, and the connection closed.
+        early = [r for r in responses if r.status_code == 503 and r.headers.get("connection") == "close"]
+        assert early and all("already waiting" in r.json()["detail"] for r in early)
 
 
 def test_deadline_504(english, tmp_path):

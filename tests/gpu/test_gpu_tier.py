@@ -84,7 +84,7 @@ def on_cuda(export):
     h.close()
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_conformance_on_cuda(on_cuda, data):
     h, slot = on_cuda
