@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Hashable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -74,25 +74,49 @@ class Packed:
     ready: list[int] | None = None
 
 
+@runtime_checkable
 class BatchAdapter(Protocol):
+    """How a family's prepared works become one pass's feeds and its outputs become results.
+
+    What a pass's outputs hold past the works: a bucketed pass (`static`) has filler rows after
+    the real ones, and any pass may have columns past a work's own (marker or option columns that
+    another work or the bucket widened it to). `unpack` returns each work's own rows and nothing
+    past them, so that finishing never sees padding: a work's results are the same whatever it
+    was batched with, on every device (tests/models/conformance.py)."""
+
     def compatible(self, prepared: Prepared) -> Hashable:
         """Work with equal keys may share one forward pass."""
 
     def pack(self, works: Sequence[Any], static: bool = False) -> Packed:
-        """`static`: pad to a small set of bucketed shapes (for sessions that replay CUDA graphs)."""
+        """`static`: pad to the adapter's bucketed shapes, the few a GPU captures as CUDA graphs
+        and the batching policy asks for on every device while a pass is small."""
 
-    def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[Any], packed: Packed,
+    def unpack(self, outputs: Sequence[Any], works: Sequence[Any], packed: Packed,
                only: Sequence[int] | None = None) -> list[Any]:
-        """Split the batch outputs back into one result per work item, in order. `only` (adapters
-        that set `Packed.ready`): the results of just those works, from the parts run so far."""
+        """Split the batch outputs back into one result per work item, in order. `outputs`: the
+        session's output list, or with `Packed.parts` one such list per part run so far. `only`
+        (adapters that set `Packed.ready`): the results of just those works."""
 
-    # Adapters of models whose GraphPolicy has `precapture` also provide
-    # `capture_batches(graph_rows, max_tokens) -> list[list[work]]`: one batch per bucketed
-    # shape to capture as the model loads, fewest tokens first.
-    # Adapters of models with `micro_batches` also provide `row_lengths(works) -> (lengths,
-    # owners)` (each row's length as the graph runs it, and its work's index), `bucket(n)` (the
-    # padded length of a micro-batch whose longest row has n tokens), and take `parts=` in
-    # `pack`: the micro-batches as row indices, in run order (None: one pass of every row).
+
+@runtime_checkable
+class CapturingAdapter(BatchAdapter, Protocol):
+    """The adapter of a model whose GraphPolicy has `precapture`."""
+
+    def capture_batches(self, graph_rows: int, max_tokens: int) -> list[list[Any]]:
+        """One batch of works per bucketed shape to capture as the model loads, fewest tokens first."""
+
+
+@runtime_checkable
+class MicroBatchAdapter(BatchAdapter, Protocol):
+    """The adapter of a model with `micro_batches`: the batching policy cuts its rows into parts,
+    and `pack(works, static, parts=)` lays them out (parts: row indices, in run order; None: one
+    part of every row)."""
+
+    def row_lengths(self, works: Sequence[Any]) -> tuple[list[int], list[int]]:
+        """Each row's length as the graph runs it, and the index of the work it belongs to."""
+
+    def bucket(self, n: int) -> int:
+        """The padded length of a part whose longest row has n tokens."""
 
 
 class ServedModel(Protocol):
@@ -111,7 +135,10 @@ class ServedModel(Protocol):
     def prepare_many(self, bodies: Sequence[Mapping[str, Any]],
                      profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]: ...
 
-    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str) -> dict: ...
+    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
+               requested: str | None = None) -> dict:
+        """The response for one request from its results; `requested`: the model name the client
+        sent (an alias answers as itself)."""
 
     def warmup_body(self) -> dict: ...
 

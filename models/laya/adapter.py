@@ -91,10 +91,11 @@ class LayaAdapter:
         order = sorted(shapes, key=lambda shape: (shape[0] * shape[1], shape[0]))
         return [[[Row([self.pad_id] * shapes[s][1], [0], 0)] for _ in range(shapes[s][0])] for s in order]
 
-    def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[list[Row]], packed: Packed) -> list:
-        """Each work's (logits, act probabilities, calibrated questions). A bucketed pass's
-        outputs hold its filler rows after the real ones: they are cut off first, so nothing
-        below sees a row that no work owns."""
+    def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[list[Row]], packed: Packed,
+               only: Sequence[int] | None = None) -> list:
+        """Each work's (logits, act probabilities, calibrated questions); `only`: those works'.
+        A bucketed pass's outputs hold its filler rows after the real ones: they are cut off
+        first, so nothing below sees a row that no work owns."""
         real = sum(len(work) for work in works)
         logits, act_logits = outputs[0][:real], outputs[1][:real]
         if act_logits.dtype != np.float32:
@@ -113,7 +114,7 @@ class LayaAdapter:
             end = start + n
             out.append((logits[start:end], act[start:end], calibrated[start:end]))
             start = end
-        return out
+        return out if only is None else [out[i] for i in only]
 
 
 class _Merged:

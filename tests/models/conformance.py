@@ -182,3 +182,23 @@ def traffic(model: str, limits: dict, n: int, seed: int, max_words: int = 150, c
         state = " ".join(rng.choice(WORDS) for _ in range(words))
         out.append({"model": model, "state": "%d: %s" % (i, state), "questions": questions})
     return out
+
+
+def check_contract(model) -> None:
+    """The family's adapter implements models/base.py's contract as written: the base methods
+    with their parameters, and the optional ones its model's policies call for."""
+    import inspect
+
+    from models.base import BatchAdapter, CapturingAdapter, MicroBatchAdapter
+
+    adapter = model.adapter
+    assert isinstance(adapter, BatchAdapter)
+    for name in ("pack", "unpack"):
+        want = [p for p in inspect.signature(getattr(BatchAdapter, name)).parameters if p != "self"]
+        have = list(inspect.signature(getattr(adapter, name)).parameters)
+        assert have[:len(want)] == want, (name, have, want)
+    if model.cuda_graphs is not None and model.cuda_graphs.precapture:
+        assert isinstance(adapter, CapturingAdapter)
+    if model.micro_batches is not None:
+        assert isinstance(adapter, MicroBatchAdapter)
+        assert "parts" in inspect.signature(adapter.pack).parameters

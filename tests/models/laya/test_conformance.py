@@ -48,3 +48,7 @@ def test_the_limits_the_suite_draws_from_are_the_models(laya):
     _, slot = laya
     limits = slot.model.limits()
     assert {k: limits[k] for k in LIMITS} == LIMITS
+
+
+def test_the_adapter_implements_the_contract(laya):
+    conformance.check_contract(laya[1].model)

@@ -36,3 +36,7 @@ def test_the_limits_the_suite_draws_from_are_the_models(served):
     _, slot = served
     limits = slot.model.limits()
     assert {k: limits[k] for k in LIMITS} == LIMITS
+
+
+def test_the_adapter_implements_the_contract(served):
+    conformance.check_contract(served[1].model)
