@@ -12,7 +12,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 PROFILES = ("reference", "jev")
@@ -64,7 +64,6 @@ class Settings:
     # is fastest for a few rows a pass, auto (ORT's heuristic) for many rows a pass.
     cuda_gdn_plan: str = "chunked_split"
     log_format: str = "text"                # text | json (one JSON object a line)
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         for name, check in _CHECKS.items():
@@ -104,7 +103,7 @@ def _env_name(name: str) -> str:
     return "OMNI_" + name.upper()
 
 
-_FIELD_TYPES = {f.name: f.type for f in fields(Settings) if f.name != "extra"}
+_FIELD_TYPES = {f.name: f.type for f in fields(Settings)}
 _ENV_NAMES = frozenset(_env_name(n) for n in _FIELD_TYPES)
 
 
