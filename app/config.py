@@ -12,7 +12,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Mapping
 
 PROFILES = ("reference", "jev")
@@ -27,43 +27,67 @@ OTHER_VARIABLES = frozenset({
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
+def setting(default: Any, doc: str) -> Any:
+    """A `Settings` field with its one-sentence trade-off, from which docs/configuration.md's
+    reference table is made (`python -m app.config`; tests/app/test_config.py compares)."""
+    if isinstance(default, (list, dict)):
+        raise TypeError("a setting's default is immutable")
+    return field(default=default, metadata={"doc": doc})
+
+
 class ConfigError(ValueError):
     """A setting the server cannot start with; the message names it and says what it takes."""
 
 
 @dataclass(frozen=True)
 class Settings:
-    models: tuple[str, ...] = ()            # exported model directories (or names under model_root)
-    model_root: str | None = None           # where bare model names are looked up
-    default_model: str | None = None        # what `jev-latest` and a missing `model` mean
-    device: str = "auto"                    # auto | cpu | cuda | cuda:N
-    profile: str = "reference"              # default response profile
-    api_key: str | None = None              # bearer token required on /v1/* when set
-    max_body_bytes: int = 8 * 1024 * 1024   # checked from Content-Length, then while reading
-    max_decompressed_bytes: int = 32 * 1024 * 1024
-    max_body_values: int = 1 << 18         # JSON values in one body (arrays, objects, items)
-    body_timeout_s: float = 10.0            # a body slower than this is 408
-    request_timeout_s: float = 30.0         # queue + inference budget, else 504
-    queue_size: int = 1024                  # requests waiting for the executor, else 503
-    max_batch_rows: int = 256               # rows of one forward pass
-    max_batch_tokens: int = 131072          # rows x padded length of one forward pass
-    batch_window_ms: float = 0.0            # optional wait for more work before a batch
-    intra_op_threads: int = 0               # ONNX Runtime CPU threads (0: its default)
-    retry_after_s: int = 1                  # Retry-After on 503 overloaded / not_ready
-    warmup_requests: int = 1                # full-path warm-up requests per model before ready
-    # A forward pass or CUDA graph capture running longer than this is taken as hung: /livez fails
-    # so the orchestrator restarts the server. Passes are also held to a bound from the model's own
-    # pass times, below this ceiling; raise it for large models on CPUs, whose passes take minutes.
-    pass_timeout_s: float = 120.0
-    cuda_graphs: int = 320                  # CUDA graphs per ORT session at most; 0: off
-    cuda_graph_rows: int = 64               # larger batches run uncaptured at their own shapes
-    # Spend a few seconds of a model's load capturing the shapes its graph policy lists; the rest
-    # are captured when idle. Off: every shape is left to idle time (a faster start).
-    cuda_graph_precapture: bool = True
-    # ONNX Runtime's GatedDeltaNet engine for the Qwen3.5 families (ORT_GDN_PLAN): chunked_split
-    # is fastest for a few rows a pass, auto (ORT's heuristic) for many rows a pass.
-    cuda_gdn_plan: str = "chunked_split"
-    log_format: str = "text"                # text | json (one JSON object a line)
+    models: tuple[str, ...] = setting(
+        (), "the export directories to serve (or names under `OMNI_MODEL_ROOT`); each costs its memory and "
+        "start-up time")
+    model_root: str | None = setting(None, "where bare model names are looked up")
+    default_model: str | None = setting(None, "what `jev-latest` and a request without `model` get (default: "
+                                        "the first model)")
+    device: str = setting("auto", "auto, cpu, cuda or cuda:N: auto takes a GPU where onnxruntime-gpu sees one, "
+                          "cuda refuses to start without one")
+    profile: str = setting("reference", "the default response profile, reference or jev (a header picks per "
+                           "request)")
+    api_key: str | None = setting(None, "a bearer token /v1/* requires when set; none leaves them open to "
+                                  "whoever reaches the port")
+    max_body_bytes: int = setting(8 * 1024 * 1024, "the largest body as sent (413 past it): larger lets "
+                                  "bigger states in, and bigger bodies held in memory")
+    max_decompressed_bytes: int = setting(32 * 1024 * 1024, "the largest gzip or zstd body once "
+                                          "decompressed (413 past it)")
+    max_body_values: int = setting(1 << 18, "JSON values one body may hold (413 past it): bounds the "
+                                   "memory and time decoding takes")
+    body_timeout_s: float = setting(10.0, "a body slower than this is 408: lower frees connections from "
+                                    "slow clients sooner")
+    request_timeout_s: float = setting(30.0, "a request's whole budget, queue and inference, else 504: "
+                                       "longer waits out bursts, shorter frees clients to retry")
+    queue_size: int = setting(1024, "requests waiting for the executor, else 503 overloaded: more absorbs "
+                              "bursts at the cost of latency")
+    max_batch_rows: int = setting(256, "rows of one forward pass: more raises throughput under load and "
+                                  "each pass's latency")
+    max_batch_tokens: int = setting(131072, "rows x padded length of one pass: bounds a pass's memory "
+                                    "(the queue holds 8 passes' worth)")
+    batch_window_ms: float = setting(0.0, "a wait for more work before a pass while it is not full: "
+                                     "fuller passes for added latency at low load")
+    intra_op_threads: int = setting(0, "ONNX Runtime's CPU threads per session (0: its default): fewer "
+                                    "leaves cores to the event loop and tokenizer")
+    retry_after_s: int = setting(1, "the Retry-After seconds on a 503")
+    warmup_requests: int = setting(1, "full-path warm-up requests per model before it is ready: more "
+                                   "waits out slow first passes before traffic")
+    pass_timeout_s: float = setting(120.0, "the longest a pass or capture runs before the executor is "
+                                    "taken as hung and /livez fails: raise it for large models on CPUs")
+    cuda_graphs: int = setting(320, "CUDA graphs per session at most (0: off, and no bucketed shapes): "
+                               "each holds device memory, each replay saves launches")
+    cuda_graph_rows: int = setting(64, "passes of more rows run uncaptured at their own shapes: replay "
+                                   "pays while a pass is launch-bound")
+    cuda_graph_precapture: bool = setting(True, "capture a model's listed shapes for up to 2.5 s of its "
+                                          "load: a slower start, first requests at full speed")
+    cuda_gdn_plan: str = setting("chunked_split", "ONNX Runtime's GatedDeltaNet engine for the Qwen3.5 "
+                                 "families: chunked_split is fastest for a few rows a pass, auto for many")
+    log_format: str = setting("text", "text (a line a record, for people) or json (an object a line, for "
+                              "log pipelines)")
 
     def __post_init__(self):
         for name, check in _CHECKS.items():
@@ -223,3 +247,18 @@ _CHECKS = {
     **{name: _at_least(0) for name in ("batch_window_ms", "intra_op_threads", "cuda_graphs")},
     **{name: _above_zero for name in ("body_timeout_s", "request_timeout_s", "pass_timeout_s")},
 }
+
+
+def reference_table() -> str:
+    """docs/configuration.md's reference table: every setting's variable, default and trade-off."""
+    rows = ["| variable | default | what it trades |", "|---|---|---|"]
+    for f in fields(Settings):
+        default = f.default if f.default is not MISSING else None
+        shown = "none" if default in (None, ()) else ("`%s`" % str(int(default) if isinstance(default, bool)
+                                                                     else default))
+        rows.append("| `%s` | %s | %s |" % (_env_name(f.name), shown, f.metadata["doc"]))
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference_table(), end="")

@@ -102,3 +102,14 @@ def test_export_entries_name_the_directory_the_export_wrote():
                            "OMNI_MODEL_ROOT": "/models"})
     assert s.models == ("english=demo", "mine=open-jev:org/ckpt", "multilingual", "exports/x")
     assert s.model_dirs() == ["/models/english", "/models/mine", "/models/multilingual", "exports/x"]
+
+
+def test_the_reference_table_in_the_docs_is_made_from_the_settings():
+    import os
+
+    from app.config import reference_table
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "configuration.md"), encoding="utf-8") as f:
+        text = f.read()
+    documented = text.split("<!-- settings: begin -->\n", 1)[1].split("<!-- settings: end -->", 1)[0]
+    assert documented == reference_table(), "run `python -m app.config` and paste its table into docs/configuration.md"
