@@ -4,7 +4,8 @@
 #   make lint       ruff over the repository ([tool.ruff] in pyproject.toml)
 #   make test-gpu   the GPU tier (tests/gpu, docs/reliability.md): on a GPU machine with onnxruntime-gpu,
 #                   against the exports in GPU_TIER_EXPORTS (default: every /tmp/omni/ex-*, where
-#                   benchmarks/gpu/laya.sh and qwen.sh prepare them); installs nothing
+#                   benchmarks/gpu/laya.sh and qwen.sh prepare them); installs nothing, and fails
+#                   where it cannot run (no CUDA provider, no exports)
 #   make lock       regenerate requirements/*.txt from pyproject.toml (after editing its dependencies)
 PYTHON ?= python3
 VENV   ?= .venv
@@ -58,8 +59,11 @@ test-fast: install
 # The GPU machine reaches no registry: the tier runs on the Python that has onnxruntime-gpu.
 GPU_PY           ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 GPU_TIER_EXPORTS ?= $(shell ls -d /tmp/omni/ex-* 2>/dev/null | paste -sd, -)
+# One process an export: CUDA sessions of one export are never freed beside another's.
 test-gpu:
-	GPU_TIER_EXPORTS='$(GPU_TIER_EXPORTS)' $(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu tests/gpu
+	@rc=0; for e in $(subst $(comma), ,$(GPU_TIER_EXPORTS)); do \
+	  echo "== $$e"; GPU_TIER_EXPORTS=$$e $(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu tests/gpu || rc=1; \
+	done; exit $$rc
 
 lint: install
 	$(VENV)/bin/ruff check .

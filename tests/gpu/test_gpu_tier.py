@@ -89,7 +89,7 @@ def on_cuda(export):
 def test_conformance_on_cuda(on_cuda, data):
     h, slot = on_cuda
     items = data.draw(conformance.batches(slot.name, slot.model.limits(), max_words=300))
-    conformance.check_batch_invariance(h, slot, items, atol=MAX_DRIFT)
+    conformance.check_batch_invariance(h, slot, items, atol=MAX_DRIFT, outputs=False)
 
 
 def _issue_traffic(model: str, limits: dict, n: int) -> list[dict]:
