@@ -16,7 +16,8 @@ import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
-from hypothesis import HealthCheck, settings, strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from models.errors import RequestError
 
@@ -205,3 +206,35 @@ def check_contract(model) -> None:
     if model.micro_batches is not None:
         assert isinstance(adapter, MicroBatchAdapter)
         assert "parts" in inspect.signature(adapter.pack).parameters
+
+
+class FamilyConformance:
+    """The suite as a test class: a family's `TestConformance(FamilyConformance)` names its model,
+    the limits the requests are drawn within (checked against the model's own), how long a state
+    gets, other `request` options (KW), and its export (an `export` fixture)."""
+
+    MODEL: str = ""
+    LIMITS: dict = {}
+    MAX_WORDS: int = 400
+    KW: dict = {}
+
+    @pytest.fixture(scope="class")
+    def served(self, export):
+        from tests.conftest import Harness
+
+        h = Harness([export])
+        yield h, h.registry.slots[0]
+        h.close()
+
+    @CONFORMANCE
+    @given(data=st.data())
+    def test_answers_alone_equal_answers_in_a_mixed_batch(self, served, data):
+        h, slot = served
+        check_batch_invariance(h, slot, data.draw(batches(self.MODEL, self.LIMITS, self.MAX_WORDS, **self.KW)))
+
+    def test_the_limits_the_suite_draws_from_are_the_models(self, served):
+        limits = served[1].model.limits()
+        assert {k: limits[k] for k in self.LIMITS} == self.LIMITS
+
+    def test_the_adapter_implements_the_contract(self, served):
+        check_contract(served[1].model)

@@ -4,36 +4,18 @@ answers they get alone."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
 
-from tests.conftest import Harness
 from tests.models import conformance
 
 pytestmark = pytest.mark.slow       # a few hundred requests through the executor
 
-LIMITS = {"question_types": ["choice", "score", "noul"], "max_choice_options": 255,
-          "max_score_levels": 10, "max_questions": 64}
 
+class TestConformance(conformance.FamilyConformance):
+    MODEL = "clef-flash"
+    LIMITS = {"question_types": ["choice", "score", "noul"], "max_choice_options": 255,
+              "max_score_levels": 10, "max_questions": 64}
+    MAX_WORDS = 600
 
-@pytest.fixture(scope="module")
-def served(clef_batched):
-    h = Harness([clef_batched])
-    yield h, h.registry.slots[0]
-    h.close()
-
-
-@conformance.CONFORMANCE
-@given(items=conformance.batches("clef-flash", LIMITS, max_words=600))
-def test_answers_alone_equal_answers_in_a_mixed_batch(served, items):
-    h, slot = served
-    conformance.check_batch_invariance(h, slot, items)
-
-
-def test_the_limits_the_suite_draws_from_are_the_models(served):
-    _, slot = served
-    limits = slot.model.limits()
-    assert {k: limits[k] for k in LIMITS} == LIMITS
-
-
-def test_the_adapter_implements_the_contract(served):
-    conformance.check_contract(served[1].model)
+    @pytest.fixture(scope="class")
+    def export(self, clef_batched):
+        return clef_batched

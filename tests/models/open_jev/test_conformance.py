@@ -4,39 +4,21 @@ get alone."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
 
-from tests.conftest import Harness
 from tests.models import conformance
 
 pytestmark = pytest.mark.slow       # a few hundred requests through the executor
 
-# A choice's options are rows of their own (candidates), each a pass's row on the CPU: up to 12
-# options a choice and 3 questions a request keep the suite to a minute.
 
-LIMITS = {"question_types": ["choice", "score", "noul"], "max_choice_options": 255,
-          "max_questions": 4096}
+class TestConformance(conformance.FamilyConformance):
+    MODEL = "open-jev-9b"
+    LIMITS = {"question_types": ["choice", "score", "noul"], "max_choice_options": 255,
+              "max_questions": 4096}
+    MAX_WORDS = 250
+    # A choice's options are rows of their own (candidates), each a pass's row on the CPU: up to 12
+    # options a choice and 3 questions a request keep the suite to a minute.
+    KW = {"cap": 12, "max_questions": 3}
 
-
-@pytest.fixture(scope="module")
-def served(jev_export):
-    h = Harness([jev_export])
-    yield h, h.registry.slots[0]
-    h.close()
-
-
-@conformance.CONFORMANCE
-@given(items=conformance.batches("open-jev-9b", LIMITS, max_words=250, cap=12, max_questions=3))
-def test_answers_alone_equal_answers_in_a_mixed_batch(served, items):
-    h, slot = served
-    conformance.check_batch_invariance(h, slot, items)
-
-
-def test_the_limits_the_suite_draws_from_are_the_models(served):
-    _, slot = served
-    limits = slot.model.limits()
-    assert {k: limits[k] for k in LIMITS} == LIMITS
-
-
-def test_the_adapter_implements_the_contract(served):
-    conformance.check_contract(served[1].model)
+    @pytest.fixture(scope="class")
+    def export(self, jev_export):
+        return jev_export
