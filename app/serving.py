@@ -142,7 +142,9 @@ class Engine:
     def _failed(self, slot: ModelSlot, span, exc: Exception, detail: str) -> Problem:
         """500 `inference_failed`: logged with the cause, recorded on the span; the client learns
         nothing about paths or device state."""
-        log.error("inference failed for model %s: %s", slot.name, exc)
+        # A model's own failure (InferenceFailed) is a line; anything else raised in finishing is a bug
+        # there, logged with its traceback.
+        log.error("inference failed for model %s: %s", slot.name, exc, exc_info=not isinstance(exc, InferenceFailed))
         if span is not None:
             span.record_exception(exc)
         return Problem(500, "inference_failed", detail)

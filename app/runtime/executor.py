@@ -217,7 +217,7 @@ class Executor:
                         break
                     waits = [w for w in (wait, rebuild_wait) if w is not None]
                     self._cv.wait(min(waits) if waits else None)
-                if due is None and rebuild is None:
+                if due is None and rebuild is None and not self._stopping:
                     rebuild, _ = self._rebuild_due(time.perf_counter())
                 if due is None and rebuild is None:
                     if not self._queue and self._stopping:
