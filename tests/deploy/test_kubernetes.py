@@ -355,3 +355,42 @@ def test_the_documented_split_serves_its_own_models_on_pods_no_other_group_selec
                          one(mine, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
                          server(mine)["spec"]["selector"]["matchLabels"]):
             assert selector.items() <= ours.items() and not selector.items() <= theirs.items()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_rollout_waits_out_the_startup_budget(rendered, overlay):
+    """The Deployment's progress deadline outlasts the startup probe's budget, so a new pod that is
+    still loading the largest export does not fail the rollout."""
+    deployment = server(rendered[overlay])
+    c = container(deployment["spec"]["template"]["spec"], "server")
+    budget = c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"]
+    assert deployment["spec"]["progressDeadlineSeconds"] > budget
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_service_links_are_off_because_the_server_refuses_them(rendered, overlay):
+    """Kubernetes would give each pod a Service's link variables (`OMNI_SERVER_PORT` for the
+    `omni-server` Service): unknown `OMNI_*` variables, which the server refuses to start with. So
+    the pods turn service links off."""
+    from app.config import ConfigError, Settings
+
+    docs = rendered[overlay]
+    assert server(docs)["spec"]["template"]["spec"]["enableServiceLinks"] is False
+    services = [d["metadata"]["name"] for d in docs if d["kind"] == "Service"]
+    links = {n.upper().replace("-", "_") + suffix: "tcp://10.0.0.1:8000"
+             for n in services for suffix in ("_PORT", "_SERVICE_HOST", "_SERVICE_PORT")}
+    omni_links = {k: v for k, v in links.items() if k.startswith("OMNI_")}
+    assert omni_links                       # the Service's name makes OMNI_ variables ...
+    with pytest.raises(ConfigError, match="unknown variables? OMNI_SERVER_PORT"):
+        Settings.from_env(omni_links)       # ... which the server would refuse
+
+
+def test_the_dashboards_process_panels_read_only_the_servers():
+    """Metrics every Python process exports (`process_*`) are scoped to the targets that export the
+    server's own metrics, so another job's processes are not shown as the server's."""
+    import json as _json
+
+    with open(os.path.join(ROOT, "deploy", "grafana", "dashboards", "system1-omni.json")) as f:
+        exprs = re.findall(r'"expr": "((?:[^"\\]|\\.)*)"', f.read())
+    process = [e for e in exprs if "process_" in e]
+    assert process and all("on (job, instance) omni_" in _json.loads('"%s"' % e) for e in process), process
