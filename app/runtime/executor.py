@@ -49,9 +49,6 @@ class Unavailable(Exception):
     broken. The client may retry (503 `not_ready`)."""
 
 
-QUEUED_PASSES = 8       # the queue holds at most this many passes' tokens (max_batch_tokens each)
-
-
 @dataclass
 class BatchInfo:
     """What one forward pass did, shared by every job it served."""
@@ -133,7 +130,7 @@ class Executor:
             return "the server is shutting down"
         if queued >= self.settings.queue_size:
             return "%d requests are already waiting" % queued
-        bound = QUEUED_PASSES * self.settings.max_batch_tokens
+        bound = self.policy.queue_tokens
         if queued and self._queued_cost >= bound:
             return "%d tokens are already waiting, at the bound of %d" % (self._queued_cost, bound)
         return None
@@ -177,9 +174,7 @@ class Executor:
                 raise Overloaded("the server is shutting down")
             if len(self._queue) >= self.settings.queue_size:
                 raise Overloaded("%d requests are already waiting" % len(self._queue))
-            # What the queue may hold in tokens (and the memory of their prepared rows): a few
-            # passes' worth. A request comes in on an empty queue however large it is.
-            bound = QUEUED_PASSES * self.settings.max_batch_tokens
+            bound = self.policy.queue_tokens        # a request comes in on an empty queue however large
             if self._queue and self._queued_cost + cost(job) > bound:
                 raise Overloaded("%d tokens are already waiting, and %d more would pass the bound of %d"
                                  % (self._queued_cost, cost(job), bound))
@@ -222,8 +217,9 @@ class Executor:
                 if due is None and rebuild is None:
                     if not self._queue and self._stopping:
                         return
-                    if self.settings.batch_window_ms > 0 and len(self._queue) < self.settings.max_batch_rows:
-                        self._cv.wait(self.settings.batch_window_ms / 1000.0)
+                    window = self.policy.wait_for_more(len(self._queue))
+                    if window:
+                        self._cv.wait(window)
                     jobs = self.policy.next_pass(self._queue, self._drop)
                     self._queued_cost = sum(cost(j) for j in self._queue)
             if rebuild is not None:

@@ -234,7 +234,7 @@ def test_the_queue_holds_a_bounded_number_of_tokens(english, harness):
     """Past QUEUED_PASSES passes' worth of tokens waiting, a request is overloaded; one that
     finds the queue empty comes in however large."""
     from app.runtime.batching import cost
-    from app.runtime.executor import QUEUED_PASSES
+    from app.runtime.batching import QUEUED_PASSES
 
     h = harness([english[1]], max_batch_tokens=32)
     slot = h.slot("english")
