@@ -132,7 +132,6 @@ class Engine:
             log.warning("model %s is back in service after %d rebuild(s): load %.0f ms, warm-up %.1f ms",
                         slot.name, slot.recovery.attempts, slot.load_ms or 0, slot.warmup_ms)
             slot.recovery.attempts, slot.error = 0, None
-            slot.recovery.rebuilt += 1
             self.metrics.recoveries.labels(slot.name).inc()
             return
         note = " (RANDOM WEIGHTS: answers are random)" if slot.model.manifest.get("random_weights") else ""

@@ -312,7 +312,7 @@ class Executor:
         only a request that fails alone gets the error (`_failed_alone`)."""
         slot = jobs[0].slot
         if slot.state is SlotState.FAILED:
-            _settle(jobs, _fail, [Unavailable("model %s is out of service: %s" % (slot.name, slot.error))] * len(jobs))
+            _settle(jobs, _fail, [_unavailable(slot)] * len(jobs))
             return
         error, unanswered = self._pass(jobs)
         if error is None:
@@ -337,16 +337,15 @@ class Executor:
         if probe is None:
             log.error("model %s: request %s failed alone, and the model's own warm-up request passes, so the "
                       "request is answered with its error and the model serves on: %s", slot.name, ids, error)
-            failure = error if isinstance(error, InferenceFailed) else InferenceFailed(str(error))
-            _settle(jobs, _fail, [failure] * len(jobs))
+            _settle(jobs, _fail, [_failure(error)] * len(jobs))
             return
         if slot.state is SlotState.READY:
             self.fail_model(slot, "a forward pass failed (%s), and then the model's own warm-up request failed "
                                   "alone: %s" % (str(error)[:200], str(probe)[:200]))
-            _settle(jobs, _fail, [Unavailable("model %s is out of service: %s" % (slot.name, slot.error))] * len(jobs))
+            _settle(jobs, _fail, [_unavailable(slot)] * len(jobs))
             return
         # Still warming up: this is the warm-up request, whose failure the engine reports.
-        _settle(jobs, _fail, [error if isinstance(error, InferenceFailed) else InferenceFailed(str(error))] * len(jobs))
+        _settle(jobs, _fail, [_failure(error)] * len(jobs))
 
     def _probe(self, slot: ModelSlot) -> Exception | None:
         """Run the model's warm-up request alone through pack, the session and unpack: None if it
@@ -449,6 +448,15 @@ class Executor:
         if ready is None:
             return adapter.unpack(outputs, works, packed)
         return adapter.unpack(outputs, works, packed, only=[i for i in range(len(jobs)) if i not in settled])
+
+
+def _failure(error: Exception) -> InferenceFailed:
+    """What a request that failed alone hears: the model's own error, or the pass's wrapped in one."""
+    return error if isinstance(error, InferenceFailed) else InferenceFailed(str(error))
+
+
+def _unavailable(slot: ModelSlot) -> Unavailable:
+    return Unavailable("model %s is out of service: %s" % (slot.name, slot.error))
 
 
 def _settle(jobs: list[Job], how: Callable, values: list) -> None:

@@ -22,7 +22,6 @@ ATTEMPTS = 3        # rebuilds in a row that did not bring the model back, befor
 class Recovery:
     attempts: int = 0            # rebuilds since the model was last ready
     due: float | None = None     # when the next one starts (time.perf_counter()), while out of service
-    rebuilt: int = 0             # times the model came back, in all
 
     def schedule(self, now: float) -> float:
         """Set the next rebuild's time; returns its delay in seconds."""

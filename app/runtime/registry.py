@@ -90,7 +90,3 @@ class Registry:
             raise UnknownModel("unknown model %r; loaded: %s" % (name, ", ".join(
                 "%s (aliases: %s)" % (s.name, ", ".join(s.model.aliases) or "none") for s in self.slots)))
         return slot
-
-    @property
-    def ready(self) -> bool:
-        return bool(self.slots) and all(s.state is SlotState.READY for s in self.slots)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import random
 import subprocess
 import time
 
@@ -95,8 +96,6 @@ def test_conformance_on_cuda(on_cuda, data):
 def _issue_traffic(model: str, limits: dict, n: int) -> list[dict]:
     """The traffic that took a replica down: a 3-option choice each, every third request also a
     3-level score, every fourth also a noul, states of 10-150 words (for models that take those)."""
-    import random
-
     rng = random.Random(58)
     three = {"billing": "Charges and refunds", "technical": "Software problems", "account": "Log-in"}
     out = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 from typing import Any, Sequence
 
 import numpy as np
@@ -163,8 +164,6 @@ def traffic(model: str, limits: dict, n: int, seed: int, max_words: int = 150, c
     """`n` requests like users send, seeded: 1-3 questions of the types the model takes (mixed),
     2 to `cap` options or levels (now and then the model's limit, up to 40), states of 1 to
     `max_words` words. For load through a real server, where hypothesis does not drive."""
-    import random
-
     rng = random.Random(seed)
     types = limits["question_types"]
     out = []
