@@ -31,6 +31,8 @@ CONFIG = os.path.join(ROOT, "deploy", "haproxy", "haproxy.cfg")
 BACKEND = "servers"
 CLIENTS = 16
 OK_3 = ("haproxy_server_http_responses_total", "omni3", ("code", "2xx"))     # answers of the drained server
+# A request sent again counts in one of the two: retried on its server, or redispatched to another.
+SENT_AGAIN = ("haproxy_backend_retry_warnings_total", "haproxy_backend_redispatch_warnings_total")
 SERVERS = 3
 
 
@@ -145,6 +147,10 @@ class Balancer:
 
     def backend_value(self, name: str) -> float:
         return self.metrics()[(name,)]
+
+    def sent_again(self) -> float:
+        m = self.metrics()
+        return sum(m[(name,)] for name in SENT_AGAIN)
 
     async def wait_state(self, server: str, state: str, timeout: float) -> float:
         """Seconds until `server` is `state` in HAProxy's view (polled every 50 ms)."""
@@ -266,7 +272,8 @@ def test_failover_under_load(english, tmp_path):
     """16 closed-loop clients through HAProxy to three servers: SIGKILL one (its in-flight
     requests are retried elsewhere, it leaves the rotation within the check's interval),
     restart it (it rejoins once ready and is sent requests), SIGTERM another (its in-flight
-    requests are answered): no request fails, every answer is its own request's."""
+    requests are answered, by it or, unread, by another): no request fails, every answer is its
+    own request's."""
     env = {"OMNI_MODELS": english[1], "OMNI_LOG_FORMAT": "json"}
     timing = None
     with contextlib.ExitStack() as stack:
@@ -315,6 +322,7 @@ def test_failover_under_load(english, tmp_path):
                 os.killpg(drained.proc.pid, signal.SIGSTOP)
                 record["in_flight_at_sigterm"] = await balancer.wait_in_flight("omni3")
                 answered = await asyncio.to_thread(balancer.server_value, *OK_3)
+                retried = await asyncio.to_thread(balancer.sent_again)
                 os.killpg(drained.proc.pid, signal.SIGCONT)
                 drained.proc.send_signal(signal.SIGTERM)
                 # Granian's main process, just continued from SIGSTOP, at times misses a SIGTERM
@@ -331,6 +339,7 @@ def test_failover_under_load(english, tmp_path):
                 record["sigterm_exit_code"] = await asyncio.to_thread(drained.proc.wait, 40)
                 record["answered_after_sigterm"] = int(await asyncio.to_thread(balancer.server_value, *OK_3)
                                                        - answered)
+                record["sent_again_after_sigterm"] = int(await asyncio.to_thread(balancer.sent_again) - retried)
                 await asyncio.sleep(max(0.0, 16 - (time.monotonic() - t_load)))
             finally:
                 stop.set()
@@ -365,7 +374,11 @@ def test_failover_under_load(english, tmp_path):
     assert record["sigterm_to_out_of_rotation_s"] <= bound, record
     assert record["requests_to_restarted_in_1_5_s"] > 0
     assert record["sigterm_exit_code"] == 0
-    assert record["answered_after_sigterm"] >= record["in_flight_at_sigterm"] >= 1
+    # What the drained server had read, it answers (test_hardening holds it to that); what still
+    # sat unread in its socket when it closed, which HAProxy counts in flight too, is sent again
+    # to another server. Which of the two a request meets is a race with the signal.
+    assert (record["answered_after_sigterm"] + record["sent_again_after_sigterm"]
+            >= record["in_flight_at_sigterm"] >= 1), record
     # Request ids and traceparent reach the servers unchanged: every access line of a load
     # request names its own trace.
     lines = [a for path in logs for a in _access_lines(open(path, encoding="utf-8").read())
