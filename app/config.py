@@ -15,9 +15,11 @@ import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Mapping
 
+from models import gdn_plan
+
 PROFILES = ("reference", "jev")
 LOG_FORMATS = ("text", "json")
-GDN_PLANS = ("auto", "chunked", "chunked_split", "recurrent")
+GDN_PLANS = gdn_plan.PLANS
 # `OMNI_*` variables that other parts of the project read (the export image, `make serve`, compose,
 # the image test): the server accepts them in its environment and ignores them.
 OTHER_VARIABLES = frozenset({
@@ -84,7 +86,7 @@ class Settings:
                                    "pays while a pass is launch-bound")
     cuda_graph_precapture: bool = setting(True, "capture a model's listed shapes for up to 2.5 s of its "
                                           "load: a slower start, first requests at full speed")
-    cuda_gdn_plan: str = setting("chunked_split", "ONNX Runtime's GatedDeltaNet engine for the Qwen3.5 "
+    cuda_gdn_plan: str = setting(gdn_plan.DEFAULT, "ONNX Runtime's GatedDeltaNet engine for the Qwen3.5 "
                                  "families: chunked_split is fastest for a few rows a pass, auto for many")
     log_format: str = setting("text", "text (a line a record, for people) or json (an object a line, for "
                               "log pipelines)")

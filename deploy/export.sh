@@ -10,6 +10,7 @@
 # bfloat16) and OMNI_GDN_KERNEL (linear_attention, or gated_delta_net_fused: CUDA only) apply to Qwen3.5 families,
 # OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. The defaults here are the portable ones
 # (float32, linear_attention); compose.yaml asks for float16 and the fused kernel on the GPU.
+# OMNI_CUDA_GDN_PLAN, the server's GatedDeltaNet engine, is the one a Qwen3.5 gate runs.
 # A half-precision export whose graph fails its parity gate, or whose gate cannot run here (the
 # exporter's exit status 3), is redone in float32, which needs no gate, with a warning: the
 # server still gets a model. Any other failure (a checkpoint that cannot be had, refused options,
@@ -64,6 +65,8 @@ for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
   if [ "$family" != laya ]; then
     # shellcheck disable=SC2086  # $extra is a flag and its value
     set -- "$@" --gdn-kernel "${OMNI_GDN_KERNEL:-linear_attention}" $extra
+    # The parity gate runs the engine the server will (the server's own setting, when given).
+    if [ -n "${OMNI_CUDA_GDN_PLAN:-}" ]; then set -- "$@" --gdn-plan "$OMNI_CUDA_GDN_PLAN"; fi
     gated "$family" "${OMNI_EXPORT_DTYPE:-float32}" "$@"
   else
     gated laya "${OMNI_LAYA_EXPORT_DTYPE:-float32}" "$@"

@@ -21,6 +21,7 @@ import importlib
 import inspect
 import sys
 
+from models import gdn_plan
 from models.hub import CheckpointUnavailable
 from models.precision import GateFailed
 
@@ -30,7 +31,7 @@ EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
              "open-jev": "models.open_jev.export",
              "clef-flash": "models.clef_flash.export"}
 # Options only the Qwen3.5-backbone families take.
-QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "max_length", "records")
+QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "gdn_plan", "max_length", "records")
 
 
 def main(argv=None) -> int:
@@ -60,6 +61,10 @@ def main(argv=None) -> int:
     qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net_fused"],
                       help="ONNX Runtime kernel for the Gated DeltaNet layers: linear_attention (default; CPU and "
                            "CUDA) or gated_delta_net_fused (CUDA only, faster)")
+    # The engines round differently: the half-precision gate runs the one the server will.
+    qwen.add_argument("--gdn-plan", choices=gdn_plan.PLANS,
+                      help="the GatedDeltaNet engine the parity gate runs the export on: the server's "
+                           "OMNI_CUDA_GDN_PLAN (default %s)" % gdn_plan.DEFAULT)
     # Kept for clients of the published one-record signature.
     qwen.add_argument("--records", choices=["batched", "single"],
                       help="clef-flash: several records a pass as rows of one batch (batched, default: more "

@@ -9,9 +9,6 @@ to onnxscript, ONNX Runtime checks the nodes against its own registry when it lo
 """
 from __future__ import annotations
 
-import contextlib
-import os
-
 FLOATS = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
 
 
@@ -136,59 +133,3 @@ def unname_unused(path: str, op_types=SKIP_NORMS) -> None:
             changed = True
     if changed:
         onnx.save(model, path)
-
-
-# ONNX Runtime's chunked GatedDeltaNet engines take float16 inputs only (their matrix operands
-# are fp16 fragments; its source leaves bfloat16 unwritten): forced onto another graph, such as
-# the float32 export a half-precision one that failed its gate falls back to, every pass fails
-# ("chunked engine requires float16 input"). ONNX Runtime's own choice serves the other dtypes
-# with its recurrent engine.
-FLOAT16_ONLY_GDN_PLANS = ("chunked", "chunked_split")
-
-
-def gdn_plan_for(plan: str, gdn_dtype: str) -> str:
-    """The GatedDeltaNet engine to build a graph's InferenceSession with: `plan`, unless it takes
-    float16 only and the graph's GatedDeltaNet layers read another dtype; then ONNX Runtime's own
-    ("auto")."""
-    return "auto" if plan in FLOAT16_ONLY_GDN_PLANS and gdn_dtype != "float16" else plan
-
-
-def gdn_plan_note(manifest: dict, configured: str, plan: str) -> str | None:
-    """Why an export's GatedDeltaNet layers do not run the configured engine, for the log; None
-    when they do or the export has none of ONNX Runtime's GatedDeltaNet nodes."""
-    graph = manifest.get("graph", {})
-    if plan == configured or not graph.get("gdn_kernel", "").startswith("gated_delta_net"):
-        return None
-    dtype = gdn_dtype(manifest)
-    note = "its GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s (float16 only)" % (
-        dtype, configured)
-    if dtype == "bfloat16":         # a bfloat16 graph whose export fed its GatedDeltaNet layers bfloat16
-        note += ("; the exporter feeds them float16: running its export command again serves it on %s, "
-                 "faster" % configured)
-    return note
-
-
-def gdn_dtype(manifest: dict) -> str:
-    """The dtype an export's GatedDeltaNet layers read: what its manifest records (a bfloat16
-    graph may feed them float16), else its weights' dtype (a manifest without the record)."""
-    return manifest.get("graph", {}).get("gdn_dtype") or manifest.get("weights_dtype", "float32")
-
-
-@contextlib.contextmanager
-def gdn_plan(plan: str):
-    """ORT_GDN_PLAN as `plan` ("auto": unset) while a session is built: ONNX Runtime's
-    GatedDeltaNet kernel reads it once, when an InferenceSession creates its kernels. Build
-    sessions one at a time under it (the server builds them on its executor thread), since it
-    sets the process's variable."""
-    before = os.environ.get("ORT_GDN_PLAN")
-    if plan == "auto":
-        os.environ.pop("ORT_GDN_PLAN", None)
-    else:
-        os.environ["ORT_GDN_PLAN"] = plan
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("ORT_GDN_PLAN", None)
-        else:
-            os.environ["ORT_GDN_PLAN"] = before

@@ -34,7 +34,7 @@ from app.runtime.batching import PRECAPTURE_S, BatchPolicy, IdleCaptures, cost
 from app.runtime.registry import ModelSlot, SlotState
 from app.runtime.watchdog import Watchdog
 from models.base import Packed, Prepared
-from models import onnx_ops
+from models import gdn_plan
 from models.errors import InferenceFailed
 
 log = logging.getLogger("omni.executor")
@@ -272,9 +272,9 @@ class Executor:
             # The model's policy says which shapes are worth a CUDA graph (models.base.GraphPolicy).
             policy = slot.model.cuda_graphs
             graphs = self.settings.cuda_graphs if policy is not None else 0
-            dtype = onnx_ops.gdn_dtype(slot.model.manifest)
-            plan = onnx_ops.gdn_plan_for(self.settings.cuda_gdn_plan, dtype)
-            note = onnx_ops.gdn_plan_note(slot.model.manifest, self.settings.cuda_gdn_plan, plan)
+            dtype = gdn_plan.gdn_dtype(slot.model.manifest)
+            plan = gdn_plan.plan_for(self.settings.cuda_gdn_plan, dtype)
+            note = gdn_plan.plan_note(slot.model.manifest, self.settings.cuda_gdn_plan, plan)
             if note:
                 log.info("model %s: %s", slot.name, note)
             info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,

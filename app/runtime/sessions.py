@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.runtime import pinned
-from models import onnx_ops
+from models import gdn_plan
 
 log = logging.getLogger("omni.sessions")
 _preloaded = False
@@ -221,7 +221,7 @@ def _shapes(key: tuple) -> str:
 
 # The GatedDeltaNet engine (ORT_GDN_PLAN) while a session is built; sessions are built one at a
 # time, on the executor thread, so setting the process's variable is safe.
-gdn_engine = onnx_ops.gdn_plan
+gdn_engine = gdn_plan.engine
 
 
 def _cuda_available(ort) -> bool:

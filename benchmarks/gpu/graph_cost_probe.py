@@ -47,7 +47,7 @@ def main(argv=None):
 
     from app.config import Settings
     from app.runtime import sessions
-    from models import onnx_ops
+    from models import gdn_plan
     from models.laya.prepare import Row
     from models.registry import load
 
@@ -67,8 +67,8 @@ def main(argv=None):
         runner = sessions.GraphRunner(info.session, 0, budget, device="cpu")
     else:
         info = sessions.create(model.onnx_path, "cuda", cuda_graphs=budget,
-                               gdn_plan=onnx_ops.gdn_plan_for(settings.cuda_gdn_plan,
-                                                              onnx_ops.gdn_dtype(model.manifest)))
+                               gdn_plan=gdn_plan.plan_for(settings.cuda_gdn_plan,
+                                                              gdn_plan.gdn_dtype(model.manifest)))
         runner = info.session
     cases = []
     for works in batches:

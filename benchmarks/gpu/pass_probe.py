@@ -83,7 +83,7 @@ def main(argv=None):
     from app.runtime import sessions
     from app.runtime.batching import BatchPolicy
     from benchmarks.make_workloads import laya_requests
-    from models import onnx_ops
+    from models import gdn_plan
     from models.registry import load
 
     settings = Settings.from_env()
@@ -99,8 +99,8 @@ def main(argv=None):
         # GatedDeltaNet engine.
         info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
                                capture_after=policy.capture_after if policy else 1,
-                               gdn_plan=onnx_ops.gdn_plan_for(settings.cuda_gdn_plan,
-                                                              onnx_ops.gdn_dtype(model.manifest)))
+                               gdn_plan=gdn_plan.plan_for(settings.cuda_gdn_plan,
+                                                              gdn_plan.gdn_dtype(model.manifest)))
         runner = info.session
     # What the executor's batching policy packs against (app/runtime/registry.py's ModelSlot).
     graphs = isinstance(runner, sessions.GraphRunner)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 
+from models import gdn_plan as engines
 from models import hub, manifest as manifests, precision
 from models.clef_flash import FAMILY
 from models.clef_flash import gate, head_graph
@@ -73,7 +74,7 @@ def example_batch(vocab: int, widths=((128, 100, (2, 3, 4)), (128, 90, (3, 2))),
 def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
            name: str | None = None, force: bool = False, dtype: str = "float32",
            gdn_kernel: str = "linear_attention", parity_gate: str = "enforce", records: str = RECORDS,
-           progress=print) -> dict:
+           gdn_plan: str = engines.DEFAULT, progress=print) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
@@ -122,7 +123,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
             info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size, head, batched)
         if dtype != "float32":
             check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, mode=parity_gate,
-                                                     progress=progress, spend=True)
+                                                     progress=progress, spend=True, gdn_plan=gdn_plan)
             progress(precision.summary(result))
         manifests.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
     progress("[5/5] writing the manifest")

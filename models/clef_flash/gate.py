@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from models import gdn_plan as engines
 from models import precision
 from models.clef_flash import head_graph, records as batching
 from models.qwen35 import export as qexport
@@ -50,11 +51,13 @@ def _by_question(logits: np.ndarray, option_question: np.ndarray) -> list[np.nda
     return [precision.softmax(logits[option_question == q]) for q in np.unique(option_question)]
 
 
-def run(graph, onnx_path: str, *, kernel: str, mode: str = "enforce", progress=print, spend: bool = False) -> dict:
+def run(graph, onnx_path: str, *, kernel: str, mode: str = "enforce", progress=print, spend: bool = False,
+        gdn_plan: str = engines.DEFAULT) -> dict:
     """Gate the export at `onnx_path` of `graph` (head_graph.ClefJointGraph, backbone in half
     precision): the parity measures over every question of every record, where each side ran;
     raises precision.GateFailed under `enforce` when it fails. `spend`: release the backbone's
-    weights once its reference has run (qwen35.gate.release)."""
+    weights once its reference has run (qwen35.gate.release); `gdn_plan`: the GatedDeltaNet engine the
+    export will be served with (qwen35.gate.session_for)."""
     import torch
 
     backbone = graph.backbone
@@ -77,7 +80,7 @@ def run(graph, onnx_path: str, *, kernel: str, mode: str = "enforce", progress=p
             ids = torch.cat([torch.tensor([head], dtype=case[0].dtype), case[0]], 1) if head else case[0]
             logits = graph.head_graph(torch.from_numpy(h).float()[None], ids, *case[1:]).double().numpy()
             refs += _by_question(logits, case[-1].numpy())
-    session, used, engine = qgate.session_for(onnx_path, kernel, gdn_in)
+    session, used, engine = qgate.session_for(onnx_path, kernel, gdn_in, gdn_plan)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     probs = []
     batched = "question_record" in {i.name for i in session.get_inputs()}

@@ -18,6 +18,7 @@ import functools
 import os
 import time
 
+from models import gdn_plan as engines
 from models import hub, manifest as manifests
 from models.cua_s1 import checkpoint as ck
 from models.cua_s1.prepare import head_ids
@@ -33,7 +34,7 @@ from models.qwen35.export import load_dtype as _load_dtype
 def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", parity_gate: str = "enforce",
-           progress=print) -> dict:
+           gdn_plan: str = engines.DEFAULT, progress=print) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)
@@ -77,7 +78,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     baked = qprefix.bake_for_export(model, base.path, head_ids, qgate.reference_device(), progress)
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,
-                             mode=parity_gate, progress=progress, spend=True)
+                             mode=parity_gate, progress=progress, spend=True, gdn_plan=gdn_plan)
     graph, check = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate)
     np.save(os.path.join(out, LETTER_ROWS), letter_rows)
     progress("[5/5] writing the manifest")

@@ -16,6 +16,7 @@ import functools
 import os
 import time
 
+from models import gdn_plan as engines
 from models import hub, manifest as manifests
 from models.open_jev import checkpoint as ck
 from models.qwen35 import export as qexport
@@ -30,7 +31,7 @@ PACKAGE_FILES = ["model.json", "temperature.json", "head.pt", "adapter/*"]
 def export(checkpoint: str, out: str, *, base: str | None = None, revision: str | None = None,
            subfolder: str | None = None, name: str | None = None, force: bool = False,
            dtype: str = "float32", gdn_kernel: str = "linear_attention", max_length: int = ck.MAX_LENGTH_DEFAULT,
-           parity_gate: str = "enforce", progress=print) -> dict:
+           parity_gate: str = "enforce", gdn_plan: str = engines.DEFAULT, progress=print) -> dict:
     progress = progress or (lambda m: None)
     qgate.check_options(dtype, gdn_kernel, parity_gate)
     t0 = time.perf_counter()
@@ -62,6 +63,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, kernel=gdn_kernel, mode=parity_gate, progress=progress, spend=True,
+                             gdn_plan=gdn_plan,
                              distributions=qgate.noul_distributions(meta_export.head_weight, meta_export.head_bias,
                                                                     meta_export.temperature))
     graph, check = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate)

@@ -16,20 +16,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 from typing import Callable, Sequence
 
 import numpy as np
 
-from models import onnx_ops, precision
+from models import gdn_plan as engines
+from models import precision
 from models.qwen35 import export as qexport
 from models.qwen35 import gdn
 
 PROMPTS = 8
 MIN_TOKENS, MAX_TOKENS = 80, 400
-# The GatedDeltaNet engine the server builds sessions with unless told otherwise (app.config
-# `cuda_gdn_plan`): the engines round differently, so the gate uses the served one.
-SERVED_GDN_PLAN = "chunked_split"
 CUDA_ONLY_KERNELS = gdn.CUDA_KERNELS
 
 Distributions = Callable[[np.ndarray], Sequence[np.ndarray]]
@@ -117,13 +114,14 @@ def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.n
     return out
 
 
-def session_for(onnx_path: str, kernel: str, dtype: str) -> tuple:
+def session_for(onnx_path: str, kernel: str, dtype: str, gdn_plan: str) -> tuple:
     """(session, provider used, record): an ONNX Runtime session for the gate of a graph whose
     GatedDeltaNet layers read `dtype` (qexport.gdn_dtype), its engine the one the server will build
-    it with (`OMNI_CUDA_GDN_PLAN`, default chunked_split, where that dtype allows it:
-    onnx_ops.gdn_plan_for), which the record names, as it names a CUDA provider that failed."""
-    plan = onnx_ops.gdn_plan_for(os.environ.get("OMNI_CUDA_GDN_PLAN", SERVED_GDN_PLAN), dtype)
-    with onnx_ops.gdn_plan(plan):
+    it with (`gdn_plan`, the server's `OMNI_CUDA_GDN_PLAN`, where that dtype allows it:
+    gdn_plan.plan_for): the engines round differently. The record names the engine, as it names
+    a CUDA provider that failed."""
+    plan = engines.plan_for(gdn_plan, dtype)
+    with engines.engine(plan):
         found, used, why = precision.gate_session(onnx_path)
     record = {"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {}
     return found, used, precision.with_cuda_failure(record, why)
@@ -144,11 +142,13 @@ def release(module) -> None:
 
 
 def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, mode: str = "enforce",
-        progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS, spend: bool = False) -> dict:
+        progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS, spend: bool = False,
+        gdn_plan: str = engines.DEFAULT) -> dict:
     """Gate the export at `onnx_path` of `module` (the module it was traced from): the parity
     measures, where each side ran, and the hidden states' relative error; raises
     precision.GateFailed under `enforce` when it fails. `spend`: release the module's weights
-    once the reference has run (the exporters do; the module is not used after its gate)."""
+    once the reference has run (the exporters do; the module is not used after its gate);
+    `gdn_plan`: the GatedDeltaNet engine the export will be served with (session_for)."""
     dtype, gdn_in = qexport.model_dtype(module), qexport.gdn_dtype(module)
     reason = unavailable(dtype, kernel)
     if reason:
@@ -161,7 +161,7 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, mo
     readout = module.readout
     if spend:
         release(module)
-    session, used, engine = session_for(onnx_path, kernel, gdn_in)
+    session, used, engine = session_for(onnx_path, kernel, gdn_in, gdn_plan)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     got = graph_hidden(session, readout, rows)
     del session

@@ -93,7 +93,7 @@ def test_a_bfloat16_export_without_cuda_records_that_its_gate_did_not_run(random
 def test_a_bfloat16_export_feeds_its_gated_delta_net_kernels_float16(random_cua, tmp_path):
     """The CUDA GatedDeltaNet kernel of a bfloat16 export reads float16 (gdn.input_dtype), so the
     server builds it with its configured chunked engine; the manifest records what it reads."""
-    from models import onnx_ops
+    from models import gdn_plan
     from models.cua_s1 import export
 
     out = str(tmp_path / "cua-bf16-gdn")
@@ -102,7 +102,7 @@ def test_a_bfloat16_export_feeds_its_gated_delta_net_kernels_float16(random_cua,
     meta = read(out)
     assert meta["weights_dtype"] == "bfloat16" and meta["graph"]["gdn_dtype"] == "float16"
     assert meta["export_options"]["gdn_dtype"] == "float16"
-    assert onnx_ops.gdn_plan_for("chunked_split", onnx_ops.gdn_dtype(meta)) == "chunked_split"
+    assert gdn_plan.plan_for("chunked_split", gdn_plan.gdn_dtype(meta)) == "chunked_split"
     messages = []
     export.export(random_cua.base, out, progress=messages.append, **common)
     assert read(out)["exported_at"] == meta["exported_at"] and not any("exporting" in m for m in messages)
@@ -132,6 +132,49 @@ def test_the_export_command_refuses_options_it_no_longer_takes(random_cua, tmp_p
         assert exit_.value.code == 2 and "%s does not apply to %s" % (option, model) in capsys.readouterr().err
     assert not (tmp_path / "z").exists()
     assert not (tmp_path / "x").exists()
+    with pytest.raises(SystemExit) as exit_:
+        command.main(["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "w"), "--gdn-plan", "auto"])
+    assert exit_.value.code == 2 and "--gdn-plan does not apply to laya" in capsys.readouterr().err
+
+
+def test_the_gdn_plan_reaches_the_gate_from_the_command_alone(random_cua, tmp_path, monkeypatch):
+    """The parity gate builds its session under the GatedDeltaNet engine that `--gdn-plan` names
+    (the server's OMNI_CUDA_GDN_PLAN, handed on by deploy/export.sh), where the graph's dtype
+    allows it; the exporter reads no setting of its own from the environment."""
+    import os
+
+    from models import export as command
+    from models import precision
+    from models.cua_s1 import export as family
+    from models.qwen35 import gate
+
+    seen = []
+
+    def gate_session(path, device="auto"):
+        seen.append(os.environ.get("ORT_GDN_PLAN"))
+        raise RuntimeError("stop after the session is asked for")
+
+    monkeypatch.setattr(precision, "gate_session", gate_session)
+    monkeypatch.setenv("OMNI_CUDA_GDN_PLAN", "chunked")               # not read by the exporter
+    for plan, dtype, want in (("recurrent", "float16", "recurrent"), ("chunked_split", "float16", "chunked_split"),
+                              ("chunked_split", "float32", None), ("auto", "float16", None)):
+        with pytest.raises(RuntimeError, match="stop after"):
+            gate.session_for("unused.onnx", "gated_delta_net_fused", dtype, plan)
+        assert seen.pop() == want, (plan, dtype)
+    passed = {}
+    real = family.export
+
+    def export(*args, **kwargs):
+        passed.update(kwargs)
+
+    export.__wrapped__ = real                          # the signature the command checks options against
+    monkeypatch.setattr(family, "export", export)
+    assert command.main(["cua-s1", "--checkpoint", random_cua.base, "--out", str(tmp_path / "v"),
+                         "--gdn-plan", "recurrent"]) == 0
+    assert passed["gdn_plan"] == "recurrent"
+    passed.clear()
+    assert command.main(["cua-s1", "--checkpoint", random_cua.base, "--out", str(tmp_path / "v")]) == 0
+    assert "gdn_plan" not in passed                # the exporter's default: the server's (gdn_plan.DEFAULT)
 
 
 def test_the_prompt_head_is_baked_an_export_without_one_still_serves_and_a_stale_head_is_refused(

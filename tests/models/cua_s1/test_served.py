@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from models import onnx_ops
+from models import gdn_plan
 from models.cua_s1 import finish as finishing
 from tests.conftest import Pipeline, run_server
 
@@ -147,27 +147,27 @@ def test_a_float32_export_gets_a_gated_delta_net_engine_that_takes_float32(cua_e
     finally:
         harness.close()
     for plan in ("chunked", "chunked_split"):
-        assert onnx_ops.gdn_plan_for(plan, "float32") == onnx_ops.gdn_plan_for(plan, "bfloat16") == "auto"
-        assert onnx_ops.gdn_plan_for(plan, "float16") == plan
-    assert onnx_ops.gdn_plan_for("recurrent", "float32") == "recurrent"
+        assert gdn_plan.plan_for(plan, "float32") == gdn_plan.plan_for(plan, "bfloat16") == "auto"
+        assert gdn_plan.plan_for(plan, "float16") == plan
+    assert gdn_plan.plan_for("recurrent", "float32") == "recurrent"
     # What the plan is judged on: the dtype the GatedDeltaNet layers read, where the manifest
     # records it (a bfloat16 graph casting them to float16), else the weights' (older exports).
-    assert onnx_ops.gdn_dtype({"weights_dtype": "bfloat16", "graph": {"gdn_dtype": "float16"}}) == "float16"
-    assert onnx_ops.gdn_dtype({"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net"}}) == "bfloat16"
-    assert onnx_ops.gdn_dtype({}) == "float32"
+    assert gdn_plan.gdn_dtype({"weights_dtype": "bfloat16", "graph": {"gdn_dtype": "float16"}}) == "float16"
+    assert gdn_plan.gdn_dtype({"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net"}}) == "bfloat16"
+    assert gdn_plan.gdn_dtype({}) == "float32"
     # The log says why an export does not get the configured engine, and how an old bfloat16
     # export (no record of what its GatedDeltaNet reads, or recorded as bfloat16) would.
     old = {"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net_fused"}}
-    note = onnx_ops.gdn_plan_note(old, "chunked_split", onnx_ops.gdn_plan_for("chunked_split", onnx_ops.gdn_dtype(old)))
+    note = gdn_plan.plan_note(old, "chunked_split", gdn_plan.plan_for("chunked_split", gdn_plan.gdn_dtype(old)))
     assert note.startswith("its GatedDeltaNet layers read bfloat16") and "running its export command again" in note
     kept = {"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net_fused", "gdn_dtype": "bfloat16"}}
-    note = onnx_ops.gdn_plan_note(kept, "chunked_split", "auto")
+    note = gdn_plan.plan_note(kept, "chunked_split", "auto")
     assert "not chunked_split (float16 only)" in note and "running its export command again" in note
     f32 = {"weights_dtype": "float32", "graph": {"gdn_kernel": "gated_delta_net_fused"}}
-    assert "again" not in onnx_ops.gdn_plan_note(f32, "chunked_split", "auto")
+    assert "again" not in gdn_plan.plan_note(f32, "chunked_split", "auto")
     new = {"weights_dtype": "bfloat16", "graph": {"gdn_kernel": "gated_delta_net_fused", "gdn_dtype": "float16"}}
-    assert onnx_ops.gdn_plan_note(new, "chunked_split", "chunked_split") is None
-    assert onnx_ops.gdn_plan_note({"graph": {"gdn_kernel": "linear_attention"}}, "chunked_split", "auto") is None
+    assert gdn_plan.plan_note(new, "chunked_split", "chunked_split") is None
+    assert gdn_plan.plan_note({"graph": {"gdn_kernel": "linear_attention"}}, "chunked_split", "auto") is None
 
 
 def test_one_row_shapes_are_captured_as_it_loads_and_requests_replay_them(cua_export, monkeypatch):
