@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import subprocess
 import sys
 
 # Granian buffers up to 16 MiB of an HTTP/2 request's headers by default; the app refuses more than
@@ -32,14 +33,15 @@ def malloc_env(env) -> dict:
 
 
 def ensure_demo(root: str = DEMO_ROOT) -> str:
-    """Export directory of the demo model, building it on first use (needs the export extra)."""
-    from models.demo import ensure_demo as build
-
-    try:
-        return build(root)
-    except ImportError as exc:  # pragma: no cover - the runtime image ships no torch
-        sys.exit("no OMNI_MODELS configured and the demo cannot be built here (%s); install the "
-                 "`export` extra or point OMNI_MODELS at exported models" % exc)
+    """Export directory of the demo model, building it on first use (needs the export extra).
+    The build runs in a child process (`python -m models.demo`): the server never imports the
+    exporters or torch."""
+    done = subprocess.run([sys.executable, "-m", "models.demo", root], stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit("no OMNI_MODELS configured and the demo cannot be built here (`python -m models.demo` "
+                 "exited %d; its reason is above): install the `export` extra or point OMNI_MODELS at "
+                 "exported models" % done.returncode)
+    return done.stdout.strip().splitlines()[-1]
 
 
 def event_loop(env=None) -> str:

@@ -33,6 +33,8 @@ import time
 
 import numpy as np
 
+from models import manifest as manifests
+
 FOLDABLE = frozenset({"Transpose", "Slice", "Gather", "GatherND", "Reshape", "Squeeze", "Unsqueeze",
                       "Identity", "Concat", "Split"})
 INLINE_BYTES = 1024          # smaller results stay inside the graph, as the exporter writes them
@@ -382,8 +384,6 @@ def _names_read(nodes) -> set[str]:
 
 def fold_export(directory: str, progress=print) -> int:
     """Fold an export directory's graph in place and record it in its manifest."""
-    from models import manifest as manifests
-
     meta = manifests.read(directory)
     name = meta.get("onnx", "model.onnx")
     n = fold_weights(os.path.join(directory, name), progress)

@@ -1,16 +1,14 @@
 """The manifest written next to every export: what was exported, from what, and how.
 
 `manifest.json` names the family (which package loads it), the served name and aliases, the
-checkpoint and revision, dims, calibration, limits, and SHA-256 of the sources and outputs. An
-export whose sources and exporter version match the manifest is up to date and is skipped.
+checkpoint and revision, dims, calibration, limits, and SHA-256 of the sources and outputs. The
+server reads it (`read`); an exporter writes it through models/export_dir.py.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
 from typing import Any
 
 MANIFEST = "manifest.json"
@@ -49,93 +47,3 @@ def write(directory: str, manifest: dict[str, Any]) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, ensure_ascii=False)
     os.replace(tmp, os.path.join(directory, MANIFEST))
-
-
-def up_to_date(directory: str, family: str, sources: dict[str, str], options: dict[str, Any],
-               parity_gate: str = "enforce") -> bool:
-    """Whether `directory` already holds this export of these sources with these options. An
-    export that failed its parity gate (written under `record`) is not up to date for an
-    `enforce` run, which exports again and refuses it."""
-    try:
-        old = read(directory)
-    except (FileNotFoundError, ValueError):
-        return False
-    if (old.get("family") != family or old.get("exporter", {}).get("version") != EXPORTER_VERSION
-            or old.get("source", {}).get("sha256") != sources or old.get("export_options") != options):
-        return False
-    gate = old.get("check", {}).get("parity_gate")
-    if parity_gate == "enforce" and gate is not None and not gate.get("passes"):
-        return False
-    outputs = old.get("files", {})
-    return bool(outputs) and all(os.path.exists(os.path.join(directory, n)) for n in outputs)
-
-
-def reuse(directory: str, progress) -> dict[str, Any]:
-    """The manifest of an up-to-date export, its weights folded first where its manifest does
-    not say they are (models.fold: in place, far quicker than exporting again)."""
-    from models.fold import fold_export
-
-    log = progress or (lambda msg: None)
-    meta = read(directory)
-    if meta.get("weights_folded"):
-        log("up to date: %s (nothing to do)" % directory)
-        return meta
-    fold_export(directory, log)
-    log("up to date: %s (its weight layouts folded now)" % directory)
-    return read(directory)
-
-
-def flagged_random(*config_paths: str) -> bool:
-    """Whether any of these JSON files says `random_weights: true` (the random test/demo checkpoints do)."""
-    for path in config_paths:
-        with open(path, encoding="utf-8") as f:
-            if json.load(f).get("random_weights"):
-                return True
-    return False
-
-
-def exporter_info(opset: int) -> dict:
-    """The exporter and library versions an export was made with (export-time only)."""
-    import onnx
-    import torch
-    import transformers
-
-    return {"version": EXPORTER_VERSION, "torch": torch.__version__, "transformers": transformers.__version__,
-            "onnx": onnx.__version__, "opset": opset}
-
-
-@contextlib.contextmanager
-def staged(out: str):
-    """A scratch folder inside `out` to export into; on success its files replace `out`'s, so a
-    failed export never leaves a half-written graph where the server would load it."""
-    os.makedirs(out, exist_ok=True)
-    tmp = os.path.join(out, ".export-tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    yield tmp
-    for name in os.listdir(tmp):
-        os.replace(os.path.join(tmp, name), os.path.join(out, name))
-    os.rmdir(tmp)
-
-
-def copy_present(src: str, names, dst: str) -> None:
-    """Copy those of `names` that exist in `src` (tokenizer files, say) into `dst`."""
-    for name in names:
-        if os.path.exists(os.path.join(src, name)):
-            shutil.copy(os.path.join(src, name), os.path.join(dst, name))
-
-
-def finalize(out: str, meta: dict[str, Any], hash_data: bool = True) -> dict[str, Any]:
-    """Record the export's files (with `hash_data=False`, not the multi-GB `*.data` weights) and
-    write the manifest last: its presence marks a complete export."""
-    names = sorted(n for n in os.listdir(out) if n != MANIFEST and (hash_data or not n.endswith(".data")))
-    meta["files"] = hash_files(out, names)
-    if meta.get("onnx") and os.path.exists(os.path.join(out, meta["onnx"])):
-        from models.placement import host_arithmetic
-
-        # Nodes ONNX Runtime would run on the CPU, which would keep it from capturing CUDA graphs:
-        # the server names them at load (ExportedModel.notes).
-        meta["host_arithmetic"] = [f["node"] for f in host_arithmetic(os.path.join(out, meta["onnx"]))]
-    meta.setdefault("weights_folded", True)      # every exporter folds its graph (models.fold)
-    write(out, meta)
-    return meta

@@ -22,7 +22,7 @@ import os
 import time
 
 from models import gdn_plan as engines
-from models import hub, manifest as manifests, precision
+from models import export_dir, hub, precision
 from models.clef_flash import FAMILY
 from models.clef_flash import gate, head_graph
 from models.clef_flash import records as batching
@@ -93,8 +93,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                                       "records": records}, dtype, gdn_kernel)
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
-    if not force and manifests.up_to_date(out, FAMILY, sources, options, parity_gate):
-        return manifests.reuse(out, progress)
+    if not force and export_dir.up_to_date(out, FAMILY, sources, options, parity_gate):
+        return export_dir.reuse(out, progress)
 
     dims = TextDims.from_dir(src.path)
     progress("[3/5] loading the backbone (%d layers, hidden %d) and the joint head"
@@ -114,7 +114,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                        question_record={0: questions})
     inputs = list(batching.BATCHED_INPUTS if batched else batching.INPUTS)
     info, check = {"gdn_kernel": gdn_kernel, "gdn_dtype": gdn.input_dtype(dtype, gdn_kernel)}, {}
-    with manifests.staged(out) as tmp:
+    with export_dir.staged(out) as tmp:
         head = baked["tokens"]
         example = example_batch(dims.vocab_size, head=head) if batched else _example(dims.vocab_size)
         path = qexport.export_program(graph, example, inputs, ["logits"], dynamic, tmp, gdn_kernel, progress)
@@ -125,11 +125,11 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
             check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, mode=parity_gate,
                                                      progress=progress, spend=True, gdn_plan=gdn_plan)
             progress(precision.summary(result))
-        manifests.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
+        export_dir.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
     progress("[5/5] writing the manifest")
     import json
 
-    random = manifests.flagged_random(os.path.join(src.path, "config.json"))
+    random = export_dir.flagged_random(os.path.join(src.path, "config.json"))
     with open(os.path.join(src.path, head_graph.HEAD_CONFIG), encoding="utf-8") as f:
         head_config = json.load(f)
     meta = {
@@ -143,9 +143,9 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "inputs": inputs, "outputs": ["logits"], "signature": "clef-joint-v1" + ("+records" if batched else ""),
         "export_options": options,
         "prefix": baked,
-        "exporter": manifests.exporter_info(qexport.OPSET),
+        "exporter": export_dir.exporter_info(qexport.OPSET),
     }
-    manifests.finalize(out, meta, hash_data=False)
+    export_dir.finalize(out, meta, hash_data=False)
     progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
     return meta
 

@@ -19,7 +19,7 @@ import os
 import time
 
 from models import gdn_plan as engines
-from models import hub, manifest as manifests
+from models import export_dir, hub, manifest as manifests
 from models.cua_s1 import checkpoint as ck
 from models.cua_s1.prepare import head_ids
 from models.cua_s1.served import LETTER_ROWS
@@ -58,8 +58,8 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     if lora is not None:
         sources.update({"adapter/" + k: v for k, v in manifests.hash_files(
             lora.directory, ["adapter_config.json", os.path.basename(lora.weights)]).items()})
-    if not force and manifests.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
-        return manifests.reuse(out, progress)
+    if not force and export_dir.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
+        return export_dir.reuse(out, progress)
 
     dims = TextDims.from_dir(base.path)
     if not dims.tie_word_embeddings:
@@ -82,7 +82,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     graph, check = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate)
     np.save(os.path.join(out, LETTER_ROWS), letter_rows)
     progress("[5/5] writing the manifest")
-    random = manifests.flagged_random(os.path.join(base.path, "config.json"))
+    random = export_dir.flagged_random(os.path.join(base.path, "config.json"))
     meta = {
         "family": ck.FAMILY, "name": served_name, "aliases": [], "identity": ck.IDENTITY,
         "description": "Cua-S1 4B 0.2 (text adapter): one-pass computer-use decisions over a closed "
@@ -95,10 +95,10 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         "inputs": ["input_ids", "positions"], "outputs": ["hidden"],
         "prefix": baked,
         "export_options": options,
-        "exporter": manifests.exporter_info(qexport.OPSET),
+        "exporter": export_dir.exporter_info(qexport.OPSET),
     }
     ck.write_export_marker(out, lora)
-    manifests.finalize(out, meta, hash_data=False)
+    export_dir.finalize(out, meta, hash_data=False)
     progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
     return meta
 

@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from models import hub, manifest as manifests, onnx_ops, precision
+from models import export_dir, hub, manifest as manifests, onnx_ops, precision
 from models.fold import save_folded
 from models.laya import checkpoint as ck
 
@@ -101,8 +101,8 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "tokenizer/" + n for n in ck.TOKENIZER_FILES]
     _log(progress, "[2/5] hashing sources")
     sources = manifests.hash_files(src.path, source_files)
-    if not force and manifests.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
-        return manifests.reuse(out, lambda msg: _log(progress, msg))
+    if not force and export_dir.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
+        return export_dir.reuse(out, lambda msg: _log(progress, msg))
 
     _log(progress, "[3/5] building the torch graph (%s, %d layers, hidden %d)"
          % (variant, encoder_config.get("num_hidden_layers", 0), encoder_config.get("hidden_size", 0)))
@@ -115,7 +115,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
                          torch.export.Dim("num_markers"))
     dynamic = dict(zip(INPUTS, ({0: batch, 1: seq}, {0: batch, 1: seq}, {0: batch, 1: marks}, {0: batch, 1: marks},
                                 {0: batch})))
-    with manifests.staged(out) as tmp:
+    with export_dir.staged(out) as tmp:
         _log(progress, "[4/5] exporting ONNX (opset %d, dynamo, attention %s)" % (OPSET, attention))
         with torch.no_grad():
             program = torch.onnx.export(model, example, input_names=list(dynamic),
@@ -127,7 +127,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         _log(progress, "[5/5] checking ONNX Runtime against torch (fp32) on untraced shapes")
         max_diff, parity = _check(reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32",
                                   mode=parity_gate)
-        manifests.copy_present(tok_dir, ck.TOKENIZER_FILES, tmp)
+        export_dir.copy_present(tok_dir, ck.TOKENIZER_FILES, tmp)
     meta = {
         "family": ck.FAMILY, "name": served_name, "variant": variant,
         "aliases": list(ck.VARIANTS.get(served_name, ())),
@@ -147,10 +147,10 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         "inputs": list(dynamic), "outputs": ["logits", "act_logits"],
         "weights_dtype": dtype,
         "export_options": options,
-        "exporter": manifests.exporter_info(OPSET),
+        "exporter": export_dir.exporter_info(OPSET),
         "check": dict({"max_abs_logit_diff": max_diff}, **({"parity_gate": parity} if parity else {})),
     }
-    manifests.finalize(out, meta)
+    export_dir.finalize(out, meta)
     gate = ("; %s %s" % (dtype, precision.summary(parity)) if parity else "")
     _log(progress, "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e%s)"
          % (served_name, out, time.perf_counter() - t0, max_diff, gate))

@@ -17,7 +17,7 @@ import os
 import time
 
 from models import gdn_plan as engines
-from models import hub, manifest as manifests
+from models import export_dir, hub, manifest as manifests
 from models.open_jev import checkpoint as ck
 from models.qwen35 import export as qexport
 from models.qwen35 import gate as qgate
@@ -50,8 +50,8 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
     sources.update({"package/" + k: v for k, v in manifests.hash_files(src.path, [
         "model.json", "temperature.json", "head.pt", "adapter/adapter_config.json",
         "adapter/adapter_model.safetensors", "adapter/adapter_model.bin"]).items()})
-    if not force and manifests.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
-        return manifests.reuse(out, progress)
+    if not force and export_dir.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
+        return export_dir.reuse(out, progress)
 
     meta_export = ck.export_metadata(package, max_length, hidden_size=dims.hidden_size,
                                      checkpoint_revision=src.revision)
@@ -68,7 +68,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
                                                                     meta_export.temperature))
     graph, check = qexport.write_export(out, model, gdn_kernel, progress, base_src.path, check=True, gate=gate)
     progress("[5/5] writing open_jev_export.json and the manifest")
-    random = manifests.flagged_random(os.path.join(src.path, "model.json"), os.path.join(base_src.path, "config.json"))
+    random = export_dir.flagged_random(os.path.join(src.path, "model.json"), os.path.join(base_src.path, "config.json"))
     meta = {
         "family": ck.FAMILY, "name": served_name,
         # `jev-latest` is the registry's (it names the default model); the rest route here.
@@ -81,10 +81,10 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
                    "base_revision": package.base_revision, "sha256": sources},
         "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "check": check, "merged_modules": len(merged),
         "inputs": ["input_ids", "positions"], "outputs": ["hidden"], "export_options": options,
-        "exporter": manifests.exporter_info(qexport.OPSET),
+        "exporter": export_dir.exporter_info(qexport.OPSET),
     }
     ck.write_export_metadata(out, meta_export)
-    manifests.finalize(out, meta, hash_data=False)
+    export_dir.finalize(out, meta, hash_data=False)
     progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
     return meta
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from models import onnx_ops, precision
+from models import export_dir, manifest as manifests, onnx_ops, precision
 from models.fold import save_folded
 from models.qwen35 import fused, gdn
 from models.qwen35.dims import TextDims
@@ -176,8 +176,6 @@ def source_files(directory: str) -> list[str]:
 
 def hash_sources(directory: str, names: list[str], progress=print) -> dict[str, str]:
     """SHA-256 per source file; multi-GB shards take a while, so say so."""
-    from models import manifest as manifests
-
     out = {}
     for i, name in enumerate(names):
         path = os.path.join(directory, name)
@@ -194,12 +192,10 @@ def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, che
     and return what the manifest records: about the graph, and its `check` (`parity_gate`, from
     `gate(model, onnx_path) -> dict`, the parity gate of a half-precision graph: gate.run). A gate
     that refuses raises, and nothing is written."""
-    from models import manifest as manifests
-
     info = {"gdn_kernel": kernel, "gdn_dtype": gdn.input_dtype(model_dtype(model), kernel),
             "attention": model.attention}
     checked = {}
-    with manifests.staged(out) as tmp:
+    with export_dir.staged(out) as tmp:
         path = export_graph(model, tmp, kernel=kernel, progress=progress)
         # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
         if check and kernel == "linear_attention" and model_dtype(model) == "float32":
@@ -208,7 +204,7 @@ def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, che
         if gate is not None and model_dtype(model) != "float32":
             checked["parity_gate"] = result = gate(model, path)
             progress(precision.summary(result))
-        manifests.copy_present(tokenizer_dir, TOKENIZER_FILES, tmp)
+        export_dir.copy_present(tokenizer_dir, TOKENIZER_FILES, tmp)
     return info, checked
 
 

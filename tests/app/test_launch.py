@@ -68,3 +68,20 @@ def test_launch_refuses_a_port_another_server_holds(monkeypatch):
             main(["--host", "127.0.0.1", "--port", str(port)])
         assert "cannot serve on 127.0.0.1:%d" % port in str(exit_.value.code)
     assert port_taken("127.0.0.1", port) is None
+
+
+def test_launch_without_the_export_extra_says_what_to_install(tmp_path):
+    """No models configured and no torch (the runtime image): the demo build, a child process,
+    fails on its import, and the launcher exits with what to do instead of serving nothing."""
+    blocked = tmp_path / "no-torch" / "torch"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text('raise ImportError("No module named \'torch\'")\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_")}
+    env.update(OMNI_DEMO_DIR=str(tmp_path / "demo"), PORT=str(free_port()), HOST="127.0.0.1",
+               PYTHONPATH=str(blocked.parent))
+    done = subprocess.run([sys.executable, "-m", "app.launch"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "the demo cannot be built here (No module named 'torch'): install the `export` extra" in done.stderr
+    assert "point OMNI_MODELS at exported models" in done.stderr
+    assert not (tmp_path / "demo" / "english" / "manifest.json").exists()

@@ -29,7 +29,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.image]
 BASE_IMAGE = "omni-ci-base:bookworm"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = "00-%s-00f067aa0ba902b7-01" % TRACE_ID     # sampled: parent-based sampling keeps it
-DEMO_BUILD = "from models.demo import ensure_demo; import sys; ensure_demo(sys.argv[1])"
 
 
 def _step(timings: dict, name: str, t0: float) -> float:
@@ -63,7 +62,7 @@ def test_image_builds_and_serves_with_compose(compose_bin, engine, demo_dir):
     # The demo checkpoint (torch, on the host) builds while the engine builds the image.
     demo_log = os.path.join(engine.root, "demo.log")
     with open(demo_log, "w") as log:
-        demo = subprocess.Popen([sys.executable, "-c", DEMO_BUILD, demo_dir], cwd=ROOT, stdout=log,
+        demo = subprocess.Popen([sys.executable, "-m", "models.demo", demo_dir], cwd=ROOT, stdout=log,
                                 stderr=subprocess.STDOUT)
     port = free_port()
     # Only the compose files' defaults and this test's values: nothing from the caller's shell.
