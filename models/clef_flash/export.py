@@ -31,7 +31,7 @@ from models.clef_flash.served import RECORDS, TOKEN_POSITIONS
 from models.qwen35 import export as qexport
 from models.qwen35 import gate as qgate
 from models.qwen35 import gdn
-from models.qwen35 import prefix as qprefix
+from models.qwen35 import bake as qbake
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
@@ -101,7 +101,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
              % (len(dims.layer_types), dims.hidden_size))
     backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype,
                                     consume=True)
-    baked = qprefix.bake_for_export(backbone, src.path, head_ids, qgate.reference_device(), progress)
+    baked = qbake.bake_for_export(backbone, src.path, head_ids, qgate.reference_device(), progress)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
     batch, seq, tokens, questions, opts = (torch.export.Dim("batch"), torch.export.Dim("seq_len"),

@@ -25,7 +25,7 @@ from models.cua_s1.prepare import head_ids
 from models.cua_s1.served import LETTER_ROWS
 from models.qwen35 import export as qexport
 from models.qwen35 import gate as qgate
-from models.qwen35 import prefix as qprefix
+from models.qwen35 import bake as qbake
 from models.qwen35 import weights
 from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
@@ -75,7 +75,7 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     del rows_from
     model = qexport.build_module(dims, state, "last", dtype, consume=True)
     del state
-    baked = qprefix.bake_for_export(model, base.path, head_ids, qgate.reference_device(), progress)
+    baked = qbake.bake_for_export(model, base.path, head_ids, qgate.reference_device(), progress)
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,
                              mode=parity_gate, progress=progress, spend=True, gdn_plan=gdn_plan)

@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from models.confidence import jev_choice as jev_confidence
-from models.cua_s1.checkpoint import IDENTITY, LETTERS, MODEL_NAME
+from models.cua_s1.identity import IDENTITY, LETTERS, MODEL_NAME
 from models.cua_s1.prepare import Context, Question
 from models.errors import InferenceFailed
 

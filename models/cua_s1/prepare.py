@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from models.base import Prepared
-from models.cua_s1.checkpoint import LETTERS, MODEL_NAME
+from models.cua_s1.identity import LETTERS, MODEL_NAME
 from models.errors import InputTooLong, InvalidQuestions, RequestError, UnknownModel, questions_of
 from models.render import json_kind as _kind, render
 from models.tokenizer import TokenizerHandle

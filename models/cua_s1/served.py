@@ -9,7 +9,7 @@ import numpy as np
 
 from models.base import Prepared
 from models.cua_s1 import finish as finishing
-from models.cua_s1.checkpoint import IDENTITY, MODEL_NAME
+from models.cua_s1.identity import IDENTITY, MODEL_NAME
 from models.cua_s1.prepare import CuaLimits, head_ids, prepare
 from models.errors import InferenceFailed
 from models.qwen35.rows import LastTokenAdapter

@@ -3,15 +3,13 @@ package layout, and the merged-export metadata `open_jev_export.json` (models.md
 
     VARIANTS["9b"] / VARIANTS["27b-v1.1"]               -> Variant
     variant_for(model_id, base_revision=None)         -> Variant
-    read_package(path)                                -> Package      (no torch)
-    load_head(package, hidden_size=None)              -> (weight float32[H], bias float)   (torch)
-    chat_parts(tokenizer)                             -> (chat_prefix, chat_suffix)   (transformers)
-    export_metadata(package, max_length=4096, ...)    -> MergedExport
+    read_package(path)                                -> Package
+    chat_parts(tokenizer)                             -> (chat_prefix, chat_suffix)   (a transformers tokenizer)
     write_export_metadata(directory, meta)            -> path
     read_export_metadata(directory)                   -> MergedExport
 
-torch and transformers exist at export time only, so they are imported inside the functions
-that need them; serving reads nothing but the JSON metadata.
+Reading the package's scalar head (`head.pt`, torch) is head.py's, at export; serving reads
+nothing but the JSON metadata.
 """
 from __future__ import annotations
 
@@ -148,26 +146,6 @@ def read_package(path: str) -> Package:
     return Package(path, model_id, revision, temperature, variant_for(model_id, revision))
 
 
-def load_head(package: Package, hidden_size: int | None = None) -> tuple[np.ndarray, float]:
-    """`head.pt` {"weight": (1, H), "bias": (1,)} as (float32 weight[H], bias), checked finite.
-
-    `hidden_size` defaults to the variant's; random test packages pass their own.
-    """
-    import torch
-
-    head = torch.load(package.head_path, map_location="cpu", weights_only=True)
-    if not isinstance(head, dict) or not {"weight", "bias"} <= set(head):
-        raise ValueError("%s must hold {\"weight\", \"bias\"}" % package.head_path)
-    weight, bias = head["weight"].float(), head["bias"].float()
-    width = hidden_size or package.variant.hidden_size
-    if tuple(weight.shape) != (1, width) or tuple(bias.shape) != (1,):
-        raise ValueError("%s: expected weight (1, %d) and bias (1,), got %s and %s"
-                         % (package.head_path, width, tuple(weight.shape), tuple(bias.shape)))
-    if not bool(torch.isfinite(weight).all()) or not bool(torch.isfinite(bias).all()):
-        raise ValueError("%s: non-finite scalar head" % package.head_path)
-    return weight.reshape(-1).numpy().astype(np.float32), float(bias.item())
-
-
 def chat_parts(tokenizer) -> tuple[str, str]:
     """(prefix, suffix) around one user message, from a transformers tokenizer's chat template.
 
@@ -210,25 +188,10 @@ class MergedExport:
                 "head_weight": [float(v) for v in self.head_weight], "head_bias": float(self.head_bias)}
 
 
-def _check_max_length(value) -> int:
+def check_max_length(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LENGTH_LIMIT:
         raise ValueError("max_length must be an integer within 1..=%d, got %r" % (MAX_LENGTH_LIMIT, value))
     return value
-
-
-def export_metadata(package: Package, max_length: int = MAX_LENGTH_DEFAULT, *,
-                    chat_prefix: str = CHAT_PREFIX, chat_suffix: str = CHAT_SUFFIX,
-                    checkpoint_revision: str | None = None, hidden_size: int | None = None) -> MergedExport:
-    """The metadata of a merged export of `package` (reads head.pt, so needs torch).
-
-    `checkpoint_revision` defaults to the variant's pinned upstream commit.
-    """
-    weight, bias = load_head(package, hidden_size)
-    return MergedExport(
-        model_id=package.model_id, base_revision=package.base_revision,
-        checkpoint_revision=checkpoint_revision or package.variant.revision,
-        temperature=package.temperature, max_length=_check_max_length(max_length),
-        chat_prefix=chat_prefix, chat_suffix=chat_suffix, head_weight=weight, head_bias=bias)
 
 
 def write_export_metadata(directory: str, meta: MergedExport) -> str:
@@ -269,5 +232,5 @@ def read_export_metadata(directory: str) -> MergedExport:
         model_id=variant.model_id, base_revision=variant.base_revision,
         checkpoint_revision=revision if isinstance(revision, str) else None,
         temperature=_positive_temperature(data.get("temperature"), path),
-        max_length=_check_max_length(data.get("max_length", MAX_LENGTH_DEFAULT)),
+        max_length=check_max_length(data.get("max_length", MAX_LENGTH_DEFAULT)),
         chat_prefix=prefix, chat_suffix=suffix, head_weight=weight, head_bias=bias)

@@ -19,6 +19,7 @@ import time
 from models import gdn_plan as engines
 from models import export_dir, hub, manifest as manifests
 from models.open_jev import checkpoint as ck
+from models.open_jev import head
 from models.qwen35 import export as qexport
 from models.qwen35 import gate as qgate
 from models.qwen35 import weights
@@ -53,7 +54,7 @@ def export(checkpoint: str, out: str, *, base: str | None = None, revision: str 
     if not force and export_dir.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
         return export_dir.reuse(out, progress)
 
-    meta_export = ck.export_metadata(package, max_length, hidden_size=dims.hidden_size,
+    meta_export = head.export_metadata(package, max_length, hidden_size=dims.hidden_size,
                                      checkpoint_revision=src.revision)
     progress("[3/5] loading the text stack (%d layers, hidden %d) and merging the adapter"
              % (len(dims.layer_types), dims.hidden_size))

@@ -261,7 +261,7 @@ class Backbone(nn.Module):
         self.register_buffer("prefix_tokens", None, persistent=False)
 
     def set_prefix(self, ids: list[int], layers: list[tuple], hidden=None) -> None:
-        """Bake a prompt head in: `layers` holds, per layer, what prefix.capture took from it
+        """Bake a prompt head in: `layers` holds, per layer, what bake.capture took from it
         (GDN: conv inputs and state; attention: keys and values), or ([], []) to remove it;
         `hidden`, its final-norm hidden states [1, P, H], which the "all" readout puts ahead of
         the row's (so its positions are the whole prompt's), with the head's ids (`full_ids`)."""

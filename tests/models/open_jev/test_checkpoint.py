@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from models.open_jev import checkpoint as ck
-from models.open_jev.checkpoint import (CHAT_PREFIX, CHAT_SUFFIX, EXPORT_FILE, VARIANTS, export_metadata,
-                                        load_head, read_export_metadata, read_package, variant_for,
-                                        write_export_metadata)
+from models.open_jev.checkpoint import (CHAT_PREFIX, CHAT_SUFFIX, EXPORT_FILE, VARIANTS, read_export_metadata,
+                                        read_package, variant_for, write_export_metadata)
+from models.open_jev.head import export_metadata, load_head
 from tests.models.open_jev.conftest import make_export
 
 

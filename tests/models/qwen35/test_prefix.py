@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.qwen35 import export, prefix, weights
+from models.qwen35 import bake, export, prefix, weights
 from models.qwen35.dims import TextDims
 from tests.models.qwen35.conftest import reference
 from tests.models.qwen35.test_backbone import _rel
@@ -46,7 +46,7 @@ def baked(request, qwen_tied, tmp_path_factory):
                                  attention=request.param)
     head, tails = _rows(dims.vocab_size)
     want = _transformers_last(qwen_tied, [head + t for t in tails])
-    prefix.bake(module, head)
+    bake.bake(module, head)
     path = export.export_graph(module, str(tmp_path_factory.mktemp("prefix-" + request.param)),
                                progress=lambda m: None)
     return module, path, head, tails, want
@@ -97,7 +97,7 @@ def test_capture_is_the_float32_reference_whatever_the_module_dtype(qwen_tied):
     full = export.build_module(dims, dict(state), "last")
     half = export.build_module(dims, dict(state), "last", dtype="float16", attention="sdpa")
     head, _ = _rows(dims.vocab_size)
-    (exact, hidden), (rounded, _) = prefix.capture(full, head), prefix.capture(half, head)
+    (exact, hidden), (rounded, _) = bake.capture(full, head), bake.capture(half, head)
     assert hidden.shape == (1, HEAD, dims.hidden_size) and hidden.dtype == torch.float32
     for layer, a, b in zip(full.layers, exact, rounded):
         if layer.kind == "linear_attention":
@@ -123,7 +123,7 @@ def test_the_all_readout_returns_the_heads_positions_too(qwen_tied):
     head, tails = _rows(dims.vocab_size)
     model = reference(qwen_tied)
     text = model.model.language_model if hasattr(model.model, "language_model") else model.model
-    prefix.bake(module, head)
+    bake.bake(module, head)
     ids = torch.tensor([tails[1]])
     with torch.no_grad():
         want = text(input_ids=torch.tensor([head + tails[1]])).last_hidden_state
