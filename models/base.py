@@ -197,6 +197,10 @@ class ExportedModel:
     def warmup_body(self) -> dict:
         return {"model": self.name, **self.warmup_request}
 
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
+        """One request validated, rendered and tokenized (ServedModel.prepare): the family's."""
+        raise NotImplementedError
+
     def prepare_many(self, bodies: Sequence[Mapping[str, Any]],
                      profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]:
         """`prepare` for requests that arrived together (`profiles`: each one's response profile,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,17 @@ def torch_pin() -> str:
     return pins[0].replace(" ", "")
 
 
+def seed_pins(out: str) -> None:
+    """Write every `name==version` the committed locks hold (torch's CPU build left out) to `out`."""
+    pins = set()
+    for name in sorted(os.listdir(HERE)):
+        if name.endswith(".txt") and name != "torch-cpu.txt":
+            with open(os.path.join(HERE, name)) as f:
+                pins.update(line.split(" ")[0].strip() for line in f if "==" in line and line[:1].isalpha())
+    with open(out, "w") as f:
+        f.writelines(pin + "\n" for pin in sorted(pins))
+
+
 def compile_(uv: str, args: list[str], out: str) -> str:
     cmd = [uv, "pip", "compile", "--quiet", "--no-config", "--no-header", "--generate-hashes",
            "--python-version", TORCH_CPU_PYTHON, "--output-file", out] + args
@@ -85,6 +97,10 @@ def main(argv=None) -> int:
         def path(name):
             return os.path.join(tmp, name)
 
+        # uv keeps the versions an output file already pins (`make lock` moves what the inputs
+        # changed, not everything): each file starts as its committed lock, the joint resolution
+        # as the pins of them all.
+        seed_pins(path("all.txt"))
         # One resolution of everything (PyPI's torch): the versions every file below is held to.
         compile_(args.uv, ["pyproject.toml", "--all-extras", "--universal"], path("all.txt"))
         with open(path("all.txt")) as f:
@@ -121,6 +137,8 @@ def main(argv=None) -> int:
             files[name[:-3] + ".txt"] = ([os.path.join(HERE, name), "--no-deps", "--universal"],
                                          "%s, pins installed with --no-deps." % name)
         for name, (cmd, what) in files.items():
+            if os.path.exists(os.path.join(HERE, name)):
+                shutil.copy(os.path.join(HERE, name), path(name))
             text = compile_(args.uv, cmd, path(name))
             # uv names the temporary inputs in its `# via` notes: name what they stand for.
             text = text.replace(path("torch.in"), "torch pin").replace(path("torch-cpu.in"), "torch pin")

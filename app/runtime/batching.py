@@ -51,9 +51,12 @@ import heapq
 import itertools
 import logging
 import time
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from models.base import GraphPolicy, MicroBatches, Packed, Prepared
+
+if TYPE_CHECKING:
+    from app.runtime.executor import Job
 
 log = logging.getLogger("omni.batching")
 
@@ -104,7 +107,7 @@ class BatchPolicy:
         queue.extendleft(reversed(list(heapq.merge(rest, older, key=lambda j: j.enqueued))))
         return [jobs[i] for i in keep]
 
-    def _take(self, queue: collections.deque, drop: Callable) -> list:
+    def _take(self, queue: collections.deque[Job], drop: Callable) -> list[Job]:
         while queue and queue[0].cancelled:
             drop(queue.popleft())
         if not queue:
@@ -138,7 +141,7 @@ class BatchPolicy:
         return jobs
 
     @staticmethod
-    def _cheap(queue: collections.deque) -> tuple[object, int | None, list]:
+    def _cheap(queue: collections.deque[Job]) -> tuple[Job | None, int | None, list[Job]]:
         """(the oldest live job costing at most 1/CHEAP_RATIO of the oldest's, taken off the
         queue; that cost bound; the jobs it passes over) while the oldest has been passed over by
         less than its own cost, else (None, None, [])."""

@@ -231,11 +231,11 @@ class Executor:
 
     def _rebuild_due(self, now: float) -> tuple[ModelSlot | None, float | None]:
         """(a model out of service whose rebuild is due now, else None; seconds until the next)."""
-        pending = [s for s in self._slots if s.state is SlotState.FAILED and s.recovery.due is not None]
+        pending = [(due, s) for s in self._slots if s.state is SlotState.FAILED and (due := s.recovery.due) is not None]
         if not pending:
             return None, None
-        first = min(pending, key=lambda s: s.recovery.due)
-        wait = first.recovery.due - now
+        due, first = min(pending, key=lambda p: p[0])
+        wait = due - now
         return (first, 0.0) if wait <= 0 else (None, wait)
 
     def _rebuild(self, slot: ModelSlot) -> None:
@@ -398,7 +398,7 @@ class Executor:
                 outputs = run(None, packed.feeds)
                 results = adapter.unpack(outputs, works, packed)
             else:
-                results = self._run_parts(jobs, works, packed, run, settled)
+                results = self._run_parts(jobs, works, packed, packed.parts, run, settled)
         except Exception as exc:
             self.watchdog.end(passed=False)
             span.record_exception(exc)
@@ -428,14 +428,16 @@ class Executor:
         return None, []
 
     @staticmethod
-    def _run_parts(jobs: list[Job], works: list, packed: Packed, run: Callable, settled: set[int]) -> list:
+    def _run_parts(jobs: list[Job], works: list, packed: Packed, parts: list[dict], run: Callable,
+                   settled: set[int]) -> list:
         """Run the micro-batches in turn. Where the adapter says after which part each work is
         complete (`Packed.ready`), answer those jobs then (their indices go into `settled`);
+        `parts`: the pass's micro-batches (`packed.parts`, present);
         returns the results of the jobs not yet answered, in order."""
         adapter, ready, outputs = jobs[0].slot.model.adapter, packed.ready, []
-        for k, feeds in enumerate(packed.parts):
+        for k, feeds in enumerate(parts):
             outputs.append(run(None, feeds))
-            if ready is None or k == len(packed.parts) - 1:
+            if ready is None or k == len(parts) - 1:
                 continue
             done = [i for i, r in enumerate(ready) if r == k]
             if done:

@@ -42,8 +42,11 @@ class PinnedArray:
     def __init__(self, cuda: "CudaRuntime", size: int):
         ptr = ctypes.c_void_p()
         cuda.check(cuda.lib.cudaHostAlloc(ctypes.byref(ptr), size, 0), "cudaHostAlloc")
-        self.ptr, self.size = ptr.value, size
-        self.array = np.frombuffer((ctypes.c_uint8 * size).from_address(self.ptr), dtype=np.uint8)
+        if not ptr.value:
+            raise RuntimeError("cudaHostAlloc gave no memory for %d bytes" % size)
+        self.ptr: int = ptr.value
+        self.size = size
+        self.array = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(self.ptr))
         weakref.finalize(self, cuda.lib.cudaFreeHost, ctypes.c_void_p(self.ptr))
 
 
@@ -88,4 +91,4 @@ def runtime() -> CudaRuntime | None:
         except (OSError, AttributeError) as exc:
             log.warning("pinned host buffers off: %s cannot be used: %s", path, exc)
             _runtime = None
-    return _runtime
+    return _runtime if isinstance(_runtime, CudaRuntime) else None

@@ -19,7 +19,8 @@ class PrepareBatch:
     __slots__ = ("model", "loop", "pending")
 
     def __init__(self, model, loop: asyncio.AbstractEventLoop):
-        self.model, self.loop, self.pending = model, loop, []
+        self.model, self.loop = model, loop
+        self.pending: list[tuple[Mapping[str, Any], str, asyncio.Future]] = []
 
     def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> asyncio.Future:
         """A future of the request's Prepared, or of the error its preparation raised."""

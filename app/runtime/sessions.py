@@ -9,6 +9,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -163,14 +164,18 @@ class Captured:
         out_slots, out_size = _layout(outputs)
         self.inputs = ort.OrtValue.ortvalue_from_shape_and_type([max(1, in_size)], np.uint8, device, index)
         self.outputs = ort.OrtValue.ortvalue_from_shape_and_type([max(1, out_size)], np.uint8, device, index)
-        self.cuda, self.pinned_in, self.pinned_out = runner.cuda, None, None
-        if self.cuda is not None:
+        # Copies go through page-locked buffers where the CUDA runtime gives them (both, or neither).
+        self.cuda: pinned.CudaRuntime | None = None
+        self.pinned_in: pinned.PinnedArray | None = None
+        self.pinned_out: pinned.PinnedArray | None = None
+        if runner.cuda is not None:
             try:
-                self.pinned_in, self.pinned_out = self.cuda.pinned(in_size), self.cuda.pinned(out_size)
+                self.pinned_in, self.pinned_out = runner.cuda.pinned(in_size), runner.cuda.pinned(out_size)
+                self.cuda = runner.cuda
             except RuntimeError as exc:
                 log.warning("graph %d copies through pageable memory: %s", graph_id, exc)
-                self.cuda = None
-        self.staging = self.pinned_in.array if self.cuda is not None else np.zeros(max(1, in_size), np.uint8)
+        self.staging = (self.pinned_in.array if self.pinned_in is not None
+                        else np.zeros(max(1, in_size), np.uint8))
         self.views = {}           # each feed's place in the host staging buffer
         self.in_ptr, self.out_ptr = self.inputs.data_ptr(), self.outputs.data_ptr()
         for name, (dtype, shape, offset, size) in zip(feeds, in_slots):
@@ -184,8 +189,9 @@ class Captured:
     def feed(self, feeds: dict) -> None:
         for name, array in feeds.items():
             np.copyto(self.views[name], array)
-        if self.cuda is not None:
-            self.cuda.to_device(self.in_ptr, self.pinned_in, self.pinned_in.size)
+        cuda, buffer = self.cuda, self.pinned_in
+        if cuda is not None and buffer is not None:
+            cuda.to_device(self.in_ptr, buffer, buffer.size)
         else:
             self.inputs.update_inplace(self.staging)
 
@@ -193,9 +199,10 @@ class Captured:
         self.session.run_with_iobinding(self.io, self.options)
 
     def results(self) -> list:
-        if self.cuda is not None:
-            self.cuda.to_host(self.pinned_out, self.out_ptr, self.pinned_out.size)
-            host = self.pinned_out.array.copy()       # the next replay writes the same buffer
+        cuda, buffer = self.cuda, self.pinned_out
+        if cuda is not None and buffer is not None:
+            cuda.to_host(buffer, self.out_ptr, buffer.size)
+            host = buffer.array.copy()                # the next replay writes the same buffer
         else:
             host = self.outputs.numpy()
             if self.copy_out:
@@ -243,7 +250,7 @@ def _cuda_available(ort) -> bool:
 _GRAPH_REFUSAL = re.compile(r"cannot use the (CUDA Graph|graph capture) feature")
 
 
-def without_graphs_if_refused(build, cuda: dict, onnx_path: str) -> tuple[object, str | None]:
+def without_graphs_if_refused(build: Callable[[dict], Any], cuda: dict, onnx_path: str) -> tuple[Any, str | None]:
     """`build(cuda)`: an InferenceSession with these CUDA provider options. ONNX Runtime refuses
     to create a session with CUDA graphs enabled for a graph it cannot capture (control-flow
     nodes, or compute it placed on the CPU): then the session without them, said in the log,
