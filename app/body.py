@@ -126,7 +126,7 @@ async def read_chunks(next_chunk, settings: Settings) -> bytes:
             if not more:
                 break
     except asyncio.CancelledError:
-        if not expired:
+        if not expired or task is None:         # `expired`: our timer cancelled this task
             raise
         task.uncancel()         # this cancellation was ours, and it ends here
         raise Problem(408, "request_timeout", "the body did not arrive within %g s" % settings.body_timeout_s,

@@ -112,24 +112,27 @@ class JsonFormatter(logging.Formatter):
         return msgspec.json.encode(out).decode()
 
 
+class OmniHandler(logging.StreamHandler):
+    """The root handler `configure` installs (and replaces when called again)."""
+
+
 def configure(fmt: str = "text", stream=None) -> logging.Handler:
     """The root logger writes `fmt` lines to `stream` (stderr) at INFO; Granian's own loggers in
     this process write through it too. Returns the handler."""
     if fmt not in LOG_FORMATS:
         raise ValueError("OMNI_LOG_FORMAT must be one of %s, got %r" % ("/".join(LOG_FORMATS), fmt))
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = OmniHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RequestIdFilter())
-    handler.omni = True
     root = logging.getLogger()
-    for old in [h for h in root.handlers if getattr(h, "omni", False)]:    # a previous configure's
+    for old in [h for h in root.handlers if isinstance(h, OmniHandler)]:    # a previous configure's
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     for name in ("_granian", "granian.access"):
         granian = logging.getLogger(name)
-        for old in list(granian.handlers):
-            granian.removeHandler(old)
+        for theirs in list(granian.handlers):
+            granian.removeHandler(theirs)
         granian.propagate = True
     return handler
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from opentelemetry.trace import Status, StatusCode
 
 from app import logs
 from app.problems import Problem
 from app.timing import Timing
+
+if TYPE_CHECKING:
+    from app.rsgi import RSGIFace
 
 _REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -48,7 +51,7 @@ def request_id(headers: Mapping[str, str]) -> str:
     return text if text is not None and _REQUEST_ID.match(text) else _ids.next()
 
 
-def headers_of(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+def headers_of(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
     """ASGI request headers by (lower-case, per ASGI) name; the first of repeated ones wins."""
     out: dict[str, str] = {}
     for name, value in reversed(raw):
@@ -73,6 +76,8 @@ _ids = _RequestIds()
 
 
 class RequestContext:
+    rsgi: RSGIFace          # Granian's RSGI interface (app/rsgi.py), set by main.create_app
+
     def __init__(self, app, metrics, tracing=None, direct: dict | None = None):
         self.app = app
         self.metrics = metrics

@@ -1,6 +1,8 @@
 """RFC 9457 problem details with the stable codes of the contract, in both response profiles."""
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from models.errors import RequestError
@@ -40,10 +42,9 @@ class Problem(Exception):
                           "type": self.code} for e in self.errors] or [
                     {"loc": ["body"], "msg": self.detail, "type": self.code}]
                 return msgspec.json.encode({"detail": items}), "application/json"
-            body = {"detail": {"error_type": _JEV_ERROR_TYPES.get(self.code, self.code),
-                               "message": self.detail}}
-            return msgspec.json.encode(body), "application/json"
-        body = {"type": "https://system1-omni.dev/problems/" + self.code.replace("_", "-"),
+            jev = {"detail": {"error_type": _JEV_ERROR_TYPES.get(self.code, self.code), "message": self.detail}}
+            return msgspec.json.encode(jev), "application/json"
+        body: dict[str, Any] = {"type": "https://system1-omni.dev/problems/" + self.code.replace("_", "-"),
                 "title": CODE_TITLES.get(self.code) or TITLES.get(self.status, "Error"), "status": self.status,
                 "code": self.code, "detail": self.detail, "instance": instance}
         if self.errors:

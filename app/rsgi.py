@@ -60,7 +60,7 @@ class RSGIFace:
             try:
                 await bridge(self.context, rscope, proto, self.lifespan.state)
             except Unanswered as exc:
-                self.refuse(rscope, proto, unexpected(rscope.method, rscope.path, exc.__cause__))
+                self.refuse(rscope, proto, unexpected(rscope.method, rscope.path, exc.__cause__ or exc))
         else:
             await self.answer(hot, rscope, proto)
 
@@ -192,12 +192,13 @@ def _address(text: str | None) -> tuple[str, int] | None:
 class Lifespan:
     """The ASGI lifespan protocol, driven by hand: Litestar's on_startup and on_shutdown."""
 
-    def __init__(self, app):
+    def __init__(self, app) -> None:
         self.app = app
         self.state: dict = {}       # what the app keeps in the lifespan scope's state
         self.task: asyncio.Task | None = None
-        self.inbox: asyncio.Queue | None = None
-        self.replies: asyncio.Queue | None = None
+        # Made anew by each startup, on the loop that runs it.
+        self.inbox: asyncio.Queue = asyncio.Queue()
+        self.replies: asyncio.Queue = asyncio.Queue()
 
     async def _run(self) -> None:
         scope = {"type": "lifespan", "asgi": _ASGI, "state": self.state}

@@ -9,7 +9,7 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Callable, Coroutine, Mapping
 
 from app import gc_pauses
 from app.config import Settings
@@ -163,7 +163,7 @@ class Engine:
 
     async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
                      slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
-                     disconnected: Callable[[], Awaitable[Any]] | None = None) -> tuple[ModelSlot, dict]:
+                     disconnected: Callable[[], Coroutine[Any, Any, Any]] | None = None) -> tuple[ModelSlot, dict]:
         """`disconnected`: returns when the client has gone; it is watched once the job has been
         queued for WATCH_AFTER_S without being dispatched; if it fires, the answer is a 499 and
         the queued work is dropped before dispatch.
@@ -226,7 +226,7 @@ class Engine:
             guard.cancel()
             if job.dispatched:
                 timing.record("queue", job.enqueued_ns, job.dispatched_ns)
-            if job.ran:
+            if job.ran and job.batch is not None:      # a job that ran was in a batch
                 timing.add("infer", job.ran - job.batch.started)
         try:
             with timing.stage("finish"):
@@ -263,11 +263,13 @@ class _Guard:
 
     __slots__ = ("job", "disconnected", "deadline", "handle", "watch", "watch_next")
 
-    def __init__(self, job: Job, disconnected: Callable[[], Awaitable[Any]] | None, budget_s: float | None,
+    def __init__(self, job: Job, disconnected: Callable[[], Coroutine[Any, Any, Any]] | None, budget_s: float | None,
                  watch_after_s: float = WATCH_AFTER_S):
         loop = job.loop
         now = loop.time()
-        self.job, self.disconnected, self.watch = job, disconnected, None
+        self.job: Job | None = job
+        self.disconnected = disconnected
+        self.watch: asyncio.Task | None = None
         self.deadline = None if budget_s is None else now + max(0.001, budget_s)
         # The first firing is the watch's unless the deadline comes first (or there is no watch).
         self.watch_next = disconnected is not None and (self.deadline is None or self.deadline > now + watch_after_s)
@@ -283,8 +285,9 @@ class _Guard:
             _expire(job)
             return
         self.watch_next = False
-        if not job.dispatched:
-            self.watch = job.loop.create_task(self.disconnected())
+        disconnected = self.disconnected        # present whenever the watch fires first
+        if not job.dispatched and disconnected is not None:
+            self.watch = job.loop.create_task(disconnected())
             self.watch.add_done_callback(functools.partial(_abandon, job))
         if self.deadline is not None:
             self.handle = job.loop.call_at(self.deadline, self._fire)

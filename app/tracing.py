@@ -158,7 +158,7 @@ class Tracing:
         self.tracer = provider.get_tracer(INSTRUMENTATION) if provider else trace.NoOpTracer()
         ids = getattr(provider, "id_generator", None)
         self._ids = ids if isinstance(ids, StagedIds) else None
-        self._bound = root_bound(provider.sampler) if self._ids is not None else None
+        self._bound = root_bound(provider.sampler) if provider is not None and self._ids is not None else None
 
     def request_span(self, name: str, headers: Mapping[str, str]):
         """The request's SERVER span, continuing an incoming `traceparent`; None when it is not
@@ -167,15 +167,16 @@ class Tracing:
         the SDK, since creating and dropping a span costs the loop more than the rest of
         tracing's per-request work at low sampling ratios."""
         carrier = {k: headers.get(k) for k in ("traceparent", "tracestate") if k in headers}
-        if not carrier and self._bound is not None:
-            trace_id = self._ids.generate_trace_id()
-            if trace_id & _TRACE_ID_LOW >= self._bound:
+        ids, bound = self._ids, self._bound          # a bound only where the ids are staged
+        if not carrier and ids is not None and bound is not None:
+            trace_id = ids.generate_trace_id()
+            if trace_id & _TRACE_ID_LOW >= bound:
                 return None
-            self._ids.staged = trace_id
+            ids.staged = trace_id
             try:
                 span = self.tracer.start_span(name, context=_NO_PARENT, kind=trace.SpanKind.SERVER)
             finally:
-                self._ids.staged = None    # never left for another span, whatever start_span did
+                ids.staged = None    # never left for another span, whatever start_span did
         else:
             span = self.tracer.start_span(name, context=extract(carrier), kind=trace.SpanKind.SERVER)
         return span if span.is_recording() else None

@@ -10,11 +10,11 @@ layers would: a Problem as problem+json, anything else as a logged 500 `internal
 from __future__ import annotations
 
 import functools
-from typing import Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import msgspec
 from litestar import asgi
-from litestar.types import Receive, Scope, Send
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Send
 
 from app import middleware
 from app.body import OFFLOAD_BYTES, read_json, read_raw
@@ -24,14 +24,19 @@ from app.routes.common import check_auth, problem_reply, profile_of, unexpected
 _JSON = (b"content-type", b"application/json")
 
 
-def headers_of(scope: Scope) -> dict[str, str]:
+# The raw ASGI scope of an HTTP request, with what the request-context layer records in it
+# ("omni.*" keys): a dict, not Litestar's TypedDict of the standard keys.
+HttpScope = dict[str, Any]
+
+
+def headers_of(scope: HttpScope) -> dict[str, str]:
     """Request headers by lower-case name, as the request-context layer read them."""
     headers = scope.get("omni.headers")
     return headers if headers is not None else middleware.headers_of(scope["headers"])
 
 
 @asgi("/v1/systemone", copy_scope=False)   # the scope carries what the request-context layer records
-async def systemone(scope: Scope, receive: Receive, send: Send) -> None:
+async def systemone(scope: HttpScope, receive: Receive, send: Send) -> None:
     if scope["method"] != "POST":
         raise Problem(405, "method_not_allowed", "%s is not allowed on /v1/systemone" % scope["method"],
                       headers={"Allow": "POST"})
@@ -39,9 +44,10 @@ async def systemone(scope: Scope, receive: Receive, send: Send) -> None:
     headers = headers_of(scope)
     content = await answer(o, scope, headers, functools.partial(read_raw, receive, o.settings),
                            functools.partial(_disconnected, receive))
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [_JSON, (b"content-length", b"%d" % len(content))]})
-    await send({"type": "http.response.body", "body": content})
+    start: HTTPResponseStartEvent = {"type": "http.response.start", "status": 200,
+                                     "headers": [_JSON, (b"content-length", b"%d" % len(content))]}
+    await send(start)
+    await send(body_event(content))
 
 
 async def answer(o, scope: dict, headers: Mapping[str, str], read: Callable[[], Awaitable[bytes]],
@@ -68,7 +74,7 @@ def direct(litestar):
     exception handlers would answer (app/main.py) is answered here."""
     handler = systemone.fn
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    async def app(scope: HttpScope, receive: Receive, send: Send) -> None:
         scope["app"] = scope["litestar_app"] = litestar
         started = False
 
@@ -90,12 +96,17 @@ def direct(litestar):
     return app
 
 
-async def _reply(litestar, scope: Scope, send: Send, problem: Problem) -> None:
+def body_event(content: bytes) -> HTTPResponseBodyEvent:
+    return {"type": "http.response.body", "body": content, "more_body": False}
+
+
+async def _reply(litestar, scope: HttpScope, send: Send, problem: Problem) -> None:
     body, media = problem_reply(litestar.state.omni, scope, problem, headers_of(scope))
     headers = [(b"content-type", media.encode("latin-1")), (b"content-length", b"%d" % len(body))]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
-    await send({"type": "http.response.start", "status": problem.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    start: HTTPResponseStartEvent = {"type": "http.response.start", "status": problem.status, "headers": headers}
+    await send(start)
+    await send(body_event(body))
 
 
 async def _disconnected(receive: Receive) -> None:
