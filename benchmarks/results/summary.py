@@ -1,7 +1,7 @@
 """Prints every figure of docs/benchmarks.md from the raw files here: each HTTP pass (p50, p95,
 p99, mean ms, requests and decisions a second, rows and forward ms a pass, Server-Timing p50 per
-stage), start to ready and GPU memory, a fresh server's first requests, the worker's CPU a request at c=64, the in-process and
-HF baselines, and the probes behind "what limits each model".
+stage), start to ready and GPU memory, a fresh server's first requests, the worker's CPU a
+request at c=64, the in-process and HF baselines, and the probes behind "what limits each model".
 
     python benchmarks/results/summary.py [PART ...]    # laya cua-s1 open-jev-9b clef-flash open-jev-27b tracing
 """
