@@ -13,7 +13,8 @@ import math
 import os
 import re
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from models import gdn_plan
 
@@ -102,7 +103,7 @@ class Settings:
         return [os.path.join(self.model_root, m) if self.model_root and os.sep not in m else m for m in names]
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
         path = env.get("OMNI_CONFIG")

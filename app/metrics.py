@@ -6,7 +6,7 @@ status and problem codes), never from what a client sends.
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
                                ProcessCollector, generate_latest)
@@ -27,7 +27,7 @@ class LoopHistogram:
         self._children: dict[tuple, _LoopHistogramChild] = {}
         registry.register(self)
 
-    def labels(self, *values: str) -> "_LoopHistogramChild":
+    def labels(self, *values: str) -> _LoopHistogramChild:
         child = self._children.get(values)
         if child is None:
             child = self._children[values] = _LoopHistogramChild(self.bounds)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 from opentelemetry.trace import Status, StatusCode
 

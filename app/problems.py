@@ -31,7 +31,7 @@ class Problem(Exception):
         self.headers = dict(headers or {})
 
     @classmethod
-    def from_request_error(cls, exc: RequestError) -> "Problem":
+    def from_request_error(cls, exc: RequestError) -> Problem:
         return cls(exc.status, exc.code, exc.detail, errors=exc.errors)
 
     def render(self, instance: str, profile: str) -> tuple[bytes, str]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
 
 from app.body import RSGI_CLOSED, read_rsgi
 from app.middleware import oversized_headers
@@ -100,7 +101,8 @@ class RSGIFace:
                 status, content, extra = self._problem(scope, headers, unexpected("POST", path, exc))
             rid, server_timing = context.answered(scope, path, status)
             extra += [("x-request-id", rid), ("server-timing", server_timing)]
-            try:
+            # Not contextlib.suppress: that is an object made a request on the hot path.
+            try:  # noqa: SIM105
                 proto.response_bytes(status, extra, content)
             except RSGI_CLOSED:
                 pass                # the client has gone (a 499 is counted): no one to answer

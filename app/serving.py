@@ -9,7 +9,8 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Any, Callable, Coroutine, Mapping
+from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
 
 from app import gc_pauses
 from app.config import Settings

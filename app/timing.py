@@ -22,7 +22,7 @@ class Timing:
     def add(self, stage: str, seconds: float) -> None:
         self.stages[stage] = self.stages.get(stage, 0.0) + seconds
 
-    def stage(self, name: str) -> "_Stage":
+    def stage(self, name: str) -> _Stage:
         return _Stage(self, name)
 
     def record(self, name: str, start_ns: int, end_ns: int) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import unquote
 
 from opentelemetry import trace

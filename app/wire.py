@@ -7,40 +7,40 @@ fields every model gives, and the optional ones some models add (models.md).
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-Text = Union[str, dict, list, int, float]
+Text = str | dict | list | int | float
 
 
 class ChoiceQuestion(msgspec.Struct, tag="choice", tag_field="type"):
-    instructions: Union[str, dict, list, int, float]
-    criteria: Union[dict[str, Union[str, dict, list, int, float, None]], list[Union[str, int, float, bool]]]
+    instructions: str | dict | list | int | float
+    criteria: dict[str, str | dict | list | int | float | None] | list[str | int | float | bool]
 
 
 class ScoreQuestion(msgspec.Struct, tag="score", tag_field="type"):
-    instructions: Union[str, dict, list, int, float]
-    criteria: list[Union[str, dict, list, int, float]]
+    instructions: str | dict | list | int | float
+    criteria: list[str | dict | list | int | float]
 
 
 class NoulQuestion(msgspec.Struct, tag="noul", tag_field="type"):
     """`instructions` may be left out in the `jev` profile: the criteria are then the text."""
 
-    instructions: Union[Text, UnsetType] = UNSET
-    criteria: Union[dict[str, Union[str, dict, list, int, float, None]], None] = None
+    instructions: Text | UnsetType = UNSET
+    criteria: dict[str, str | dict | list | int | float | None] | None = None
 
 
-Question = Union[ChoiceQuestion, ScoreQuestion, NoulQuestion]
+Question = ChoiceQuestion | ScoreQuestion | NoulQuestion
 
 
 class SystemOneRequest(msgspec.Struct):
     """POST /v1/systemone. Unknown top-level fields are ignored."""
 
-    state: Union[str, dict[str, Any], list[Any]]
+    state: str | dict[str, Any] | list[Any]
     questions: dict[str, Question]
-    model: Union[str, None] = None
+    model: str | None = None
 
 
 class Usage(msgspec.Struct):
@@ -51,10 +51,10 @@ class Usage(msgspec.Struct):
 class ReferenceUsage(Usage):
     """Laya and Clef-Flash add how much of the state was cut to fit."""
 
-    state_tokens: Union[int, UnsetType] = UNSET
-    state_tokens_dropped: Union[int, UnsetType] = UNSET
-    truncated: Union[bool, UnsetType] = UNSET
-    truncated_questions: Union[list[str], UnsetType] = UNSET
+    state_tokens: int | UnsetType = UNSET
+    state_tokens_dropped: int | UnsetType = UNSET
+    truncated: bool | UnsetType = UNSET
+    truncated_questions: list[str] | UnsetType = UNSET
 
 
 class Action(msgspec.Struct):
@@ -67,9 +67,9 @@ class ChoiceAnswer(msgspec.Struct, tag="choice", tag_field="type"):
     choice: str
     probabilities: dict[str, float]
     confidence: float
-    answer_confidence: Union[float, UnsetType] = UNSET
-    action: Union[Action, UnsetType] = UNSET
-    x_jev_confidence: Union[float, UnsetType] = UNSET
+    answer_confidence: float | UnsetType = UNSET
+    action: Action | UnsetType = UNSET
+    x_jev_confidence: float | UnsetType = UNSET
 
 
 class ScoreAnswer(msgspec.Struct, tag="score", tag_field="type"):
@@ -79,21 +79,21 @@ class ScoreAnswer(msgspec.Struct, tag="score", tag_field="type"):
     probabilities: dict[str, float]
     legend: dict[str, Any]
     confidence: float
-    answer_confidence: Union[float, UnsetType] = UNSET
-    action: Union[Action, UnsetType] = UNSET
-    x_jev_confidence: Union[float, UnsetType] = UNSET
+    answer_confidence: float | UnsetType = UNSET
+    action: Action | UnsetType = UNSET
+    x_jev_confidence: float | UnsetType = UNSET
 
 
 class NoulAnswer(msgspec.Struct, tag="noul", tag_field="type"):
     """`noul`: the probability of yes."""
 
     noul: float
-    confidence: Union[float, UnsetType] = UNSET
-    answer_confidence: Union[float, UnsetType] = UNSET
-    action: Union[Action, UnsetType] = UNSET
+    confidence: float | UnsetType = UNSET
+    answer_confidence: float | UnsetType = UNSET
+    action: Action | UnsetType = UNSET
 
 
-Answer = Union[ChoiceAnswer, ScoreAnswer, NoulAnswer]
+Answer = ChoiceAnswer | ScoreAnswer | NoulAnswer
 
 
 class JevChoiceAnswer(msgspec.Struct, tag="choice", tag_field="type"):
@@ -103,10 +103,10 @@ class JevChoiceAnswer(msgspec.Struct, tag="choice", tag_field="type"):
     choice: str
     probabilities: dict[str, float]
     confidence: float
-    x_confidence: Union[float, UnsetType] = UNSET
-    x_answer_confidence: Union[float, UnsetType] = UNSET
-    x_action: Union[Action, UnsetType] = UNSET
-    x_option_rows: Union[int, UnsetType] = UNSET
+    x_confidence: float | UnsetType = UNSET
+    x_answer_confidence: float | UnsetType = UNSET
+    x_action: Action | UnsetType = UNSET
+    x_option_rows: int | UnsetType = UNSET
 
 
 class JevScoreAnswer(msgspec.Struct, tag="score", tag_field="type"):
@@ -114,29 +114,29 @@ class JevScoreAnswer(msgspec.Struct, tag="score", tag_field="type"):
     probabilities: dict[str, float]
     legend: dict[str, Any]
     confidence: float
-    x_confidence: Union[float, UnsetType] = UNSET
-    x_answer_confidence: Union[float, UnsetType] = UNSET
-    x_action: Union[Action, UnsetType] = UNSET
+    x_confidence: float | UnsetType = UNSET
+    x_answer_confidence: float | UnsetType = UNSET
+    x_action: Action | UnsetType = UNSET
 
 
 class JevNoulAnswer(msgspec.Struct, tag="noul", tag_field="type"):
     """No `confidence`, as in Jev."""
 
     noul: float
-    x_confidence: Union[float, UnsetType] = UNSET
-    x_answer_confidence: Union[float, UnsetType] = UNSET
-    x_action: Union[Action, UnsetType] = UNSET
+    x_confidence: float | UnsetType = UNSET
+    x_answer_confidence: float | UnsetType = UNSET
+    x_action: Action | UnsetType = UNSET
 
 
-JevAnswer = Union[JevChoiceAnswer, JevScoreAnswer, JevNoulAnswer]
+JevAnswer = JevChoiceAnswer | JevScoreAnswer | JevNoulAnswer
 
 
 class ServedBy(msgspec.Struct):
-    checkpoint: Union[str, None]
-    revision: Union[str, None]
-    device: Union[str, None]
+    checkpoint: str | None
+    revision: str | None
+    device: str | None
     weights_dtype: str
-    runtime: Union[str, None]
+    runtime: str | None
     compiled: bool = False          # the model replays captured CUDA graphs
     random_weights: bool = False
 
@@ -148,8 +148,8 @@ class SystemOneResponse(msgspec.Struct):
     answers: dict[str, Answer]
     usage: ReferenceUsage
     served_by: ServedBy
-    routing: Union[dict[str, Any], UnsetType] = UNSET         # Laya
-    metadata: Union[dict[str, Any], UnsetType] = UNSET        # Open-Jev
+    routing: dict[str, Any] | UnsetType = UNSET         # Laya
+    metadata: dict[str, Any] | UnsetType = UNSET        # Open-Jev
 
 
 class JevSystemOneResponse(msgspec.Struct):
@@ -159,10 +159,10 @@ class JevSystemOneResponse(msgspec.Struct):
     answers: dict[str, JevAnswer]
     usage: Usage
     x_served_by: ServedBy
-    x_usage: Union[dict[str, Any], UnsetType] = UNSET
-    x_routing: Union[dict[str, Any], UnsetType] = UNSET
-    x_metadata: Union[dict[str, Any], UnsetType] = UNSET
-    x_model: Union[str, UnsetType] = UNSET
+    x_usage: dict[str, Any] | UnsetType = UNSET
+    x_routing: dict[str, Any] | UnsetType = UNSET
+    x_metadata: dict[str, Any] | UnsetType = UNSET
+    x_model: str | UnsetType = UNSET
 
 
 class QuestionError(msgspec.Struct):
@@ -183,7 +183,7 @@ class ProblemDetails(msgspec.Struct):
 
 
 class JevValidationItem(msgspec.Struct):
-    loc: list[Union[str, int]]
+    loc: list[str | int]
     msg: str
     type: str           # the problem's code
 
@@ -208,18 +208,18 @@ class JevError(msgspec.Struct):
 class ModelStatus(msgspec.Struct):
     name: str
     state: Literal["loading", "warming", "ready", "failed"]
-    checkpoint: Union[str, None]
-    revision: Union[str, None]
-    device: Union[str, None]
+    checkpoint: str | None
+    revision: str | None
+    device: str | None
     weights_dtype: str
-    runtime: Union[str, None]
-    load_ms: Union[float, None]
-    warmup_ms: Union[float, None]
+    runtime: str | None
+    load_ms: float | None
+    warmup_ms: float | None
     cuda_graphs: str
     limits: dict[str, Any]
-    random_weights: Union[bool, UnsetType] = UNSET
-    cuda_graphs_refused: Union[str, UnsetType] = UNSET
-    error: Union[str, UnsetType] = UNSET
+    random_weights: bool | UnsetType = UNSET
+    cuda_graphs_refused: str | UnsetType = UNSET
+    error: str | UnsetType = UNSET
 
 
 class ServerLimits(msgspec.Struct):
@@ -238,7 +238,7 @@ class NotReady(ProblemDetails):
     """503 `not_ready`: a model is loading, warming or failed."""
 
     models: list[ModelStatus] = []
-    limits: Union[ServerLimits, None] = None
+    limits: ServerLimits | None = None
 
 
 class ModelEntry(msgspec.Struct):
@@ -247,8 +247,8 @@ class ModelEntry(msgspec.Struct):
     aliases: list[str]
     release_date: str
     family: str
-    checkpoint: Union[str, None]
-    revision: Union[str, None]
+    checkpoint: str | None
+    revision: str | None
     random_weights: bool
     weights_dtype: str
     limits: dict[str, Any]

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from importlib import metadata
+import contextlib
 
 # Kept as strings: one per line of `nvidia-smi --query-gpu`, in this order.
 GPU_FIELDS = ("name", "driver_version", "pstate", "clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem",
@@ -128,10 +129,8 @@ def gpu_facts() -> list[dict] | dict:
 def versions() -> dict:
     found = {"python": platform.python_version()}
     for name in PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     if "onnxruntime-gpu" not in found and "onnxruntime" not in found:
         # The GPU machine's onnxruntime-gpu is unpacked onto PYTHONPATH, without its metadata.
         try:

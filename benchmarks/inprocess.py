@@ -90,9 +90,9 @@ def main(argv=None):
         slot = SimpleNamespace(model=model, session=runner.session, static_shapes=runner.static_shapes,
                                bucketed=runner.static_shapes)
         packed, run = policy.pack(slot, prepared)
-        if run == getattr(slot.session, "run", None) and hasattr(slot.session, "capture"):
-            if slot.session.shape_key(packed.feeds) not in slot.session.graphs:
-                slot.session.capture(packed.feeds)     # as the executor does between passes
+        if (run == getattr(slot.session, "run", None) and hasattr(slot.session, "capture")
+                and slot.session.shape_key(packed.feeds) not in slot.session.graphs):
+            slot.session.capture(packed.feeds)     # as the executor does between passes
         outs = model.adapter.unpack(run(None, packed.feeds), works, packed)
         return [model.finish(p, o, "reference", model.name) for p, o in zip(prepared, outs)]
 
@@ -151,7 +151,7 @@ def main(argv=None):
                 works = [model.prepare(b).work for b in workloads[wl]]
                 feeds = model.adapter.pack(works).feeds
                 try:
-                    k = gpu_kernel_times(lambda: runner.session.run(None, feeds))
+                    k = gpu_kernel_times(lambda runner=runner, feeds=feeds: runner.session.run(None, feeds))
                 except Exception as exc:              # no CUPTI: the timings above still stand
                     k = {"error": repr(exc)[:300]}
                 report["gpu_kernels"]["%s/%s" % (label, wl)] = k

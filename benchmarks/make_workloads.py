@@ -49,7 +49,7 @@ def fitted(n: int, body: dict, draw_state, tokens: int, count, tok) -> list[dict
 def laya_requests(n: int, questions: int, seed: int, long_state: bool = False) -> list[dict]:
     rng = random.Random(seed)
     out = []
-    for i in range(n):
+    for _ in range(n):
         state = rng.choice(TICKETS)
         if long_state:
             state = " ".join(rng.choice(TICKETS) for _ in range(8))

@@ -2,7 +2,7 @@
 confidences computed from an answer's probabilities (in option order)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def jev_choice(p: Sequence[float]) -> float:

@@ -256,9 +256,9 @@ class _DataFile:
         self.tmp = os.path.join(self.base, self.location + ".folding")
         self.graph_tmp = os.path.abspath(path) + ".folding"
 
-    def __enter__(self) -> "_DataFile":
-        self.out, self.offset = open(self.tmp, "wb"), 0
-        self.files = {loc: open(os.path.join(self.base, loc), "r+b" if self.release else "rb")
+    def __enter__(self) -> _DataFile:
+        self.out, self.offset = open(self.tmp, "wb"), 0         # noqa: SIM115 - closed by __exit__
+        self.files = {loc: open(os.path.join(self.base, loc), "r+b" if self.release else "rb")  # noqa: SIM115
                       for loc in self.sources}
         return self
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any
+from collections.abc import Mapping
 
 # The engines ONNX Runtime's GatedDeltaNet kernel knows ("auto": its own choice by shape).
 PLANS = ("auto", "chunked", "chunked_split", "recurrent")
@@ -29,7 +31,7 @@ def plan_for(plan: str, gdn_dtype: str) -> str:
     return "auto" if plan in FLOAT16_ONLY and gdn_dtype != "float16" else plan
 
 
-def plan_note(manifest: dict, configured: str, plan: str) -> str | None:
+def plan_note(manifest: Mapping[str, Any], configured: str, plan: str) -> str | None:
     """Why an export's GatedDeltaNet layers do not run the configured engine, for the log; None
     when they do or the export has none of ONNX Runtime's GatedDeltaNet nodes."""
     graph = manifest.get("graph", {})
@@ -44,7 +46,7 @@ def plan_note(manifest: dict, configured: str, plan: str) -> str | None:
     return note
 
 
-def gdn_dtype(manifest: dict) -> str:
+def gdn_dtype(manifest: Mapping[str, Any]) -> str:
     """The dtype an export's GatedDeltaNet layers read: what its manifest records (a bfloat16
     graph may feed them float16), else its weights' dtype (a manifest without the record)."""
     return manifest.get("graph", {}).get("gdn_dtype") or manifest.get("weights_dtype", "float32")

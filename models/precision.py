@@ -9,7 +9,7 @@ default), or record the failure and export anyway (random-weight checkpoints for
 whose deep random stacks amplify any rounding past 0.02; docs/benchmarks.md)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

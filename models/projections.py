@@ -8,7 +8,7 @@ which is the cheaper of the two on the GPU.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -51,7 +51,7 @@ class TokenizerHandle:
     _frames: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, directory: str, roles: tuple[str, ...] = ()) -> "TokenizerHandle":
+    def load(cls, directory: str, roles: tuple[str, ...] = ()) -> TokenizerHandle:
         from tokenizers import Tokenizer
 
         tok = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 _CORPUS = [
     "I was charged twice for my order. Please refund the duplicate today.",

@@ -40,7 +40,7 @@ def _distribution(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def not_in_runtime() -> tuple[str, ...]:
     """The top-level modules installed here that the runtime image lacks: each one's distributions
     are all outside the runtime lock (requirements/cpu.txt, or gpu.txt) and are not this project (torch,

@@ -10,7 +10,8 @@ layers would: a Problem as problem+json, anything else as a logged 500 `internal
 from __future__ import annotations
 
 import functools
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
 
 import msgspec
 from litestar import asgi

@@ -51,7 +51,8 @@ import heapq
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from models.base import GraphPolicy, MicroBatches, Packed, Prepared
 
@@ -80,7 +81,7 @@ class BatchPolicy:
         self.queue_tokens = QUEUED_PASSES * max_tokens
 
     @classmethod
-    def from_settings(cls, settings) -> "BatchPolicy":
+    def from_settings(cls, settings) -> BatchPolicy:
         return cls(settings.max_batch_rows, settings.max_batch_tokens, settings.cuda_graph_rows,
                    settings.batch_window_ms / 1000.0)
 

@@ -24,7 +24,8 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from opentelemetry import trace
 
@@ -291,7 +292,7 @@ class Executor:
             captured = ""
             # Static shapes only come with a graph policy (graphs above are 0 without one). The
             # shapes not captured in the seconds given are captured when the executor is idle.
-            if info.static_shapes and policy.precapture:
+            if info.static_shapes and policy is not None and policy.precapture:
                 seconds = PRECAPTURE_S if self.settings.cuda_graph_precapture else 0.0
                 count, took = self.policy.precapture(slot.session, slot.model, seconds)
                 slot.graphs_captured, slot.capture_s = count, took

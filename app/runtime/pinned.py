@@ -19,7 +19,7 @@ import numpy as np
 log = logging.getLogger("omni.pinned")
 
 _HOST_TO_DEVICE, _DEVICE_TO_HOST = 1, 2
-_runtime: "CudaRuntime | None | bool" = False       # False: not found yet; None: unusable
+_runtime: CudaRuntime | None | bool = False       # False: not found yet; None: unusable
 
 
 def loaded_cudart(maps: str = "/proc/self/maps") -> str | None:
@@ -39,7 +39,7 @@ def loaded_cudart(maps: str = "/proc/self/maps") -> str | None:
 class PinnedArray:
     """`size` bytes of page-locked host memory as a uint8 numpy array; freed with its owner."""
 
-    def __init__(self, cuda: "CudaRuntime", size: int):
+    def __init__(self, cuda: CudaRuntime, size: int):
         ptr = ctypes.c_void_p()
         cuda.check(cuda.lib.cudaHostAlloc(ctypes.byref(ptr), size, 0), "cudaHostAlloc")
         if not ptr.value:

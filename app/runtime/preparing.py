@@ -10,7 +10,8 @@ costs one future and one turn.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 
 class PrepareBatch:

@@ -8,10 +8,11 @@ from typing import Any
 
 from app.config import ConfigError
 from app.runtime.recovery import Recovery
+from models.base import ServedModel
 from models.errors import UnknownModel
 
 
-class SlotState(str, enum.Enum):
+class SlotState(enum.StrEnum):
     LOADING = "loading"      # sessions being created
     WARMING = "warming"      # sessions ready, warm-up request in flight
     READY = "ready"
@@ -20,7 +21,7 @@ class SlotState(str, enum.Enum):
 
 @dataclass(eq=False)
 class ModelSlot:
-    model: Any                             # a models.base.ServedModel
+    model: ServedModel
     state: SlotState = SlotState.LOADING
     error: str | None = None
     session: Any = None                    # owned by the executor thread

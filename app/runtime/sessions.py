@@ -9,7 +9,8 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -181,7 +182,7 @@ class Captured:
         for name, (dtype, shape, offset, size) in zip(feeds, in_slots):
             io.bind_input(name, device, index, dtype, list(shape), self.in_ptr + offset)
             self.views[name] = self.staging[offset:offset + size].view(dtype).reshape(shape)
-        for name, (dtype, shape, offset, size) in zip(runner.outputs, out_slots):
+        for name, (dtype, shape, offset, _) in zip(runner.outputs, out_slots):
             io.bind_output(name, device, index, dtype, list(shape), self.out_ptr + offset)
         self.out_slots = out_slots
         self.options = runner.options(graph_id)

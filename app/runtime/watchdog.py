@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 log = logging.getLogger("omni.watchdog")
 

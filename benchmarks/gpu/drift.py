@@ -32,7 +32,7 @@ def _rel(a, b) -> float:
     return float((a.double() - b.double()).norm() / b.double().norm())
 
 
-def letter_rows(state: dict) -> "torch.Tensor":
+def letter_rows(state: dict) -> torch.Tensor:
     rows = state["lm_head.weight"] if "lm_head.weight" in state else state["embed_tokens.weight"]
     return rows[LETTERS].float()
 

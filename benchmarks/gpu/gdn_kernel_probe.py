@@ -184,7 +184,7 @@ def main(argv=None):
         outs = {}
         for plan, s in runners.items():
             outs["ort:" + plan] = s.run(None, x)[0].astype(np.float32)
-            row["ort"][plan] = kernel_us(lambda s=s: s.run(None, x), args.iters)
+            row["ort"][plan] = kernel_us(lambda s=s, x=x: s.run(None, x), args.iters)
         for dtype in args.fla_dtypes.split(","):
             try:
                 run, held = fla_call(x, d, dtype)

@@ -14,6 +14,7 @@ models.precision's, here over the 26 letter logits of each prompt.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -128,17 +129,17 @@ def main(argv=None):
     for n, batch in [(n, int(b)) for n in lengths for b in args.batch.split(",")]:
         ids = rng.integers(0, 1000, size=(batch, n), dtype=np.int64)
 
-        def after_head(label):          # the feeds of the prompt's tokens after this export's baked head
+        def after_head(label, ids=ids, batch=batch):   # the feeds of the tokens after this export's baked head
             rest = ids[:, len(heads[label]):]
             return {"input_ids": rest, "positions": np.full((batch,), rest.shape[1] - 1, dtype=np.int64)}
-        calls = {label: (lambda r=r, f=after_head(label): _replayed(r, f)) for label, r in runners.items()}
+        calls = {label: functools.partial(_replayed, r, after_head(label)) for label, r in runners.items()}
         if hf is not None:
             # The same prompts, each starting with the baked head where an export has one.
             head = next((h for h in heads.values() if h), [])
             tids = torch.from_numpy(np.concatenate([np.tile(np.array(head, dtype=np.int64), (batch, 1)),
                                                     ids[:, len(head):]], axis=1)).cuda()
 
-            def hf_call():
+            def hf_call(tids=tids):
                 with torch.no_grad():
                     out = hf(input_ids=tids, use_cache=False, logits_to_keep=1).logits
                 torch.cuda.synchronize()
@@ -220,7 +221,7 @@ def profile(path: str, length: int = 218) -> dict:
                 shapes[node] = [e["args"].get("op_name"), e["args"].get("output_type_shape")]
         plain = ort.InferenceSession(path, providers=["CUDAExecutionProvider"])
         try:
-            gpu = gpu_kernel_times(lambda: plain.run(None, feeds))
+            gpu = gpu_kernel_times(lambda plain=plain, feeds=feeds: plain.run(None, feeds))
         except Exception as exc:                 # no CUPTI here: the host-side table still stands
             gpu = {"error": repr(exc)[:300]}
         # The last run only: the first ones include allocation and autotuning.

@@ -41,7 +41,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rate-interval", default="30s")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    dash = json.load(open(args.dashboard))
+    with open(args.dashboard, encoding="utf-8") as f:
+        dash = json.load(f)
     end = time.time()
     start = end - args.minutes * 60
     step = max(2.0, args.minutes * 60 / 300)
@@ -64,7 +65,9 @@ def main(argv=None) -> None:
             for series in query_range(args.prometheus, expr, start, end, step):
                 xs = [(float(t) - end) / 60 for t, v in series["values"]]
                 ys = [float(v) * SCALE.get(unit, (1, ""))[0] for t, v in series["values"]]
-                label = re.sub(r"\{\{(\w+)\}\}", lambda m: series["metric"].get(m.group(1), ""), target["legendFormat"])
+                metric = series["metric"]
+                label = re.sub(r"\{\{(\w+)\}\}", lambda m, metric=metric: metric.get(m.group(1), ""),
+                               target["legendFormat"])
                 ax.plot(xs, ys, linewidth=1.2, label=label)
                 drawn += 1
         ax.set_xlabel("minutes", fontsize=7)

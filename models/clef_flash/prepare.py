@@ -18,7 +18,8 @@ question listed), `TooManyQuestions` (413), `InputTooLong` (413 input_too_long).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -10,7 +10,7 @@ pads at the end, so a record's logits do not depend on what it ran with.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -9,7 +9,8 @@ or the head's attention with another.
 """
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 

@@ -103,7 +103,7 @@ def _weight_shapes(path: str) -> dict[str, tuple[int, ...]]:
         from safetensors import safe_open
 
         with safe_open(path, framework="numpy") as f:
-            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 - safe_open
     import torch     # a pickled .bin: only torch reads it (weights_only keeps it data-only)
 
     state = torch.load(path, map_location="cpu", weights_only=True)

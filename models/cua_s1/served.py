@@ -3,7 +3,8 @@ the host from the saved letter rows (float64 accumulation, as the native worker)
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -11,7 +11,7 @@ whose CPU every other request needs at high load.
 """
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 

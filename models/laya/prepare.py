@@ -12,7 +12,8 @@ finishing puts through one softmax.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from models.errors import InvalidQuestions, RequestError, TooLarge, check_questions, questions_of
 from models.laya.checkpoint import QTYPES
@@ -89,9 +90,9 @@ def check_question(qid: str, qdef: Any, limits: LayaLimits, profile: str = "refe
     t = qdef.get("type")
     if not isinstance(t, str) or t not in QTYPES:
         return "unknown type %r; use one of %s" % (t, sorted(QTYPES))
-    if "instructions" not in qdef:
-        if not (profile == "jev" and t == "noul" and isinstance(qdef.get("criteria"), dict) and qdef["criteria"]):
-            return "no 'instructions'; add the text the model should answer"
+    if "instructions" not in qdef and not (
+            profile == "jev" and t == "noul" and isinstance(qdef.get("criteria"), dict) and qdef["criteria"]):
+        return "no 'instructions'; add the text the model should answer"
     ins = qdef.get("instructions", qdef.get("criteria"))
     if ins is None:
         return "'instructions' must not be null"
@@ -158,7 +159,7 @@ def to_internal(qid: str, qdef: dict) -> Question:
         crit = {c: None for c in crit}
     elif t == "noul" and isinstance(crit, dict):
         crit = {str(k).lower(): v for k, v in crit.items()}
-    ins = qdef["instructions"] if "instructions" in qdef else crit     # a jev-profile noul: its criteria
+    ins = qdef.get("instructions", crit)      # without them, a jev-profile noul: its criteria
     q = Question(qid, t, render(ins), crit, labels=qdef.get("labels"),
                  option_order=[int(i) for i in qdef["option_order"]] if "option_order" in qdef else None)
     if t == "choice":

@@ -1,7 +1,8 @@
 """A Laya export, served: preparation, the batch adapter and finishing around one ONNX graph."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from models.base import API_EXAMPLE, ExportedModel, GraphPolicy, Prepared, each
 from models.errors import InferenceFailed

@@ -2,7 +2,8 @@
 other requests' candidates), the scalar head on the host in float64, calibration per question."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from models.base import Prepared
 from models.errors import InferenceFailed

@@ -38,7 +38,7 @@ class TextDims:
         return self.linear_num_value_heads * self.linear_value_head_dim
 
     @classmethod
-    def from_config(cls, config: dict) -> "TextDims":
+    def from_config(cls, config: dict) -> TextDims:
         """`config` is a whole `config.json`; a multimodal one nests the text stack in `text_config`."""
         text = config.get("text_config") or config
         layers = text["num_hidden_layers"]
@@ -64,7 +64,7 @@ class TextDims:
         )
 
     @classmethod
-    def from_dir(cls, directory: str) -> "TextDims":
+    def from_dir(cls, directory: str) -> TextDims:
         with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
             return cls.from_config(json.load(f))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -21,7 +21,6 @@ float32, as ONNX Runtime's GatedDeltaNet holds it.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import torch
 
@@ -75,7 +74,7 @@ def recurrence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tenso
 
 @torch.library.custom_op("omni_qwen35::gated_delta", mutates_args=())
 def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
-                beta: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
+                beta: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
     """The recurrence's output (what torch runs; exported as `translation()`)."""
     return recurrence(q, k, v, g, beta, state)[0]
 
@@ -103,7 +102,7 @@ def gates(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.
 @torch.library.custom_op("omni_qwen35::gated_delta_fused", mutates_args=())
 def gated_delta_fused(qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor,
                       dt_bias: torch.Tensor, key_heads: int, key_dim: int, value_heads: int,
-                      value_dim: int, state: Optional[torch.Tensor] = None) -> torch.Tensor:
+                      value_dim: int, state: torch.Tensor | None = None) -> torch.Tensor:
     """`gated_delta` over the conv output [B, T, 2·Hk·Dk + Hv·Dv] (q | k | v) and the raw gate
     logits a, b [B, T, Hv]; returns [B, T, Hv, Dv]. The same maths as splitting, gating and
     calling `gated_delta`, which is what torch runs."""
@@ -117,7 +116,7 @@ def _(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, sta
 
 
 @torch.library.custom_op("omni_qwen35::causal_conv_silu", mutates_args=())
-def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
+def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
     """silu(causal depthwise conv1d) over [B, T, C] (channels last), weight [C, 1, K], no bias;
     `state` [B, K-1, C]: the K-1 inputs before x (None: zeros). Exported as ORT's fused
     CausalConvWithState: no cuDNN algorithm search per new shape and no transposes around it

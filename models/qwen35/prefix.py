@@ -17,7 +17,7 @@ Public:
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from models.errors import InferenceFailed
 

@@ -15,7 +15,7 @@ adapter cuts it off (`head`, prefix.cut), and lengths and buckets count what the
 """
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 

@@ -3,7 +3,8 @@ CUDA graphs only for small shapes that recur."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from models.base import ExportedModel, GraphPolicy, MicroBatches
 from models.qwen35.prefix import check_head

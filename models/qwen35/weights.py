@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 _PREFIXES = ("model.language_model.", "model.")
 _SKIP = ("model.visual.", "mtp.", "model.mtp.")
@@ -27,7 +27,7 @@ def _shards(directory: str) -> dict[str, str]:
     from safetensors import safe_open
 
     with safe_open(single, "pt") as f:
-        return {k: "model.safetensors" for k in f.keys()}
+        return {k: "model.safetensors" for k in f.keys()}  # noqa: SIM118 - safe_open is not iterable
 
 
 def text_name(key: str) -> str | None:

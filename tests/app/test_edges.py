@@ -3,6 +3,7 @@ headers, bodies nested past what rendering takes, oversized headers, a killed ma
 what a 500 says and logs. Real Granian processes on loopback (tests/server.py)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -32,10 +33,8 @@ def exchange(port: int, request: bytes, timeout: float = 15) -> tuple[int, dict[
     """(status, headers by lower-case name, body) of the one answer to `request` (sent with
     `Connection: close`)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        try:
-            s.sendall(request)
-        except (BrokenPipeError, ConnectionResetError):
-            pass                    # refused before it was read: the answer is still there
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(request)      # refused before it was read: the answer is still there
         data = b""
         while True:
             try:

@@ -34,7 +34,7 @@ def test_answers_are_the_same_alone_or_batched(pipeline_english):
             # ... and as the adapter calibrates them, batch by batch
             np.testing.assert_allclose(ca[row].probs, cb[row].probs, atol=1e-6, rtol=0)
         np.testing.assert_allclose(aa, ab, atol=1e-6, rtol=0)
-    for body, p, out_alone, out_batched in zip(bodies, prepared, alone, batched):
+    for p, out_alone, out_batched in zip(prepared, alone, batched):
         a = pipeline_english.model.finish(p, out_alone, "reference", "english")
         b = pipeline_english.model.finish(p, out_batched, "reference", "english")
         for qid in a["answers"]:

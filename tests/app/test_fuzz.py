@@ -247,7 +247,7 @@ def test_fuzz_over_http(server):
     rng = random.Random(5)
     examples = []
     with httpx.Client(base_url=server.url, timeout=30) as client:
-        for i in range(300):
+        for _ in range(300):
             body = {"state": rng.choice(["x", {"a": [1, None]}, ["t1", "t2"], 5, None]),
                     "questions": {"q%d" % j: rng.choice([
                         {"type": "choice", "instructions": "pick",

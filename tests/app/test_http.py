@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from models.laya.served import WARMUP_REQUEST
 from tests.conftest import run_server
+import contextlib
 
 BODY = {"model": "english", **WARMUP_REQUEST}          # docs/api.md's example request
 SERVER_TIMING = re.compile(r"^[a-z]+;dur=\d+(\.\d+)?$")
@@ -217,10 +218,8 @@ def _raw(server, request: bytes, wait: float = 0.0) -> bytes:
     whole request (a refused oversized head) can break the send: its answer, sent before its
     close, is still in this socket's receive queue, so it is read all the same."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=15) as s:
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             s.sendall(request)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
         if wait:
             time.sleep(wait)
         data = b""

@@ -60,9 +60,8 @@ def test_sdk_maps_errors(jev_server):
     from typesafe_sdk import Noul, TypeSafeAuthenticationError, TypeSafeClient, TypeSafeUnprocessableEntityError
     from typesafe_sdk import RetryPolicy
 
-    with _client(jev_server) as client:
-        with pytest.raises(TypeSafeUnprocessableEntityError):
-            client.system_one(state="x", questions={"q": Noul(instructions="ok?")}, model="nonexistent")
-    with TypeSafeClient(api_key="wrong-key", base_url=jev_server.url, retry=RetryPolicy(max_retries=0)) as client:
-        with pytest.raises(TypeSafeAuthenticationError):
-            client.system_one(state="x", questions={"q": Noul(instructions="ok?")})
+    with _client(jev_server) as client, pytest.raises(TypeSafeUnprocessableEntityError):
+        client.system_one(state="x", questions={"q": Noul(instructions="ok?")}, model="nonexistent")
+    with (TypeSafeClient(api_key="wrong-key", base_url=jev_server.url, retry=RetryPolicy(max_retries=0)) as client,
+          pytest.raises(TypeSafeAuthenticationError)):
+        client.system_one(state="x", questions={"q": Noul(instructions="ok?")})

@@ -26,13 +26,13 @@ def test_launch_serves_the_demo(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_")}
     env.update(OMNI_DEMO_DIR=str(tmp_path / "demo"), PORT=str(port), HOST="127.0.0.1", PYTHONUNBUFFERED="1")
-    log = open(tmp_path / "launch.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "app.launch"], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    with open(tmp_path / "launch.log", "w") as log:      # the server writes its own copy
+        proc = subprocess.Popen([sys.executable, "-m", "app.launch"], cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while True:
-            assert proc.poll() is None, open(tmp_path / "launch.log").read()
+            assert proc.poll() is None, (tmp_path / "launch.log").read_text()
             try:
                 if httpx.get("http://127.0.0.1:%d/readyz" % port, timeout=2).status_code == 200:
                     break
@@ -46,7 +46,7 @@ def test_launch_serves_the_demo(tmp_path):
         assert r.json()["served_by"]["random_weights"] is True
         ready = httpx.get("http://127.0.0.1:%d/readyz" % port).json()
         assert ready["models"][0]["random_weights"] is True
-        text = open(tmp_path / "launch.log").read()
+        text = (tmp_path / "launch.log").read_text()
         assert "RANDOM WEIGHTS" in text and "DEMO" in text
         assert "event loop: uvloop.Loop" in text          # never Granian's auto choice (rloop)
     finally:

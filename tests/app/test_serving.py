@@ -8,6 +8,7 @@ from app.middleware import request_id
 from app.runtime.executor import Job
 from app import serving
 from app.serving import _abandon, _expire, _Guard
+import contextlib
 
 
 def _job(loop) -> Job:
@@ -24,10 +25,8 @@ def test_a_disconnect_cancels_the_job_and_says_so():
 
         watch = loop.create_task(gone())
         watch.add_done_callback(lambda w: _abandon(job, w))
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await job.future
-        except asyncio.CancelledError:
-            pass
         return job
 
     job = asyncio.run(main())
@@ -90,10 +89,8 @@ def _guarded(dispatch_after: float | None, gone_after: float, budget_s: float | 
         if dispatch_after is not None:
             loop.call_later(dispatch_after, setattr, job, "dispatched", 1.0)
         guard = _Guard(job, disconnected, budget_s, watch_after_s)
-        try:
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(job.future), wait)
-        except (asyncio.CancelledError, asyncio.TimeoutError):
-            pass
         watched = guard.watch is not None
         guard.cancel()
         return job, watched

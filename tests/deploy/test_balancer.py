@@ -11,6 +11,7 @@ printed (`pytest -s`) and recorded in docs/reliability.md.
 from __future__ import annotations
 
 import asyncio
+import pathlib
 import contextlib
 import json
 import os
@@ -381,7 +382,7 @@ def test_failover_under_load(english, tmp_path):
             >= record["in_flight_at_sigterm"] >= 1), record
     # Request ids and traceparent reach the servers unchanged: every access line of a load
     # request names its own trace.
-    lines = [a for path in logs for a in _access_lines(open(path, encoding="utf-8").read())
+    lines = [a for path in logs for a in _access_lines(pathlib.Path(path).read_text(encoding="utf-8"))
              if str(a.get("request_id", "")).startswith("bal-")]
     assert len(lines) >= stats["ok"]
     for a in lines:

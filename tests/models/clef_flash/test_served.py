@@ -5,6 +5,7 @@ Runtime through the served model, against transformers' backbone + Cloudflare's 
 from __future__ import annotations
 
 import os
+import pathlib
 import types
 
 import httpx
@@ -78,19 +79,19 @@ def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_exp
     assert list(positions[:prep.tokens]) == list(range(prep.tokens)) and set(positions[prep.tokens:]) == {-1}
     headless = str(tmp_path / "clef-rows")
     shutil.copytree(clef_export, headless)
-    meta = json.load(open(os.path.join(headless, "manifest.json")))
+    meta = json.loads(pathlib.Path(os.path.join(headless, "manifest.json")).read_text())
     meta["prefix"] = None
     del meta["export_options"]["prompt_head"]
-    json.dump(meta, open(os.path.join(headless, "manifest.json"), "w"))
+    pathlib.Path(os.path.join(headless, "manifest.json")).write_text(json.dumps(meta))
     whole = load(headless)
     assert whole.adapter.head == [] and whole.prepare(request).longest == -(-prep.tokens // 64) * 64
     (note,) = whole.notes()
     assert note.startswith("its graph runs the system turn in every record")
     stale = str(tmp_path / "clef-stale")
     shutil.copytree(clef_export, stale)
-    meta = json.load(open(os.path.join(stale, "manifest.json")))
+    meta = json.loads(pathlib.Path(os.path.join(stale, "manifest.json")).read_text())
     meta["prefix"]["ids"] = meta["prefix"]["ids"][:-1]
-    json.dump(meta, open(os.path.join(stale, "manifest.json"), "w"))
+    pathlib.Path(os.path.join(stale, "manifest.json")).write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="export command again"):
         load(stale)
 
@@ -225,9 +226,9 @@ def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef
 
     older = str(tmp_path / "clef-older")
     shutil.copytree(clef_export, older)
-    meta = json.load(open(os.path.join(older, "manifest.json")))
+    meta = json.loads(pathlib.Path(os.path.join(older, "manifest.json")).read_text())
     del meta["export_options"]["token_positions"], meta["export_options"]["records"]
-    json.dump(meta, open(os.path.join(older, "manifest.json"), "w"))
+    pathlib.Path(os.path.join(older, "manifest.json")).write_text(json.dumps(meta))
     old, single, new = Pipeline(older), Pipeline(clef_export), Pipeline(clef_batched)
     assert old.model.cuda_graphs is None and single.model.cuda_graphs.per_work
     assert new.model.cuda_graphs is not None and not new.model.cuda_graphs.per_work

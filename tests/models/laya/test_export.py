@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import os
 import shutil
 import subprocess
@@ -72,9 +73,9 @@ def test_changed_source_is_exported_again(english, tmp_path):
     out = str(tmp_path / "out")
     first = export.export(ck, out, progress=None)
     cfg_path = os.path.join(ck, "rl_agent_config.json")
-    cfg = json.load(open(cfg_path))
+    cfg = json.loads(pathlib.Path(cfg_path).read_text())
     cfg["temperature"] = [1.0, 1.0, 1.0]
-    json.dump(cfg, open(cfg_path, "w"))
+    pathlib.Path(cfg_path).write_text(json.dumps(cfg))
     second = export.export(ck, out, progress=None)
     assert second["calibration"]["temperature"] == [1.0, 1.0, 1.0] != first["calibration"]["temperature"]
 
@@ -85,9 +86,9 @@ def test_parallel_layout_is_refused(english, tmp_path):
     ck = str(tmp_path / "ck")
     shutil.copytree(english[0], ck)
     cfg_path = os.path.join(ck, "rl_agent_config.json")
-    cfg = json.load(open(cfg_path))
+    cfg = json.loads(pathlib.Path(cfg_path).read_text())
     cfg["option_layout"] = "parallel"
-    json.dump(cfg, open(cfg_path, "w"))
+    pathlib.Path(cfg_path).write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="parallel"):
         export.export(ck, str(tmp_path / "out"), progress=None)
 
