@@ -180,40 +180,55 @@ def _coerce(name: str, value: Any, label: str) -> Any:
     `label` names where it came from in the error."""
     kind = _FIELD_TYPES[name]
     if name == "models":
-        if isinstance(value, str):
-            return _split_models(value)
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return tuple(v.strip() for v in value if v.strip())
-        raise ConfigError("%s must be a list of export directories, got %r" % (label, value))
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in _BOOLS:
-            return _BOOLS[value.strip().lower()]
-        raise ConfigError("%s must be one of %s, got %r" % (label, "/".join(_BOOLS), value))
-    if kind == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise ConfigError("%s must be a whole number, got %r" % (label, value))
-    if kind == "float":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise ConfigError("%s must be a number, got %r" % (label, value))
+        return _to_models(value, label)
+    if kind in _SCALARS:
+        return _SCALARS[kind](value, label)
     if (value is None or value == "") and "None" in kind:
         return None
     if not isinstance(value, str):
         raise ConfigError("%s must be a string, got %r" % (label, value))
     return value
+
+
+def _to_models(value: Any, label: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return _split_models(value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(v.strip() for v in value if v.strip())
+    raise ConfigError("%s must be a list of export directories, got %r" % (label, value))
+
+
+def _to_bool(value: Any, label: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _BOOLS:
+        return _BOOLS[value.strip().lower()]
+    raise ConfigError("%s must be one of %s, got %r" % (label, "/".join(_BOOLS), value))
+
+
+def _to_int(value: Any, label: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError("%s must be a whole number, got %r" % (label, value))
+
+
+def _to_float(value: Any, label: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError("%s must be a number, got %r" % (label, value))
+
+
+_SCALARS = {"bool": _to_bool, "int": _to_int, "float": _to_float}
 
 
 def _at_least(low: float):

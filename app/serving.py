@@ -162,6 +162,23 @@ class Engine:
                 problem.headers["Connection"] = "close"
             raise problem
 
+    def _serving_slot(self, body: Mapping[str, Any], slot: ModelSlot | None, warmup: bool,
+                      timing: Timing) -> ModelSlot:
+        """The model the request names, ready and with room for it (a warm-up: the one given,
+        as it is); the request's timing names it from here on, refusals included."""
+        try:
+            slot = slot or self.registry.resolve(body.get("model"))
+        except RequestError as exc:
+            raise Problem.from_request_error(exc) from None
+        timing.model = slot.name
+        if not warmup:
+            if slot.state is not SlotState.READY:
+                detail = ("model %s is %s" % (slot.name, slot.state.value)) + (
+                    ": %s" % slot.error if slot.state is SlotState.FAILED else "; retry shortly")
+                raise retry_later(503, "not_ready", detail, self.settings.retry_after_s)
+            self.admit()
+        return slot
+
     async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
                      slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
                      disconnected: Callable[[], Coroutine[Any, Any, Any]] | None = None) -> tuple[ModelSlot, dict]:
@@ -173,17 +190,7 @@ class Engine:
         tokenize (tens of thousands of candidates, a 4 MiB state); on the event loop that would
         stall every other request of the single worker. Small ones stay inline, where a thread
         hop would cost more than it frees."""
-        try:
-            slot = slot or self.registry.resolve(body.get("model"))
-        except RequestError as exc:
-            raise Problem.from_request_error(exc) from None
-        timing.model = slot.name
-        if not warmup and slot.state is not SlotState.READY:
-            detail = ("model %s is %s" % (slot.name, slot.state.value)) + (
-                ": %s" % slot.error if slot.state is SlotState.FAILED else "; retry shortly")
-            raise retry_later(503, "not_ready", detail, self.settings.retry_after_s)
-        if not warmup:
-            self.admit()
+        slot = self._serving_slot(body, slot, warmup, timing)
         model = slot.model
         span = timing.span
         if span is not None:

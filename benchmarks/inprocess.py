@@ -42,6 +42,61 @@ def _probabilities(responses: list[dict]) -> list[list[float]]:
             if "probabilities" in a]
 
 
+def _engines(exports: dict, device: str) -> tuple[dict, object]:
+    """{label: (model, runner)} for each export, plus `label+graphs` on CUDA; and the first
+    runner's session info. An export the provider refuses is said and left out."""
+    from app.runtime import sessions
+    from models.registry import load
+
+    engines, info = {}, None
+    for label, path in exports.items():
+        model = load(path)
+        try:
+            plain = sessions.create(model.onnx_path, device)
+            graphs = sessions.create(model.onnx_path, device, cuda_graphs=64) if device == "cuda" else None
+        except Exception as exc:                  # one export the provider refuses must not end the run
+            print("%s: session failed: %s" % (label, exc), flush=True)
+            continue
+        info = info or plain
+        engines[label] = (model, plain)
+        if graphs is not None:
+            engines[label + "+graphs"] = (model, graphs)
+    return engines, info
+
+
+def _interleaved(variants: dict, warmup: int, iters: int) -> dict:
+    """ms per call of each variant, the variants interleaved, after `warmup` rounds."""
+    times: dict = {k: [] for k in variants}
+    for i in range(warmup + iters):
+        for key, fn in variants.items():
+            t0 = time.perf_counter()
+            fn()
+            if i >= warmup:
+                times[key].append((time.perf_counter() - t0) * 1000.0)
+    return times
+
+
+def _kernel_times(engines: dict, workloads: dict) -> dict:
+    """CUPTI kernel times of each export's uncaptured forward at 1 and 64 rows."""
+    from benchmarks.gpu.cupti import gpu_kernel_times
+
+    out = {}
+    for label, (model, runner) in engines.items():
+        if label.endswith("+graphs"):
+            continue
+        for wl in ("1q", "64x1q"):
+            works = [model.prepare(b).work for b in workloads[wl]]
+            feeds = model.adapter.pack(works).feeds
+            try:
+                k = gpu_kernel_times(lambda runner=runner, feeds=feeds: runner.session.run(None, feeds))
+            except Exception as exc:              # no CUPTI: the timings above still stand
+                k = {"error": repr(exc)[:300]}
+            out["%s/%s" % (label, wl)] = k
+            print("%-16s %-6s kernels: %s" % (label, wl, {x: k.get(x) for x in
+                                                        ("wall_ms", "gpu_busy_ms", "kernels_per_call")}))
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
@@ -60,25 +115,12 @@ def main(argv=None):
 
     from types import SimpleNamespace
 
-    from app.runtime import sessions
     from app.runtime.batching import BatchPolicy
     from models import precision
-    from models.registry import load
 
     device = "cuda" if args.device.startswith("cuda") else "cpu"
-    engines, info, exports = {}, None, _exports(args.export)
-    for label, path in exports.items():
-        model = load(path)
-        try:
-            plain = sessions.create(model.onnx_path, device)
-            graphs = sessions.create(model.onnx_path, device, cuda_graphs=64) if device == "cuda" else None
-        except Exception as exc:                  # one export the provider refuses must not end the run
-            print("%s: session failed: %s" % (label, exc), flush=True)
-            continue
-        info = info or plain
-        engines[label] = (model, plain)
-        if graphs is not None:
-            engines[label + "+graphs"] = (model, graphs)
+    exports = _exports(args.export)
+    engines, info = _engines(exports, device)
 
     # The executor's own batching policy decides each call's shape (bucketed and replayed, or not).
     policy = BatchPolicy(max_rows=1 << 30, max_tokens=1 << 30, graph_rows=args.graph_rows)
@@ -125,13 +167,7 @@ def main(argv=None):
                                                          parity[label]["max_prob_drift"],
                                                          parity[label]["top_choice_identical"]), flush=True)
 
-    times = {k: [] for k in variants}
-    for i in range(args.warmup + args.iters):
-        for key, fn in variants.items():            # interleaved
-            t0 = time.perf_counter()
-            fn()
-            if i >= args.warmup:
-                times[key].append((time.perf_counter() - t0) * 1000.0)
+    times = _interleaved(variants, args.warmup, args.iters)
     report = {"device": info.device, "runtime": info.runtime, "tokens": tokens, "command": " ".join(sys.argv),
               "exports": exports, "parity_vs_first": parity, "results": {}}
     if not args.no_laya:
@@ -141,22 +177,7 @@ def main(argv=None):
         report["results"]["%s/%s" % (who, wl)] = r
         print("%-16s %-6s p50 %7.2f ms  p95 %7.2f ms" % (who, wl, r["p50_ms"], r["p95_ms"]), flush=True)
     if args.kernels:
-        from benchmarks.gpu.cupti import gpu_kernel_times
-
-        report["gpu_kernels"] = {}
-        for label, (model, runner) in engines.items():
-            if label.endswith("+graphs"):
-                continue
-            for wl in ("1q", "64x1q"):
-                works = [model.prepare(b).work for b in workloads[wl]]
-                feeds = model.adapter.pack(works).feeds
-                try:
-                    k = gpu_kernel_times(lambda runner=runner, feeds=feeds: runner.session.run(None, feeds))
-                except Exception as exc:              # no CUPTI: the timings above still stand
-                    k = {"error": repr(exc)[:300]}
-                report["gpu_kernels"]["%s/%s" % (label, wl)] = k
-                print("%-16s %-6s kernels: %s" % (label, wl, {x: k.get(x) for x in
-                                                            ("wall_ms", "gpu_busy_ms", "kernels_per_call")}))
+        report["gpu_kernels"] = _kernel_times(engines, workloads)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)

@@ -26,6 +26,7 @@ it needs free disk for a second copy of the weights while it runs.
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import os
 import sys
@@ -39,6 +40,21 @@ FOLDABLE = frozenset({"Transpose", "Slice", "Gather", "GatherND", "Reshape", "Sq
                       "Identity", "Concat", "Split"})
 INLINE_BYTES = 1024          # smaller results stay inside the graph, as the exporter writes them
 ALIGN = 4096                 # offsets of external tensors, so they can be mapped page by page
+
+
+def _foldable(graph, inits: dict) -> list:
+    """The nodes of `graph` that compute from constants alone, in graph order (a node fed by an
+    earlier one of them included)."""
+    # An initializer that is also a graph input is only a default: the caller may feed another.
+    # Packed 4-bit weights are left alone (their bytes do not map one to one onto elements).
+    constant = {name for name, t in inits.items() if t.data_type not in _PACKED} - {i.name for i in graph.input}
+    folded = []
+    for node in graph.node:
+        if (node.op_type in FOLDABLE and not any(_has_graph(a) for a in node.attribute)
+                and all(name == "" or name in constant for name in node.input)):
+            folded.append(node)
+            constant.update(name for name in node.output if name)
+    return folded
 
 
 def fold_weights(path: str, progress=None, release: bool = False) -> int:
@@ -55,25 +71,14 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
     model = onnx.load(path, load_external_data=False)
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
-    # An initializer that is also a graph input is only a default: the caller may feed another.
-    # Packed 4-bit weights are left alone (their bytes do not map one to one onto elements).
-    constant = {name for name, t in inits.items() if t.data_type not in _PACKED} - {i.name for i in graph.input}
-    folded = []
-    for node in graph.node:
-        if (node.op_type in FOLDABLE and not any(_has_graph(a) for a in node.attribute)
-                and all(name == "" or name in constant for name in node.input)):
-            folded.append(node)
-            constant.update(name for name in node.output if name)
+    folded = _foldable(graph, inits)
     if not folded:
         return 0
     gone = {id(n) for n in folded}
     kept_nodes = [n for n in graph.node if id(n) not in gone]
     needed = _names_read(kept_nodes) | {o.name for o in graph.output} | {i.name for i in graph.input}
-    pending: dict[str, int] = {}          # reads by folded nodes not yet run
-    for node in folded:
-        for name in node.input:
-            if name:
-                pending[name] = pending.get(name, 0) + 1
+    # Reads by folded nodes not yet run.
+    pending: dict[str, int] = collections.Counter(name for node in folded for name in node.input if name)
 
     with _DataFile(path, graph.initializer, release) as data:
         values: dict[str, tuple] = {}    # name -> (array, ONNX type), while a folded node will read it

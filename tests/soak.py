@@ -77,6 +77,52 @@ def close(a: dict, b: dict, tol: float = 2e-3) -> bool:
     return True
 
 
+def _request(n: int, roll: float, oversized_bytes: int) -> tuple[bytes, int, object]:
+    """Request n: (body, the status it must get, the problem code it must get, or for a 200
+    the index of its template): a tenth invalid, 3% oversized where asked, else a template with
+    question ids of its own."""
+    if roll < 0.1:
+        return INVALID[n % len(INVALID)]
+    if roll < 0.13 and oversized_bytes:
+        return b'{"state": "' + b"x" * oversized_bytes + b'", "questions": {}}', 413, "too_large"
+    i = n % len(TEMPLATES)
+    t = TEMPLATES[i]
+    renamed = {"%s_%d" % (q, n): d for q, d in t["questions"].items()}
+    return json.dumps({"state": t["state"], "questions": renamed}).encode(), 200, i
+
+
+def _judge(r, n: int, status: int, code, reference: list, stats: dict) -> None:
+    """Count request n's answer `r` in `stats`: its own id echoed, no 5xx (a 503 says when to
+    retry), a 200 with its own questions' answers equal to its template's alone, or the
+    expected problem."""
+    stats["sent"] += 1
+    stats["status"][r.status_code] = stats["status"].get(r.status_code, 0) + 1
+    if r.headers.get("x-request-id") != "soak-%d" % n:
+        stats["failures"].append("request %d: request id not echoed" % n)
+    if r.status_code >= 500 or r.status_code == 503 and "retry-after" not in r.headers:
+        stats["failures"].append("request %d: %d %s" % (n, r.status_code, r.text[:200]))
+    elif status == 200:
+        if r.status_code != 200:
+            stats["failures"].append("request %d: expected 200, got %d %s" % (n, r.status_code, r.text[:200]))
+            return
+        answers = r.json()["answers"]
+        want = list(TEMPLATES[code]["questions"])
+        got = [q.rsplit("_", 1)[0] for q in answers]
+        ids_ok = list(answers) == ["%s_%d" % (q, n) for q in want]
+        values_ok = ids_ok and all(close(answers["%s_%d" % (q, n)], reference[code][q]) for q in want)
+        if not (ids_ok and values_ok):
+            stats["failures"].append("request %d: answers do not belong to it (%s)" % (n, got))
+        else:
+            stats["ok"] += 1
+    else:
+        body = r.json() if r.headers.get("content-type", "").endswith("json") else {}
+        if r.status_code != status or body.get("code") != code:
+            stats["failures"].append("request %d: expected %d %s, got %d %s"
+                                     % (n, status, code, r.status_code, r.text[:200]))
+        else:
+            stats["expected_errors"] += 1
+
+
 async def run(url: str, clients: int = 64, requests: int = 1000, seconds: float = 0.0,
               oversized_bytes: int = 0, pid: int | None = None, seed: int = 0) -> dict:
     import httpx
@@ -98,50 +144,14 @@ async def run(url: str, clients: int = 64, requests: int = 1000, seconds: float 
                 n = next(counter)
                 if (deadline and time.monotonic() > deadline) or (not deadline and n >= requests):
                     return
-                roll = rng.random()
-                if roll < 0.1:
-                    content, status, code = INVALID[n % len(INVALID)]
-                elif roll < 0.13 and oversized_bytes:
-                    content, status, code = (b'{"state": "' + b"x" * oversized_bytes + b'", "questions": {}}',
-                                             413, "too_large")
-                else:
-                    i = n % len(TEMPLATES)
-                    t = TEMPLATES[i]
-                    renamed = {"%s_%d" % (q, n): d for q, d in t["questions"].items()}
-                    content, status, code = json.dumps({"state": t["state"], "questions": renamed}).encode(), 200, i
+                content, status, code = _request(n, rng.random(), oversized_bytes)
                 try:
                     r = await client.post("/v1/systemone", content=content,
                                           headers={"content-type": "application/json", "x-request-id": "soak-%d" % n})
                 except httpx.HTTPError as exc:
                     stats["failures"].append("request %d: transport error %r" % (n, exc))
                     continue
-                stats["sent"] += 1
-                stats["status"][r.status_code] = stats["status"].get(r.status_code, 0) + 1
-                if r.headers.get("x-request-id") != "soak-%d" % n:
-                    stats["failures"].append("request %d: request id not echoed" % n)
-                if r.status_code >= 500 or r.status_code == 503 and "retry-after" not in r.headers:
-                    stats["failures"].append("request %d: %d %s" % (n, r.status_code, r.text[:200]))
-                elif status == 200:
-                    if r.status_code != 200:
-                        stats["failures"].append("request %d: expected 200, got %d %s"
-                                                 % (n, r.status_code, r.text[:200]))
-                        continue
-                    answers = r.json()["answers"]
-                    want = list(t["questions"])
-                    got = [q.rsplit("_", 1)[0] for q in answers]
-                    ids_ok = list(answers) == ["%s_%d" % (q, n) for q in want]
-                    values_ok = ids_ok and all(close(answers["%s_%d" % (q, n)], reference[code][q]) for q in want)
-                    if not (ids_ok and values_ok):
-                        stats["failures"].append("request %d: answers do not belong to it (%s)" % (n, got))
-                    else:
-                        stats["ok"] += 1
-                else:
-                    body = r.json() if r.headers.get("content-type", "").endswith("json") else {}
-                    if r.status_code != status or body.get("code") != code:
-                        stats["failures"].append("request %d: expected %d %s, got %d %s"
-                                                 % (n, status, code, r.status_code, r.text[:200]))
-                    else:
-                        stats["expected_errors"] += 1
+                _judge(r, n, status, code, reference, stats)
 
         async def sample_rss() -> None:
             while pid:

@@ -63,6 +63,43 @@ def _run_part(runner, feeds: dict, static: bool) -> tuple[list, tuple[float, flo
     return outputs, (t1 - t0, t2 - t1, time.perf_counter() - t2)
 
 
+def _runner(model, device: str, settings) -> tuple:
+    """(session info, what a pass runs on) for `model`, built as the executor builds it."""
+    from app.runtime import sessions
+    from models import gdn_plan
+
+    policy = model.cuda_graphs          # which batches the executor captures (models.base.GraphPolicy)
+    if device == "cpu":
+        info = sessions.create(model.onnx_path, "cpu")
+        # As on CUDA: a model with a graph policy runs bound through a GraphRunner, one without
+        # (an older Clef-Flash export) on the plain session.
+        runner = sessions.GraphRunner(info.session, 0, settings.cuda_graphs, device="cpu") if policy else info.session
+        return info, runner
+    # As the executor builds it (app/runtime/executor.py): the model's graph policy, the served
+    # GatedDeltaNet engine.
+    info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
+                           capture_after=policy.capture_after if policy else 1,
+                           gdn_plan=gdn_plan.plan_for(settings.cuda_gdn_plan, gdn_plan.gdn_dtype(model.manifest)))
+    return info, info.session
+
+
+def _cases(model, rows: list[int], workload: str | None) -> dict:
+    """{rows: (prepared requests, their works)}: each batch's requests drawn in turn from the
+    JSONL `workload`, else laya_requests (laya_1q's generator)."""
+    from benchmarks.make_workloads import laya_requests
+
+    pool = None
+    if workload:
+        with open(workload, encoding="utf-8") as f:
+            pool = [json.loads(line) for line in f if line.strip()]
+    cases = {}
+    for n in rows:
+        bodies = laya_requests(n, 1, 20 + n) if pool is None else [pool[i % len(pool)] for i in range(n)]
+        prepared = [model.prepare(b) for b in bodies]
+        cases[n] = (prepared, [p.work for p in prepared])
+    return cases
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--export", required=True)
@@ -82,39 +119,16 @@ def main(argv=None):
     from app.config import Settings
     from app.runtime import sessions
     from app.runtime.batching import BatchPolicy
-    from benchmarks.make_workloads import laya_requests
-    from models import gdn_plan
     from models.registry import load
 
     settings = Settings.from_env()
     model = load(args.export)
-    policy = model.cuda_graphs          # which batches the executor captures (models.base.GraphPolicy)
-    if args.device == "cpu":
-        info = sessions.create(model.onnx_path, "cpu")
-        # As on CUDA: a model with a graph policy runs bound through a GraphRunner, one without
-        # (an older Clef-Flash export) on the plain session.
-        runner = sessions.GraphRunner(info.session, 0, settings.cuda_graphs, device="cpu") if policy else info.session
-    else:
-        # As the executor builds it (app/runtime/executor.py): the model's graph policy, the served
-        # GatedDeltaNet engine.
-        info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
-                               capture_after=policy.capture_after if policy else 1,
-                               gdn_plan=gdn_plan.plan_for(settings.cuda_gdn_plan,
-                                                              gdn_plan.gdn_dtype(model.manifest)))
-        runner = info.session
+    info, runner = _runner(model, args.device, settings)
     # What the executor's batching policy packs against (app/runtime/registry.py's ModelSlot).
     graphs = isinstance(runner, sessions.GraphRunner)
     slot = types.SimpleNamespace(model=model, session=runner, static_shapes=graphs, bucketed=graphs)
     batching = BatchPolicy.from_settings(settings)
-    pool = None
-    if args.workload:
-        with open(args.workload, encoding="utf-8") as f:
-            pool = [json.loads(line) for line in f if line.strip()]
-    cases = {}
-    for n in (int(x) for x in args.rows.split(",")):
-        bodies = laya_requests(n, 1, 20 + n) if pool is None else [pool[i % len(pool)] for i in range(n)]
-        prepared = [model.prepare(b) for b in bodies]
-        cases[n] = (prepared, [p.work for p in prepared])
+    cases = _cases(model, [int(x) for x in args.rows.split(",")], args.workload)
 
     def pack(n: int):
         """The pass as the executor packs it (app/runtime/batching.py), and whether its shape is

@@ -77,6 +77,53 @@ def _replayed(runner, feeds):
     return runner.run(None, feeds)
 
 
+def _runners(exports: dict, plans: list[str], graphs: bool) -> tuple[dict, dict]:
+    """({label: session}, {label: baked head ids}) for each export and GatedDeltaNet plan, each
+    with a CUDA-graph twin (`label+graphs`) where asked and the provider takes it."""
+    from app.runtime import sessions
+
+    runners, heads = {}, {}
+    for base, directory, plan in [(b, d, p) for b, d in exports.items() for p in plans]:
+        label = base if len(plans) == 1 else "%s@%s" % (base, plan)
+        t0 = time.perf_counter()
+        runners[label] = sessions.create(directory + "/model.onnx", "cuda", gdn_plan=plan).session
+        heads[label] = heads[label + "+graphs"] = baked_head(directory)
+        if graphs:
+            try:
+                runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
+                                                             gdn_plan=plan).session
+            except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
+                print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
+        print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
+    return runners, heads
+
+
+def _timed(calls: dict, key: str, shape: str, warmup: int, iters: int, results: dict) -> dict:
+    """Each call's stats at this shape, the calls interleaved after `warmup` rounds. The first
+    call of each (plans, captures, autotuning) goes to results["first_call_ms"][key]; a variant
+    that cannot run the shape goes to results["errors"], not fatal."""
+    for k, f in list(calls.items()):
+        try:
+            t0 = time.perf_counter()
+            f()
+            results.setdefault("first_call_ms", {}).setdefault(key, {})[k] = round(
+                (time.perf_counter() - t0) * 1e3, 2)
+        except Exception as exc:
+            results.setdefault("errors", {})["%s@%s" % (k, shape)] = repr(exc)[:400]
+            print("skipping %s at %s: %r" % (k, shape, exc), flush=True)
+            del calls[k]
+    times: dict = {k: [] for k in calls}
+    for _ in range(warmup):
+        for f in calls.values():
+            f()
+    for _ in range(iters):
+        for k, f in calls.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return {k: _stats(v) for k, v in times.items()}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
@@ -105,20 +152,7 @@ def main(argv=None):
     exports = dict(kv.split("=", 1) for kv in args.exports.split(","))
     lengths = [int(x) for x in args.lengths.split(",")]
     rng = np.random.default_rng(0)
-    runners, heads = {}, {}
-    plans = args.gdn_plans.split(",")
-    for base, directory, plan in [(b, d, p) for b, d in exports.items() for p in plans]:
-        label = base if len(plans) == 1 else "%s@%s" % (base, plan)
-        t0 = time.perf_counter()
-        runners[label] = sessions.create(directory + "/model.onnx", "cuda", gdn_plan=plan).session
-        heads[label] = heads[label + "+graphs"] = baked_head(directory)
-        if not args.no_graphs:
-            try:
-                runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
-                                                             gdn_plan=plan).session
-            except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
-                print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
-        print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
+    runners, heads = _runners(exports, args.gdn_plans.split(","), not args.no_graphs)
     hf = None
     if not args.no_hf:
         try:
@@ -146,26 +180,7 @@ def main(argv=None):
                 return out
             calls["hf-eager-bf16"] = hf_call
         key = "%d" % n if batch == 1 else "%dx%d" % (batch, n)
-        for k, f in list(calls.items()):     # a variant that cannot run this shape is reported, not fatal
-            try:
-                t0 = time.perf_counter()
-                f()                          # the first call at this shape: plans, captures, autotuning
-                results.setdefault("first_call_ms", {}).setdefault(key, {})[k] = round(
-                    (time.perf_counter() - t0) * 1e3, 2)
-            except Exception as exc:
-                results.setdefault("errors", {})["%s@%dx%d" % (k, batch, n)] = repr(exc)[:400]
-                print("skipping %s at %dx%d: %r" % (k, batch, n, exc), flush=True)
-                del calls[k]
-        times = {k: [] for k in calls}
-        for _ in range(args.warmup):
-            for f in calls.values():
-                f()
-        for _ in range(args.iters):
-            for k, f in calls.items():
-                t0 = time.perf_counter()
-                f()
-                times[k].append(time.perf_counter() - t0)
-        results["lengths"][key] = {k: _stats(v) for k, v in times.items()}
+        results["lengths"][key] = _timed(calls, key, "%dx%d" % (batch, n), args.warmup, args.iters, results)
         print(key, json.dumps(results["lengths"][key]), "first call", json.dumps(results["first_call_ms"][key]),
               flush=True)
     hf = None

@@ -90,6 +90,11 @@ def check_question(qid: str, qdef: Any, limits: LayaLimits, profile: str = "refe
     t = qdef.get("type")
     if not isinstance(t, str) or t not in QTYPES:
         return "unknown type %r; use one of %s" % (t, sorted(QTYPES))
+    return (_instructions_problem(qdef, t, profile) or _CRITERIA_PROBLEM[t](qdef.get("criteria"), limits)
+            or _options_problem(qdef, t))
+
+
+def _instructions_problem(qdef: dict, t: str, profile: str) -> str | None:
     if "instructions" not in qdef and not (
             profile == "jev" and t == "noul" and isinstance(qdef.get("criteria"), dict) and qdef["criteria"]):
         return "no 'instructions'; add the text the model should answer"
@@ -100,43 +105,60 @@ def check_question(qid: str, qdef: Any, limits: LayaLimits, profile: str = "refe
         return "'instructions' must not be empty"
     if not isinstance(ins, (str, dict, list, int, float)):
         return "'instructions' must be a string, object, array or number"
-    crit = qdef.get("criteria")
-    if t == "choice":
-        if not isinstance(crit, (dict, list)):
-            return ("a choice question takes 'criteria' as an object of label -> description "
-                    "(or null), or a list of labels")
-        if not crit:
-            return "a choice question needs at least one option"
-        if len(crit) > limits.max_choice_options:
-            return "a choice question takes at most %d options, got %d" % (limits.max_choice_options, len(crit))
-        if isinstance(crit, list):
-            seen: dict = {}
-            for i, label in enumerate(crit):
-                if label is None:
-                    return "choice label %d is null; a label must be a string, number or boolean" % i
-                if not isinstance(label, (str, int, float, bool)):
-                    return ("choice label %d is %s; a label is option text and answer key, so "
-                            "it must be a string, number or boolean" % (i, json_kind(label)))
-                if label in seen:
-                    return ("choice label %d (%r) repeats label %d; every option needs its own key "
-                            "(1, 1.0 and true are one key)" % (i, label, seen[label]))
-                seen[label] = i
-    elif t == "score":
-        if not isinstance(crit, list):
-            return "a score question takes 'criteria' as a list of level descriptions, index 0 first"
-        if not crit:
-            return "a score question needs at least one level"
-        if len(crit) > limits.max_score_levels:
-            return "a score question takes at most %d levels, got %d" % (limits.max_score_levels, len(crit))
-        if None in crit:
-            return "score level %d is null; give every level a description" % crit.index(None)
-    elif crit is not None and not isinstance(crit, dict):
+    return None
+
+
+def _choice_problem(crit: Any, limits: LayaLimits) -> str | None:
+    if not isinstance(crit, (dict, list)):
+        return ("a choice question takes 'criteria' as an object of label -> description "
+                "(or null), or a list of labels")
+    if not crit:
+        return "a choice question needs at least one option"
+    if len(crit) > limits.max_choice_options:
+        return "a choice question takes at most %d options, got %d" % (limits.max_choice_options, len(crit))
+    if isinstance(crit, list):
+        seen: dict = {}
+        for i, label in enumerate(crit):
+            if label is None:
+                return "choice label %d is null; a label must be a string, number or boolean" % i
+            if not isinstance(label, (str, int, float, bool)):
+                return ("choice label %d is %s; a label is option text and answer key, so "
+                        "it must be a string, number or boolean" % (i, json_kind(label)))
+            if label in seen:
+                return ("choice label %d (%r) repeats label %d; every option needs its own key "
+                        "(1, 1.0 and true are one key)" % (i, label, seen[label]))
+            seen[label] = i
+    return None
+
+
+def _score_problem(crit: Any, limits: LayaLimits) -> str | None:
+    if not isinstance(crit, list):
+        return "a score question takes 'criteria' as a list of level descriptions, index 0 first"
+    if not crit:
+        return "a score question needs at least one level"
+    if len(crit) > limits.max_score_levels:
+        return "a score question takes at most %d levels, got %d" % (limits.max_score_levels, len(crit))
+    if None in crit:
+        return "score level %d is null; give every level a description" % crit.index(None)
+    return None
+
+
+def _noul_problem(crit: Any, limits: LayaLimits) -> str | None:
+    if crit is not None and not isinstance(crit, dict):
         return "a noul question takes 'criteria' as an object with optional 'true'/'false' descriptions"
-    elif isinstance(crit, dict):
+    if isinstance(crit, dict):
         keys = {str(k).lower() for k in crit}
         if not keys <= {"true", "false"}:
             return ("a noul question takes 'criteria' keyed only 'true'/'false', got %s; use "
                     "'labels' to word the answer differently" % sorted(keys))
+    return None
+
+
+_CRITERIA_PROBLEM = {"choice": _choice_problem, "score": _score_problem, "noul": _noul_problem}
+
+
+def _options_problem(qdef: dict, t: str) -> str | None:
+    """`option_order` and `labels`, where given."""
     if "option_order" in qdef:
         order, n = qdef["option_order"], _option_count(qdef)
         if (not isinstance(order, list) or len(order) != n

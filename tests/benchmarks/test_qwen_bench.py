@@ -57,3 +57,22 @@ def test_a_described_checkpoint_gives_the_same_baseline_as_the_written_one(both_
         a, b = (hf_model(d, torch.bfloat16, device="cpu")(input_ids=ids).logits for d in (written, described))
     assert torch.isfinite(a).all()
     assert torch.equal(a, b)
+
+
+def test_timed_reports_a_variant_that_cannot_run_and_times_the_rest():
+    """benchmarks.gpu.qwen_bench._timed: every call runs warm-up plus timed rounds, interleaved;
+    the first call's time is recorded per shape; one that raises is named, not fatal."""
+    from benchmarks.gpu.qwen_bench import _timed
+
+    ran = []
+
+    def broken():
+        raise RuntimeError("no kernel for this shape")
+
+    calls = {"a": lambda: ran.append("a"), "b": lambda: ran.append("b"), "broken": broken}
+    results: dict = {}
+    stats = _timed(calls, "218", "1x218", warmup=2, iters=3, results=results)
+    assert set(stats) == {"a", "b"} and "broken" not in calls
+    assert ran == ["a", "b"] + ["a", "b"] * 5                       # first calls, then 2 + 3 rounds
+    assert set(results["first_call_ms"]["218"]) == {"a", "b"}
+    assert "no kernel" in results["errors"]["broken@1x218"]
