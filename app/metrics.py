@@ -41,7 +41,7 @@ class LoopHistogram:
         for values, child in list(self._children.items()):
             counts, total = list(child.counts), child.sum
             buckets, seen = [], 0
-            for bound, n in zip(self.bounds, counts):
+            for bound, n in zip(self.bounds, counts[:-1], strict=True):     # the last: past every bound
                 seen += n
                 buckets.append((floatToGoString(bound), seen))
             buckets.append(("+Inf", seen + counts[-1]))

@@ -208,7 +208,7 @@ class ExportedModel:
         else `reference`): each body's Prepared, or the exception its preparation raised, so a
         bad request fails alone. Families whose preparation has a cost per call that several
         requests can share (one tokenizer call) override it."""
-        return each(lambda pair: self.prepare(*pair), zip(bodies, profiles or ["reference"] * len(bodies)))
+        return each(lambda pair: self.prepare(*pair), zip(bodies, profiles or ["reference"] * len(bodies), strict=True))
 
     def limits(self) -> dict:
         return {}

@@ -88,7 +88,7 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
                     for name in node.input]
             kind = args[0][1]             # every foldable op's outputs have its first input's type
             outputs = _run(node, [a[0] if a is not None else None for a in args])
-            for name, arg in zip(node.input, args):
+            for name, arg in zip(node.input, args, strict=True):
                 if not name:
                     continue
                 pending[name] -= 1
@@ -98,7 +98,7 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
                 values.pop(name, None)
                 if name in inits:
                     data.done(inits[name], keep=name in needed)
-            for name, value in zip(node.output, outputs):
+            for name, value in zip(node.output, outputs, strict=True):
                 if not name:
                     continue
                 if name in needed:
@@ -216,7 +216,7 @@ def _run(node, args: list) -> list:
     outs = ["out%d" % i for i in range(len(node.output))]
     one = helper.make_node(node.op_type, names, outs, domain=node.domain)
     one.attribute.extend(node.attribute)
-    feeds = {n: a for n, a in zip(names, args) if n}
+    feeds = {n: a for n, a in zip(names, args, strict=True) if n}
     return [np.ascontiguousarray(v) for v in ReferenceEvaluator(one).run(None, feeds)]
 
 

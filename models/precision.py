@@ -28,7 +28,7 @@ def softmax(logits) -> np.ndarray:
 def gate_rows(probs: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> dict:
     """One distribution per row (rows may have different option counts): the gate's measures."""
     drift, same, gated = 0.0, 0, 0
-    for p, r in zip(probs, reference):
+    for p, r in zip(probs, reference, strict=True):
         p, r = np.asarray(p, dtype=np.float64), np.asarray(r, dtype=np.float64)
         drift = max(drift, float(np.abs(p - r).max()))
         top = np.sort(r)[::-1]

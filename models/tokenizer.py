@@ -97,7 +97,7 @@ class TokenizerHandle:
         out = {text: self._shared.get(text) for text in texts}
         todo = [text for text, ids in out.items() if ids is None]
         if todo:
-            for text, ids in zip(todo, self.encode_batch(todo)):
+            for text, ids in zip(todo, self.encode_batch(todo), strict=True):
                 out[text] = self._keep(text, ids)
         return out
 

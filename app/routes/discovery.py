@@ -76,7 +76,7 @@ def openapi_document(app) -> dict:
     types = (wire.SystemOneRequest, wire.SystemOneResponse, wire.JevSystemOneResponse, wire.ProblemDetails,
              wire.JevValidationError, wire.JevError, wire.Ready, wire.NotReady, wire.ModelList, wire.Status)
     found, components = msgspec.json.schema_components(types, ref_template=REF)
-    ref = {t.__name__: schema for t, schema in zip(types, found)}
+    ref = {t.__name__: schema for t, schema in zip(types, found, strict=True)}
     doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
     paths = doc.setdefault("paths", {})
 

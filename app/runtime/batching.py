@@ -293,7 +293,7 @@ def passes(sizes: Sequence[tuple[int, int]], pass_tokens: int) -> list[list[int]
     keys = sorted(set(grid))
     where = {k: i for i, k in enumerate(keys)}
     prefix = [0] * (len(keys) + 1)             # rows up to each length group
-    for (rows, _), g in zip(sizes, grid):
+    for (rows, _), g in zip(sizes, grid, strict=True):
         prefix[where[g] + 1] += rows
     for j in range(len(keys)):
         prefix[j + 1] += prefix[j]

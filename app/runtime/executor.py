@@ -465,7 +465,7 @@ def _unavailable(slot: ModelSlot) -> Unavailable:
 def _settle(jobs: list[Job], how: Callable, values: list) -> None:
     """Complete a batch's futures with one wake-up of each event loop, not one per job."""
     by_loop: dict[asyncio.AbstractEventLoop, list] = {}
-    for job, value in zip(jobs, values):
+    for job, value in zip(jobs, values, strict=True):
         by_loop.setdefault(job.loop, []).append((job.future, value))
     for loop, pairs in by_loop.items():
         loop.call_soon_threadsafe(how, pairs)

@@ -38,7 +38,7 @@ class PrepareBatch:
                                               profiles=[profile for _, profile, _ in pending])
         except BaseException as exc:          # prepare_many itself broke: every request hears it
             results = [exc] * len(pending)
-        for (_, _, future), result in zip(pending, results):
+        for (_, _, future), result in zip(pending, results, strict=True):
             if future.done():
                 continue
             if isinstance(result, BaseException):

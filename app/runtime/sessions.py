@@ -179,10 +179,10 @@ class Captured:
                         else np.zeros(max(1, in_size), np.uint8))
         self.views = {}           # each feed's place in the host staging buffer
         self.in_ptr, self.out_ptr = self.inputs.data_ptr(), self.outputs.data_ptr()
-        for name, (dtype, shape, offset, size) in zip(feeds, in_slots):
+        for name, (dtype, shape, offset, size) in zip(feeds, in_slots, strict=True):
             io.bind_input(name, device, index, dtype, list(shape), self.in_ptr + offset)
             self.views[name] = self.staging[offset:offset + size].view(dtype).reshape(shape)
-        for name, (dtype, shape, offset, _) in zip(runner.outputs, out_slots):
+        for name, (dtype, shape, offset, _) in zip(runner.outputs, out_slots, strict=True):
             io.bind_output(name, device, index, dtype, list(shape), self.out_ptr + offset)
         self.out_slots = out_slots
         self.options = runner.options(graph_id)

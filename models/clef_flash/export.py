@@ -168,7 +168,7 @@ def _check(graph, path: str, vocab: int, head: int = 0, batched: bool = True) ->
     with torch.no_grad():
         want = graph(*feeds).numpy()
     names = batching.BATCHED_INPUTS if batched else batching.INPUTS
-    got = session.run(None, dict(zip(names, (t.numpy() for t in feeds))))[0]
+    got = session.run(None, dict(zip(names, (t.numpy() for t in feeds), strict=True)))[0]
     worst = float(np.abs(want - got).max())
     if not worst < 1e-3:
         raise RuntimeError("exported graph disagrees with torch: max |Δlogit| = %g" % worst)

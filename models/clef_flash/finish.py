@@ -45,7 +45,7 @@ def question_probabilities(record: Record, logits: np.ndarray) -> list[dict[str,
     for field in record.fields:
         end = start + len(field.keys)
         # Python floats of the float32 values, as upstream's `.tolist()` gives.
-        out.append(dict(zip(field.keys, softmax(logits[start:end]).tolist())))
+        out.append(dict(zip(field.keys, softmax(logits[start:end]).tolist(), strict=True)))
         start = end
     return out
 
@@ -64,7 +64,7 @@ def answer(field: Field, probabilities: dict[str, float]) -> dict:
     return {"type": "score",
             "score": round(sum(i * probabilities[level] for i, level in enumerate(levels)), 4),
             "confidence": round(max(probabilities[level] for level in levels), 4),
-            "legend": dict(zip(levels, field.legend)),
+            "legend": dict(zip(levels, field.legend, strict=True)),
             "probabilities": {level: round(probabilities[level], 4) for level in levels}}
 
 
@@ -90,11 +90,12 @@ def _jev_answer(field: Field, probabilities: dict[str, float], a: dict) -> dict:
 def finish(record: Record, logits: np.ndarray, model: str, profile: str = "reference") -> dict:
     """The response body: the request's `model` echoed, answers in request order, usage."""
     probabilities = question_probabilities(record, logits)
-    answers = {f.qid: answer(f, p) for f, p in zip(record.fields, probabilities)}
+    answers = {f.qid: answer(f, p) for f, p in zip(record.fields, probabilities, strict=True)}
     if profile != "jev":
         return {"model": model, "answers": answers, "usage": usage(record)}
     body = {"model": model,
-            "answers": {f.qid: _jev_answer(f, p, answers[f.qid]) for f, p in zip(record.fields, probabilities)},
+            "answers": {f.qid: _jev_answer(f, p, answers[f.qid])
+                        for f, p in zip(record.fields, probabilities, strict=True)},
             "usage": {"input_tokens": record.tokens, "output_tokens": 0}}
     extra = {k: v for k, v in usage(record).items() if k not in body["usage"]}
     if extra:

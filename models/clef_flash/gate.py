@@ -42,9 +42,9 @@ def feeds(case: tuple, batched: bool) -> dict:
     """One record's feeds: clef-joint-v1's, or a batch of one for an export of batched records."""
     arrays = [t.numpy() for t in case]
     if not batched:
-        return dict(zip(batching.INPUTS, arrays))
+        return dict(zip(batching.INPUTS, arrays, strict=True))
     arrays[1] = arrays[1][None]
-    return dict(zip(batching.BATCHED_INPUTS, arrays + [np.zeros(len(arrays[3]), dtype=np.int64)]))
+    return dict(zip(batching.BATCHED_INPUTS, arrays + [np.zeros(len(arrays[3]), dtype=np.int64)], strict=True))
 
 
 def _by_question(logits: np.ndarray, option_question: np.ndarray) -> list[np.ndarray]:
@@ -76,7 +76,7 @@ def run(graph, onnx_path: str, *, kernel: str, mode: str = "enforce", progress=p
         qgate.release(backbone)
     refs = []
     with torch.no_grad():
-        for h, case in zip(hidden, cases):
+        for h, case in zip(hidden, cases, strict=True):
             ids = torch.cat([torch.tensor([head], dtype=case[0].dtype), case[0]], 1) if head else case[0]
             logits = graph.head_graph(torch.from_numpy(h).float()[None], ids, *case[1:]).double().numpy()
             refs += _by_question(logits, case[-1].numpy())

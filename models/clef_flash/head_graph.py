@@ -348,7 +348,7 @@ def _check(graph: ClefHeadGraph, onnx_path: str, hidden_size: int, vocab: int) -
         feeds = example_inputs(hidden_size, vocab, seq, tokens, per_question, seed=seq)
         with torch.no_grad():
             ref = graph(*feeds).numpy()
-        got = session.run(None, dict(zip(HEAD_INPUTS, (t.numpy() for t in feeds))))[0]
+        got = session.run(None, dict(zip(HEAD_INPUTS, (t.numpy() for t in feeds), strict=True)))[0]
         worst = max(worst, float(np.abs(ref - got).max()))
     if not worst < 1e-4:
         raise RuntimeError("exported head disagrees with torch: max |Δlogit| = %g" % worst)

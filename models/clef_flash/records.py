@@ -39,7 +39,7 @@ def pack(records: Sequence[Record], width: int, pad_id: int, head: Sequence[int]
         cat([r.question_types for r in records]),
         cat([r.option_spans for r in records]).reshape(-1, 2),
         cat([r.option_question + offsets[b] for b, r in enumerate(records)]),
-        cat([np.full(len(r.question_types), b) for b, r in enumerate(records)]))))
+        cat([np.full(len(r.question_types), b) for b, r in enumerate(records)])), strict=True))
 
 
 def split(logits: np.ndarray, records: Sequence[Record]) -> list[np.ndarray]:

@@ -65,8 +65,8 @@ class RecordAdapter:
         positions = np.arange(n, dtype=np.int64)
         if self.padded_positions:
             positions = np.pad(positions, (0, len(self.head) + ids.shape[1] - n), constant_values=-1)
-        return dict(zip(batching.INPUTS, (ids, positions, record.question_spans,
-                                          record.question_types, record.option_spans, record.option_question)))
+        return dict(zip(batching.INPUTS, (ids, positions, record.question_spans, record.question_types,
+                                          record.option_spans, record.option_question), strict=True))
 
     def pack(self, works: Sequence[Record], static: bool = False) -> Packed:
         parts = [self.feeds(r) for r in works]
@@ -113,7 +113,7 @@ class BatchedRecordAdapter(RecordAdapter):
         """Each record's logits from its pass's (`only`: those records alone, whose passes ran)."""
         mine: dict[int, np.ndarray] = {}
         for p, chunk in enumerate(packed.layout[:len(outputs)]):
-            mine.update(zip(chunk, batching.split(outputs[p][0], [works[i] for i in chunk])))
+            mine.update(zip(chunk, batching.split(outputs[p][0], [works[i] for i in chunk]), strict=True))
         return [mine[i] for i in (range(len(works)) if only is None else only)]
 
 

@@ -46,7 +46,7 @@ class AdapterError(ValueError):
 def letter_token_ids(tokenizer) -> list[int]:
     """Ids of A..Z from a `tokenizers.Tokenizer`; each letter must be a single token."""
     ids = [tokenizer.token_to_id(c) for c in LETTERS]
-    missing = [c for c, i in zip(LETTERS, ids) if i is None]
+    missing = [c for c, i in zip(LETTERS, ids, strict=True) if i is None]
     if missing:
         raise ValueError("tokenizer has no single-token letter %s" % ", ".join(missing))
     return ids

@@ -106,7 +106,7 @@ def answer(question: Question, p) -> dict:
     values = [float(v) for v in p]
     best = max(range(len(values)), key=values.__getitem__)    # the first maximum
     return {"type": "choice", "choice": question.keys[best],
-            "probabilities": dict(zip(question.keys, values)),
+            "probabilities": dict(zip(question.keys, values, strict=True)),
             "confidence": entropy_confidence(values)}
 
 
@@ -117,7 +117,7 @@ def decode(questions: list[Question], logits, bf16: bool = True) -> dict:
         raise InferenceFailed("expected letter logits [%d, %d], got %s"
                               % (len(questions), len(LETTERS), list(logits.shape)))
     answers = {}
-    for row, q in zip(logits, questions):
+    for row, q in zip(logits, questions, strict=True):
         try:
             p = probabilities(row[:len(q.keys)], bf16=bf16)
         except InferenceFailed as exc:

@@ -151,7 +151,7 @@ def map_request(body: Mapping[str, Any], names: Sequence[str] = (MODEL_NAME,),
 def user_text(state: str, question: Question) -> str:
     goal = "Goal: %s\n\n" % question.goal if question.goal else ""
     options = "\n".join('%s. Decision "%s" -> select' % (letter, label)
-                        for letter, label in zip(LETTERS, question.labels))
+                        for letter, label in zip(LETTERS, question.labels, strict=False))   # a letter each
     return _USER % (goal, state, options)
 
 
@@ -176,7 +176,7 @@ def prepare_rows(body: Mapping[str, Any], tok: TokenizerHandle, limits: CuaLimit
     # differently at their seams (encode_framed checks its cuts).
     rows = tok.encode_framed(_HEAD, ["user\n" + user_text(state, q) for q in questions], _TAIL)
     over = [{"question": q.qid, "detail": "%d prompt tokens, over %d" % (len(r), limits.max_prompt_tokens)}
-            for q, r in zip(questions, rows) if len(r) > limits.max_prompt_tokens]
+            for q, r in zip(questions, rows, strict=True) if len(r) > limits.max_prompt_tokens]
     if over:
         raise InputTooLong("; ".join("question %r: %s" % (e["question"], e["detail"]) for e in over),
                            errors=over)

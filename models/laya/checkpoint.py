@@ -49,7 +49,7 @@ def calibration(config: dict) -> dict:
     temperature = [clamp_temperature(t) for t in raw]
     by_options = {k: clamp_temperature(v) for k, v in by_options_raw.items()}
     replaced = ["%s=%r -> %g" % (name, r, a) for name, r, a in
-                [("temperature[%d]" % i, r, a) for i, (r, a) in enumerate(zip(raw, temperature))]
+                [("temperature[%d]" % i, r, a) for i, (r, a) in enumerate(zip(raw, temperature, strict=True))]
                 + [(k, by_options_raw[k], by_options[k]) for k in by_options_raw]
                 if isinstance(r, bool) or not isinstance(r, (int, float)) or float(r) != a]
     if replaced:

@@ -109,7 +109,7 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torc
             return q, k, rows(layer.attn.Wqkv, x, 2 * d, 3 * d)
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
     delta = None          # the last MLP's output, added to the stream by the next norm's kernel
-    for layer, kind in zip(encoder.layers, types):
+    for layer, kind in zip(encoder.layers, types, strict=True):
         x, h = residual(layer.attn_norm, h, delta, zeros)
         o = attend(*project(layer, x, kind), biases[kind], heads, scale)
         x, h = residual(layer.mlp_norm, h, layer.attn.Wo(o), zeros)

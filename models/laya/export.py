@@ -114,7 +114,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     batch, seq, marks = (torch.export.Dim("batch_size"), torch.export.Dim("seq_len"),
                          torch.export.Dim("num_markers"))
     dynamic = dict(zip(INPUTS, ({0: batch, 1: seq}, {0: batch, 1: seq}, {0: batch, 1: marks}, {0: batch, 1: marks},
-                                {0: batch})))
+                                {0: batch}), strict=True))
     with export_dir.staged(out) as tmp:
         _log(progress, "[4/5] exporting ONNX (opset %d, dynamo, attention %s)" % (OPSET, attention))
         with torch.no_grad():
@@ -159,7 +159,7 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
 
 def option_distributions(logits, marker_mask) -> list:
     """Each row's softmax over its own options: masked marker columns are not options."""
-    return [precision.softmax(row[keep]) for row, keep in zip(logits, marker_mask)]
+    return [precision.softmax(row[keep]) for row, keep in zip(logits, marker_mask, strict=True)]
 
 
 def _check(model, onnx_path: str, vocab: int, gated: bool = False, mode: str = "enforce") -> tuple[float, dict | None]:
@@ -175,8 +175,8 @@ def _check(model, onnx_path: str, vocab: int, gated: bool = False, mode: str = "
         feeds = example_batch(vocab, batch, seq, markers, seed=batch)
         with torch.no_grad():
             ref = [t.numpy() for t in model(*feeds)]
-        got = session.run(None, dict(zip(INPUTS, [t.numpy() for t in feeds])))
-        for a, b in zip(ref, got):
+        got = session.run(None, dict(zip(INPUTS, [t.numpy() for t in feeds], strict=True)))
+        for a, b in zip(ref, got, strict=True):
             worst = max(worst, float(np.abs(a - b).max()))
         keep = feeds[3].numpy()
         probs += option_distributions(got[0], keep)

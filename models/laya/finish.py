@@ -133,7 +133,7 @@ def _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_o
 def answers(questions: Sequence[Question], calibrated: Sequence[Calibrated]) -> dict:
     """Typed answers in request order from each question's calibrated numbers."""
     out = {}
-    for q, c in zip(questions, calibrated):
+    for q, c in zip(questions, calibrated, strict=True):
         if not c.finite:
             raise InferenceFailed("non-finite model output for question %r" % q.qid)
         probs = c.probs
@@ -143,7 +143,7 @@ def answers(questions: Sequence[Question], calibrated: Sequence[Calibrated]) -> 
         if q.t == "choice":
             out[q.qid] = {
                 "type": "choice", "choice": q.keys[c.top],
-                "probabilities": {json_key(kk): round(v, 4) for kk, v in zip(q.keys, probs)},
+                "probabilities": {json_key(kk): round(v, 4) for kk, v in zip(q.keys, probs, strict=True)},
                 "confidence": round(c.confidence, 4),
                 "answer_confidence": ans_conf, "action": action}
             if q.rows > 1:

@@ -378,11 +378,11 @@ def build_rows(parsed: Parsed, state_ids: list[int], builder: RowBuilder):
         "state_tokens": len(state_ids),
         "state_tokens_dropped": max(dropped),
         "truncated": max(dropped) > 0,
-        "truncated_questions": [q.qid for q, d in zip(internal, dropped) if d > 0],
+        "truncated_questions": [q.qid for q, d in zip(internal, dropped, strict=True) if d > 0],
     }
     collapsed = {q.qid: {"total": s["options"], "distinct": s["options_distinct"],
                          "tokens_per_option": s["tokens_per_option"]}
-                 for q, s in zip(internal, stats) if s["options_distinct"] < s["options"]}
+                 for q, s in zip(internal, stats, strict=True) if s["options_distinct"] < s["options"]}
     if collapsed:
         usage["options"] = collapsed
     return internal, rows, usage

@@ -45,10 +45,10 @@ class LayaModel(ExportedModel):
                      profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]:
         """As `prepare` for each body, with every state tokenized in one tokenizer call."""
         parsed = each(lambda pair: parse_request(pair[0], self.limits_, self.builder.mask, pair[1]),
-                      zip(bodies, profiles or ["reference"] * len(bodies)))
+                      zip(bodies, profiles or ["reference"] * len(bodies), strict=True))
         valid = [p for p in parsed if not isinstance(p, BaseException)]
         ids = self.tok.encode_batch([p.text for p in valid]) if valid else []
-        built = iter(each(lambda pair: _prepared(*build_rows(*pair, self.builder)), zip(valid, ids)))
+        built = iter(each(lambda pair: _prepared(*build_rows(*pair, self.builder)), zip(valid, ids, strict=True)))
         return [p if isinstance(p, BaseException) else next(built) for p in parsed]
 
     def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,

@@ -74,7 +74,7 @@ def answer(question: Question, p: list[float]) -> dict:
     if question.kind == "noul":
         return {"type": "noul", "noul": p[1]}
     mode = _mode(p)
-    probabilities = dict(zip(question.keys, p))
+    probabilities = dict(zip(question.keys, p, strict=True))
     if question.kind == "choice":
         return {"type": "choice", "choice": question.keys[mode], "probabilities": probabilities,
                 "confidence": jev_choice(p)}
@@ -101,7 +101,7 @@ def finish_scores(context: Context, scores: np.ndarray, *, inference_seconds: fl
                   model: str | None = None, profile: str = "reference") -> dict:
     export = context.export
     answers = {q.qid: answer(q, calibrate(row, export.temperature))
-               for q, row in zip(context.questions, question_logits(context, scores))}
+               for q, row in zip(context.questions, question_logits(context, scores), strict=True)}
     if inference_seconds is None:
         inference_seconds = time.perf_counter() - context.started
     metadata = {"method": METHOD, "temperature": export.temperature,

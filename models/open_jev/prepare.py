@@ -131,7 +131,7 @@ def compile_question(qid: str, qdef: Any, limits: OpenJevLimits = LIMITS, profil
         # No "level i:" prefix: the option is the level's text itself.
         options = [_description(level, "level %d" % i) for i, level in enumerate(criteria)]
         keys = [str(i) for i in range(len(criteria))]
-        return Question(qid, kind, keys, instructions, options, legend=dict(zip(keys, criteria)))
+        return Question(qid, kind, keys, instructions, options, legend=dict(zip(keys, criteria, strict=True)))
     if criteria is not None:
         # Both sides or neither (upstream); the jev profile also takes one side, or null sides.
         sides = {"true", "false"}

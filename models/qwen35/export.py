@@ -145,8 +145,8 @@ def check_graph(model, onnx_path: str, tolerance: float = 1e-3) -> float:
         with torch.no_grad():
             ref = model(*args)
         ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
-        got = session.run(None, {n: a.numpy() for n, a in zip(names, args)})
-        for a, b in zip(ref, got):
+        got = session.run(None, {n: a.numpy() for n, a in zip(names, args, strict=True)})
+        for a, b in zip(ref, got, strict=True):
             worst = max(worst, float(np.abs(a.float().numpy() - b.astype(np.float32)).max()))
     if not worst < tolerance:
         raise RuntimeError("exported graph disagrees with torch: max |Δ| = %g" % worst)

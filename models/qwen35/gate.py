@@ -92,7 +92,7 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
               for r in rows]
         rope = [module.rope(x.shape[1], device, torch.float32) for x in xs]
         for ref in float32_layers(module, device):      # Layer.forward: the reference maths, unfused
-            xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope)]
+            xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope, strict=True)]
         norm = float32_copy(module.norm, device)
         start = 0 if module.readout == "all" else len(head)
         out = [norm(x)[0, start:].double().cpu().numpy() for x in xs]
@@ -165,7 +165,7 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, mo
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
     got = graph_hidden(session, readout, rows)
     del session
-    rel = max(float(np.linalg.norm(g - w) / np.linalg.norm(w)) for g, w in zip(got, want))
+    rel = max(float(np.linalg.norm(g - w) / np.linalg.norm(w)) for g, w in zip(got, want, strict=True))
     probs = [p for h in got for p in distributions(h[None])]
     refs = [p for h in want for p in distributions(h[None])]
     result = dict(precision.gate_rows(probs, refs), device=used, reference_device=where,

@@ -266,7 +266,7 @@ class Backbone(nn.Module):
         `hidden`, its final-norm hidden states [1, P, H], which the "all" readout puts ahead of
         the row's (so its positions are the whole prompt's), with the head's ids (`full_ids`)."""
         self.prefix_ids = list(ids)
-        for layer, states in zip(self.layers, layers or [(None, None)] * len(self.layers)):
+        for layer, states in zip(self.layers, layers or [(None, None)] * len(self.layers), strict=True):
             (layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn).set_prefix(*states)
         keep = bool(ids) and self.readout == "all"
         self.register_buffer("prefix_hidden", hidden.float() if keep else None, persistent=False)
