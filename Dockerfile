@@ -33,6 +33,14 @@ RUN if [ "$PIP_OFFLINE" = 1 ]; then set -- --no-index; fi; \
     pip install "$@" --find-links /wheelhouse --require-hashes -r requirements/pip.txt \
     && pip install "$@" --find-links /wheelhouse --require-hashes -r "requirements/${ORT_EXTRA}.txt"
 
+# The modules of models/ that serving imports (deploy/served_modules.py): the runtime image holds
+# no exporter, graph or gate code, as it holds no torch.
+FROM base AS served
+COPY app/ /src/app/
+COPY models/ /src/models/
+COPY deploy/served_modules.py /src/
+RUN python3 /src/served_modules.py /src /served
+
 FROM base AS runtime
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="system1-omni" \
@@ -41,7 +49,7 @@ LABEL org.opencontainers.image.title="system1-omni" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=deps /opt/venv /opt/venv
 COPY app/ app/
-COPY models/ models/
+COPY --from=served /served/models/ models/
 USER 10001:10001
 EXPOSE 8000
 ENV OMNI_MODEL_ROOT=/models

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
+import importlib.util
 import os
 import re
 import signal
@@ -53,6 +54,16 @@ def not_in_runtime() -> tuple[str, ...]:
                         if not any(_distribution(d) in runtime for d in dists)))
 
 
+@functools.cache
+def models_not_in_runtime() -> tuple[str, ...]:
+    """The modules of models/ the runtime image leaves out: the exporters and what only they
+    import (deploy/served_modules.py, which the Dockerfile copies models/ through)."""
+    spec = importlib.util.spec_from_file_location("served_modules", os.path.join(ROOT, "deploy", "served_modules.py"))
+    served = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(served)
+    return tuple(sorted(served.all_modules(ROOT) - served.served_modules(ROOT)))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,17 +83,19 @@ class Server:
 def runtime_only_env(env: dict) -> dict:
     """`env` for a Python that cannot import what the runtime image lacks (tests/runtime_site)."""
     return {**env, "PYTHONPATH": os.pathsep.join(p for p in (RUNTIME_SITE, env.get("PYTHONPATH")) if p),
-            "NOT_IN_RUNTIME_IMAGE": ",".join(not_in_runtime())}
+            "NOT_IN_RUNTIME_IMAGE": ",".join(not_in_runtime()),
+            "NOT_IN_RUNTIME_MODULES": ",".join(models_not_in_runtime())}
 
 
 @contextlib.contextmanager
 def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90.0, interface: str = "rsgi",
-               target: str = "app.main:app", port: int | None = None):
+               target: str = "app.main:app", port: int | None = None, cwd: str = ROOT):
     """A real Granian process (one worker) serving `target` (app.main:app, as served) on a free
     loopback port, through the interface it is served with (`rsgi`, app/rsgi.py) unless
     `interface` says `asgi`, on the event loop it is served on (app.launch.event_loop). It waits
     for /readyz 200, or with `wait_ready=False` for /livez to answer at all (503 once a model has
-    failed). `port` picks the port (a restarted server takes its predecessor's), else a free one.
+    failed). `port` picks the port (a restarted server takes its predecessor's), else a free one;
+`cwd`, the tree it serves from (the repository's).
     The process cannot import what the runtime image does not install (not_in_runtime,
     tests/runtime_site), so the tests serve as the image does."""
     port = port or free_port()
@@ -98,7 +111,7 @@ def run_server(tmp_path, env: dict, wait_ready: bool = True, timeout: float = 90
             [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1",
              "--loop", event_loop(full_env), "--host", "127.0.0.1", "--port", str(port),
              "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), target],
-            cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = Server(proc, port, log_path)
     try:
         deadline = time.monotonic() + timeout
