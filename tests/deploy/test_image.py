@@ -95,6 +95,12 @@ def test_image_builds_and_serves_with_compose(compose_bin, engine, demo_dir):
         exported = stack.containers("export")
         assert exported and exported[0]["ExitCode"] == 0, stack.logs("export")
         assert stack.run("exec", "-T", "server", "id", "-u").stdout.strip() == "10001"
+        # The runtime image holds the served modules of models/ and no exporter (nor torch).
+        held = stack.run("exec", "-T", "server", "python3", "-c",
+                         "import importlib.util as u; print([m for m in ('models.laya.served', "
+                         "'models.qwen35.rows', 'models.laya.export', 'models.export', 'models.qwen35.gate', "
+                         "'torch') if u.find_spec(m) is not None])").stdout.strip()
+        assert held == "['models.laya.served', 'models.qwen35.rows']", held
 
         url = "http://127.0.0.1:%d" % port
         assert httpx.get(url + "/readyz", timeout=10).status_code == 200
