@@ -11,6 +11,7 @@ before it is decoded (`check_values`), and a body past `max_body_values` is a 41
 `OFFLOAD_BYTES`, before or after decompression, is decompressed, counted and decoded on a worker
 thread, so that the event loop goes on answering other requests meanwhile.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,12 @@ OFFLOAD_BYTES = 64 * 1024
 
 def _too_large(limit: int, what: str = "body", unread: bool = False) -> Problem:
     # A body left unread makes the connection unusable: tell the client not to reuse it.
-    return Problem(413, "too_large", "request %s is over the %d-byte limit" % (what, limit),
-                   headers={"Connection": "close"} if unread else None)
+    return Problem(
+        413,
+        "too_large",
+        "request %s is over the %d-byte limit" % (what, limit),
+        headers={"Connection": "close"} if unread else None,
+    )
 
 
 def check_headers(headers, settings: Settings) -> str:
@@ -46,12 +51,12 @@ def check_headers(headers, settings: Settings) -> str:
     ctype = headers.get("content-type", "")
     media = ctype.split(";", 1)[0].strip().lower()
     if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
-        raise Problem(415, "unsupported_media_type",
-                      "Content-Type must be application/json, got %r" % (ctype or "nothing"))
+        raise Problem(
+            415, "unsupported_media_type", "Content-Type must be application/json, got %r" % (ctype or "nothing")
+        )
     encoding = headers.get("content-encoding", "identity").strip().lower() or "identity"
     if encoding not in _ENCODINGS:
-        raise Problem(415, "unsupported_media_type",
-                      "unknown Content-Encoding %r; use gzip, zstd or none" % encoding)
+        raise Problem(415, "unsupported_media_type", "unknown Content-Encoding %r; use gzip, zstd or none" % encoding)
     length = headers.get("content-length")
     if length is not None:
         try:
@@ -69,11 +74,13 @@ def check_headers(headers, settings: Settings) -> str:
 
 async def read_raw(receive, settings: Settings) -> bytes:
     """The body bytes from the ASGI `receive` channel (see read_chunks)."""
+
     async def next_chunk() -> tuple[bytes, bool]:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise _gone()
         return message.get("body", b""), message.get("more_body", False)
+
     return await read_chunks(next_chunk, settings)
 
 
@@ -81,6 +88,7 @@ async def read_rsgi(proto, headers, settings: Settings) -> bytes:
     """The body bytes from Granian's RSGI protocol object (see read_chunks): in one piece when
     the length is declared (check_headers has bounded it), else chunk by chunk."""
     if "content-length" in headers:
+
         async def next_chunk() -> tuple[bytes, bool]:
             try:
                 return await proto(), False
@@ -96,6 +104,7 @@ async def read_rsgi(proto, headers, settings: Settings) -> bytes:
                 return b"", False
             except RSGI_CLOSED:
                 raise _gone() from None
+
     return await read_chunks(next_chunk, settings)
 
 
@@ -126,11 +135,15 @@ async def read_chunks(next_chunk, settings: Settings) -> bytes:
             if not more:
                 break
     except asyncio.CancelledError:
-        if not expired or task is None:         # `expired`: our timer cancelled this task
+        if not expired or task is None:  # `expired`: our timer cancelled this task
             raise
-        task.uncancel()         # this cancellation was ours, and it ends here
-        raise Problem(408, "request_timeout", "the body did not arrive within %g s" % settings.body_timeout_s,
-                      headers={"Connection": "close"}) from None
+        task.uncancel()  # this cancellation was ours, and it ends here
+        raise Problem(
+            408,
+            "request_timeout",
+            "the body did not arrive within %g s" % settings.body_timeout_s,
+            headers={"Connection": "close"},
+        ) from None
     finally:
         timer.cancel()
         # A loop may keep a cancelled timer's callback alive (rloop keeps it for good): `expire`
@@ -184,14 +197,14 @@ def count_values(data: bytes, chunk: int = 1 << 20) -> int:
     """How many JSON values `data` holds, near enough: the `[`, `{` and `,` outside its strings
     (each array and object, and each item after its first). numpy counts a chunk at a time, so
     that a worker thread counting 32 MiB lets go of the GIL between and within chunks."""
-    if b"\\" in data:            # escapes: pairs of backslashes go first, then escaped quotes
+    if b"\\" in data:  # escapes: pairs of backslashes go first, then escaped quotes
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
     a = np.frombuffer(data, np.uint8)
     total, inside = 0, 0
     for start in range(0, len(a), chunk):
-        c = a[start:start + chunk]
+        c = a[start : start + chunk]
         quote = c == 34
-        outside = (np.cumsum(quote, dtype=np.uint8) & 1) == inside      # quotes so far, mod 2
+        outside = (np.cumsum(quote, dtype=np.uint8) & 1) == inside  # quotes so far, mod 2
         total += int(np.count_nonzero(((c == 44) | (c == 91) | (c == 123)) & outside))
         inside ^= int(np.count_nonzero(quote)) & 1
     return total
@@ -206,8 +219,11 @@ def check_values(data: bytes, limit: int) -> None:
     if data.count(b",") + data.count(b"[") + data.count(b"{") <= limit:
         return
     if count_values(data) > limit:
-        raise Problem(413, "too_large", "request body holds over %d JSON values (arrays, objects and their items); "
-                      "send fewer" % limit)
+        raise Problem(
+            413,
+            "too_large",
+            "request body holds over %d JSON values (arrays, objects and their items); send fewer" % limit,
+        )
 
 
 def _parse_plain(data: bytes) -> dict | None:
@@ -295,8 +311,13 @@ def parse_json(data: bytes) -> dict:
     if text.startswith("\ufeff"):
         raise malformed("body starts with a second byte order mark")
     try:
-        obj = json.loads(text, object_pairs_hook=_pairs, parse_constant=_reject_constant,
-                         parse_float=_finite_float, parse_int=_bounded_int)
+        obj = json.loads(
+            text,
+            object_pairs_hook=_pairs,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
     except RecursionError:
         raise malformed(too_deep_detail()) from None
     except ValueError as exc:

@@ -5,6 +5,7 @@ The file is TOML (`.toml`) or JSON with the same keys in lower case and without 
 Every key is documented in docs/configuration.md. A value that is not valid, an unknown key in
 the file and an unknown `OMNI_*` variable are refused with a `ConfigError` naming them.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -23,10 +24,20 @@ LOG_FORMATS = ("text", "json")
 GDN_PLANS = gdn_plan.PLANS
 # `OMNI_*` variables that other parts of the project read (the export image, `make serve`, compose,
 # the image test): the server accepts them in its environment and ignores them.
-OTHER_VARIABLES = frozenset({
-    "OMNI_CONFIG", "OMNI_DEMO_DIR", "OMNI_EXPORT_DTYPE", "OMNI_LAYA_EXPORT_DTYPE", "OMNI_GDN_KERNEL",
-    "OMNI_REVISION", "OMNI_VERSION", "OMNI_BASE_IMAGE", "OMNI_TEST_DEMO", "OMNI_CI_CACHE",
-})
+OTHER_VARIABLES = frozenset(
+    {
+        "OMNI_CONFIG",
+        "OMNI_DEMO_DIR",
+        "OMNI_EXPORT_DTYPE",
+        "OMNI_LAYA_EXPORT_DTYPE",
+        "OMNI_GDN_KERNEL",
+        "OMNI_REVISION",
+        "OMNI_VERSION",
+        "OMNI_BASE_IMAGE",
+        "OMNI_TEST_DEMO",
+        "OMNI_CI_CACHE",
+    }
+)
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
@@ -45,52 +56,83 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Settings:
     models: tuple[str, ...] = setting(
-        (), "the export directories to serve (or names under `OMNI_MODEL_ROOT`); each costs its memory and "
-        "start-up time")
+        (),
+        "the export directories to serve (or names under `OMNI_MODEL_ROOT`); each costs its memory and start-up time",
+    )
     model_root: str | None = setting(None, "where bare model names are looked up")
-    default_model: str | None = setting(None, "what `jev-latest` and a request without `model` get (default: "
-                                        "the first model)")
-    device: str = setting("auto", "auto, cpu, cuda or cuda:N: auto takes a GPU where onnxruntime-gpu sees one, "
-                          "cuda refuses to start without one")
-    profile: str = setting("reference", "the default response profile, reference or jev (a header picks per "
-                           "request)")
-    api_key: str | None = setting(None, "a bearer token /v1/* requires when set; none leaves them open to "
-                                  "whoever reaches the port")
-    max_body_bytes: int = setting(8 * 1024 * 1024, "the largest body as sent (413 past it): larger lets "
-                                  "bigger states in, and bigger bodies held in memory")
-    max_decompressed_bytes: int = setting(32 * 1024 * 1024, "the largest gzip or zstd body once "
-                                          "decompressed (413 past it)")
-    max_body_values: int = setting(1 << 18, "JSON values one body may hold (413 past it): bounds the "
-                                   "memory and time decoding takes")
-    body_timeout_s: float = setting(10.0, "a body slower than this is 408: lower frees connections from "
-                                    "slow clients sooner")
-    request_timeout_s: float = setting(30.0, "a request's whole budget, queue and inference, else 504: "
-                                       "longer waits out bursts, shorter frees clients to retry")
-    queue_size: int = setting(1024, "requests waiting for the executor, else 503 overloaded: more absorbs "
-                              "bursts at the cost of latency")
-    max_batch_rows: int = setting(256, "rows of one forward pass: more raises throughput under load and "
-                                  "each pass's latency")
-    max_batch_tokens: int = setting(131072, "rows x padded length of one pass: bounds a pass's memory "
-                                    "(the queue holds 8 passes' worth)")
-    batch_window_ms: float = setting(0.0, "a wait for more work before a pass while it is not full: "
-                                     "fuller passes for added latency at low load")
-    intra_op_threads: int = setting(0, "ONNX Runtime's CPU threads per session (0: its default): fewer "
-                                    "leaves cores to the event loop and tokenizer")
+    default_model: str | None = setting(
+        None, "what `jev-latest` and a request without `model` get (default: the first model)"
+    )
+    device: str = setting(
+        "auto",
+        "auto, cpu, cuda or cuda:N: auto takes a GPU where onnxruntime-gpu sees one, cuda refuses to start without one",
+    )
+    profile: str = setting("reference", "the default response profile, reference or jev (a header picks per request)")
+    api_key: str | None = setting(
+        None, "a bearer token /v1/* requires when set; none leaves them open to whoever reaches the port"
+    )
+    max_body_bytes: int = setting(
+        8 * 1024 * 1024,
+        "the largest body as sent (413 past it): larger lets bigger states in, and bigger bodies held in memory",
+    )
+    max_decompressed_bytes: int = setting(
+        32 * 1024 * 1024, "the largest gzip or zstd body once decompressed (413 past it)"
+    )
+    max_body_values: int = setting(
+        1 << 18, "JSON values one body may hold (413 past it): bounds the memory and time decoding takes"
+    )
+    body_timeout_s: float = setting(
+        10.0, "a body slower than this is 408: lower frees connections from slow clients sooner"
+    )
+    request_timeout_s: float = setting(
+        30.0,
+        "a request's whole budget, queue and inference, else 504: "
+        "longer waits out bursts, shorter frees clients to retry",
+    )
+    queue_size: int = setting(
+        1024, "requests waiting for the executor, else 503 overloaded: more absorbs bursts at the cost of latency"
+    )
+    max_batch_rows: int = setting(
+        256, "rows of one forward pass: more raises throughput under load and each pass's latency"
+    )
+    max_batch_tokens: int = setting(
+        131072, "rows x padded length of one pass: bounds a pass's memory (the queue holds 8 passes' worth)"
+    )
+    batch_window_ms: float = setting(
+        0.0, "a wait for more work before a pass while it is not full: fuller passes for added latency at low load"
+    )
+    intra_op_threads: int = setting(
+        0, "ONNX Runtime's CPU threads per session (0: its default): fewer leaves cores to the event loop and tokenizer"
+    )
     retry_after_s: int = setting(1, "the Retry-After seconds on a 503")
-    warmup_requests: int = setting(1, "full-path warm-up requests per model before it is ready: more "
-                                   "waits out slow first passes before traffic")
-    pass_timeout_s: float = setting(120.0, "the longest a pass or capture runs before the executor is "
-                                    "taken as hung and /livez fails: raise it for large models on CPUs")
-    cuda_graphs: int = setting(320, "CUDA graphs per session at most (0: off, and no bucketed shapes): "
-                               "each holds device memory, each replay saves launches")
-    cuda_graph_rows: int = setting(64, "passes of more rows run uncaptured at their own shapes: replay "
-                                   "pays while a pass is launch-bound")
-    cuda_graph_precapture: bool = setting(True, "capture a model's listed shapes for up to 2.5 s of its "
-                                          "load: a slower start, first requests at full speed")
-    cuda_gdn_plan: str = setting(gdn_plan.DEFAULT, "ONNX Runtime's GatedDeltaNet engine for the Qwen3.5 "
-                                 "families: chunked_split is fastest for a few rows a pass, auto for many")
-    log_format: str = setting("text", "text (a line a record, for people) or json (an object a line, for "
-                              "log pipelines)")
+    warmup_requests: int = setting(
+        1, "full-path warm-up requests per model before it is ready: more waits out slow first passes before traffic"
+    )
+    pass_timeout_s: float = setting(
+        120.0,
+        "the longest a pass or capture runs before the executor is "
+        "taken as hung and /livez fails: raise it for large models on CPUs",
+    )
+    cuda_graphs: int = setting(
+        320,
+        "CUDA graphs per session at most (0: off, and no bucketed shapes): "
+        "each holds device memory, each replay saves launches",
+    )
+    cuda_graph_rows: int = setting(
+        64, "passes of more rows run uncaptured at their own shapes: replay pays while a pass is launch-bound"
+    )
+    cuda_graph_precapture: bool = setting(
+        True,
+        "capture a model's listed shapes for up to 2.5 s of its load: a slower start, first requests at full speed",
+    )
+    cuda_gdn_plan: str = setting(
+        gdn_plan.DEFAULT,
+        "ONNX Runtime's GatedDeltaNet engine for the Qwen3.5 "
+        "families: chunked_split is fastest for a few rows a pass, auto for many",
+    )
+    log_format: str = setting(
+        "text", "text (a line a record, for people) or json (an object a line, for log pipelines)"
+    )
 
     def __post_init__(self):
         for name, check in _CHECKS.items():
@@ -111,14 +153,18 @@ class Settings:
             data = _read_file(path)
             unknown = sorted(set(data) - set(_FIELD_TYPES))
             if unknown:
-                raise ConfigError("unknown key%s in OMNI_CONFIG=%s: %s" % (
-                    "s" if len(unknown) > 1 else "", path, _suggest(unknown, sorted(_FIELD_TYPES))))
+                raise ConfigError(
+                    "unknown key%s in OMNI_CONFIG=%s: %s"
+                    % ("s" if len(unknown) > 1 else "", path, _suggest(unknown, sorted(_FIELD_TYPES)))
+                )
             for key, value in data.items():
                 values[key] = _coerce(key, value, "key %r in %s" % (key, path))
         unknown = sorted(k for k in env if k.startswith("OMNI_") and k not in _ENV_NAMES and k not in OTHER_VARIABLES)
         if unknown:
-            raise ConfigError("unknown variable%s %s; the settings are in docs/configuration.md" % (
-                "s" if len(unknown) > 1 else "", _suggest(unknown, sorted(_ENV_NAMES))))
+            raise ConfigError(
+                "unknown variable%s %s; the settings are in docs/configuration.md"
+                % ("s" if len(unknown) > 1 else "", _suggest(unknown, sorted(_ENV_NAMES)))
+            )
         for name in _FIELD_TYPES:
             raw = env.get(_env_name(name))
             if raw is not None and raw != "":
@@ -157,8 +203,9 @@ def _read_file(path: str) -> dict[str, Any]:
         else:
             parsed = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError("OMNI_CONFIG=%s is not valid %s: %s" % (
-            path, "TOML" if path.endswith(".toml") else "JSON", exc)) from None
+        raise ConfigError(
+            "OMNI_CONFIG=%s is not valid %s: %s" % (path, "TOML" if path.endswith(".toml") else "JSON", exc)
+        ) from None
     if not isinstance(parsed, dict):
         raise ConfigError("OMNI_CONFIG=%s must hold an object of settings" % path)
     return parsed
@@ -234,8 +281,8 @@ _SCALARS = {"bool": _to_bool, "int": _to_int, "float": _to_float}
 def _at_least(low: float):
     def check(value, label):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < low:
-            raise ConfigError("%s must be %s, got %r" % (
-                label, "a positive number" if low > 0 else "0 or more", value))
+            raise ConfigError("%s must be %s, got %r" % (label, "a positive number" if low > 0 else "0 or more", value))
+
     return check
 
 
@@ -248,6 +295,7 @@ def _one_of(choices):
     def check(value, label):
         if value not in choices:
             raise ConfigError("%s must be one of %s, got %r" % (label, ", ".join(choices), value))
+
     return check
 
 
@@ -257,11 +305,24 @@ def _device(value, label):
 
 
 _CHECKS = {
-    "device": _device, "profile": _one_of(PROFILES), "cuda_gdn_plan": _one_of(GDN_PLANS),
+    "device": _device,
+    "profile": _one_of(PROFILES),
+    "cuda_gdn_plan": _one_of(GDN_PLANS),
     "log_format": _one_of(LOG_FORMATS),
-    **{name: _at_least(1) for name in ("max_body_bytes", "max_decompressed_bytes", "max_body_values", "queue_size",
-                                       "max_batch_rows", "max_batch_tokens", "warmup_requests",
-                                       "retry_after_s", "cuda_graph_rows")},
+    **{
+        name: _at_least(1)
+        for name in (
+            "max_body_bytes",
+            "max_decompressed_bytes",
+            "max_body_values",
+            "queue_size",
+            "max_batch_rows",
+            "max_batch_tokens",
+            "warmup_requests",
+            "retry_after_s",
+            "cuda_graph_rows",
+        )
+    },
     **{name: _at_least(0) for name in ("batch_window_ms", "intra_op_threads", "cuda_graphs")},
     **{name: _above_zero for name in ("body_timeout_s", "request_timeout_s", "pass_timeout_s")},
 }
@@ -272,8 +333,9 @@ def reference_table() -> str:
     rows = ["| variable | default | what it trades |", "|---|---|---|"]
     for f in fields(Settings):
         default = f.default if f.default is not MISSING else None
-        shown = "none" if default in (None, ()) else ("`%s`" % str(int(default) if isinstance(default, bool)
-                                                                     else default))
+        shown = (
+            "none" if default in (None, ()) else ("`%s`" % str(int(default) if isinstance(default, bool) else default))
+        )
         rows.append("| `%s` | %s | %s |" % (_env_name(f.name), shown, f.metadata["doc"]))
     return "\n".join(rows) + "\n"
 

@@ -6,6 +6,7 @@ objects are the server's own and live as long as it does (modules, the app, the 
 state). Once the models are warm they are frozen out of collection (`gc.freeze`), so a full
 collection walks only what requests left behind. Each full collection's pause is a metric.
 """
+
 from __future__ import annotations
 
 import gc

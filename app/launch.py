@@ -5,6 +5,7 @@ With OMNI_MODELS set, this execs Granian on them. Without it, it builds the demo
 that on CPU: the demo answers are random, and the server says so in its logs, /readyz and
 `served_by`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,11 @@ def ensure_demo(root: str = DEMO_ROOT) -> str:
     exporters or torch."""
     done = subprocess.run([sys.executable, "-m", "models.demo", root], stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
-        sys.exit("no OMNI_MODELS configured and the demo cannot be built here (`python -m models.demo` "
-                 "exited %d; its reason is above): install the `export` extra or point OMNI_MODELS at "
-                 "exported models" % done.returncode)
+        sys.exit(
+            "no OMNI_MODELS configured and the demo cannot be built here (`python -m models.demo` "
+            "exited %d; its reason is above): install the `export` extra or point OMNI_MODELS at "
+            "exported models" % done.returncode
+        )
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -66,7 +69,7 @@ def port_taken(host: str, port: int) -> OSError | None:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # as servers do: TIME_WAIT is no owner
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is no owner
             probe.bind(address)
     except OSError as exc:
         return exc
@@ -80,17 +83,39 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     taken = port_taken(args.host, int(args.port))
     if taken is not None:
-        sys.exit("cannot serve on %s:%s: %s (another server there? PORT=... picks another port)"
-                 % (args.host, args.port, taken.strerror or taken))
+        sys.exit(
+            "cannot serve on %s:%s: %s (another server there? PORT=... picks another port)"
+            % (args.host, args.port, taken.strerror or taken)
+        )
     if not os.environ.get("OMNI_MODELS") and not os.environ.get("OMNI_CONFIG"):
         os.environ["OMNI_MODELS"] = ensure_demo()
-        print("serving the DEMO model (random weights: answers are random) from %s"
-              % os.environ["OMNI_MODELS"], file=sys.stderr, flush=True)
-    if os.environ.get("OMNI_LOG_FORMAT") == "json":     # Granian's own lines as JSON too
+        print(
+            "serving the DEMO model (random weights: answers are random) from %s" % os.environ["OMNI_MODELS"],
+            file=sys.stderr,
+            flush=True,
+        )
+    if os.environ.get("OMNI_LOG_FORMAT") == "json":  # Granian's own lines as JSON too
         os.environ.setdefault("GRANIAN_LOG_CONFIG", GRANIAN_JSON_LOG)
-    cmd = [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1", "--loop", event_loop(),
-           "--host", args.host, "--port", str(args.port), "--workers-kill-timeout", "30",
-           "--http2-max-headers-size", str(HTTP2_MAX_HEADERS), "app.main:app"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "granian",
+        "--interface",
+        "rsgi",
+        "--workers",
+        "1",
+        "--loop",
+        event_loop(),
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+        "--workers-kill-timeout",
+        "30",
+        "--http2-max-headers-size",
+        str(HTTP2_MAX_HEADERS),
+        "app.main:app",
+    ]
     os.execve(sys.executable, cmd, malloc_env(os.environ))
 
 

@@ -9,6 +9,7 @@ batches and carry none.
 `OMNI_LOG_FORMAT`: `text` (the default) writes `time level logger [request id]: message`; `json`
 writes one JSON object a line, with the access line's fields as keys.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -20,6 +21,7 @@ import time
 import msgspec
 
 from app.config import LOG_FORMATS
+
 ACCESS = "omni.access"
 
 current_request: contextvars.ContextVar[str | None] = contextvars.ContextVar("omni_request_id", default=None)
@@ -60,7 +62,7 @@ class TextFormatter(logging.Formatter):
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         second = int(record.created)
-        if second != self._second:       # one local-time conversion a second, not a line
+        if second != self._second:  # one local-time conversion a second, not a line
             self._second, self._stamp = second, time.strftime("%Y-%m-%d %H:%M:%S", self.converter(second))
         return "%s,%03d" % (self._stamp, record.msecs)
 
@@ -70,8 +72,12 @@ class TextFormatter(logging.Formatter):
         fields = getattr(record, "access", None)
         if fields is not None:
             record.message = "%s %s %d %.3f ms %s" % (
-                fields["method"], fields["route"], fields["status"], fields["duration_ms"],
-                " ".join("%s=%s" % (k, fields[k] or "-") for k in _ACCESS_TEXT))
+                fields["method"],
+                fields["route"],
+                fields["status"],
+                fields["duration_ms"],
+                " ".join("%s=%s" % (k, fields[k] or "-") for k in _ACCESS_TEXT),
+            )
         elif _CONTROL.search(record.message):
             record.message = _CONTROL.sub(_escaped, record.message)
         return super().formatMessage(record)
@@ -93,10 +99,14 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         second = int(record.created)
-        if second != self._second:       # one UTC conversion a second, not a line
+        if second != self._second:  # one UTC conversion a second, not a line
             self._second, self._stamp = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        out = {"time": "%s.%03dZ" % (self._stamp, record.msecs),
-               "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        out = {
+            "time": "%s.%03dZ" % (self._stamp, record.msecs),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
         rid = getattr(record, "request_id", None)
         if rid:
             out["request_id"] = rid
@@ -125,7 +135,7 @@ def configure(fmt: str = "text", stream=None) -> logging.Handler:
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
-    for old in [h for h in root.handlers if isinstance(h, OmniHandler)]:    # a previous configure's
+    for old in [h for h in root.handlers if isinstance(h, OmniHandler)]:  # a previous configure's
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
@@ -142,6 +152,12 @@ def access(method: str, route: str, model: str, status: int, duration_s: float, 
     to the handlers directly: a caller lookup per request would cost the loop for nothing."""
     if access_log.isEnabledFor(logging.INFO):
         record = access_log.makeRecord(ACCESS, logging.INFO, __file__, 0, "%s %s %d", (method, route, status), None)
-        record.access = {"method": method, "route": route, "model": model or None, "status": status,
-                         "duration_ms": round(duration_s * 1000.0, 3), "trace_id": trace_id or None}
+        record.access = {
+            "method": method,
+            "route": route,
+            "model": model or None,
+            "status": status,
+            "duration_ms": round(duration_s * 1000.0, 3),
+            "trace_id": trace_id or None,
+        }
         access_log.handle(record)

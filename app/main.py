@@ -1,5 +1,6 @@
 """The app factory. Granian serves `app.main:app` (`granian --interface rsgi --workers 1`; it
 answers under `--interface asgi` too)."""
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,12 @@ def _on_http(request: Request, exc: HTTPException) -> Response:
     if isinstance(exc, NotFoundException):
         problem = Problem(404, "not_found", "no route %s %s" % (request.method, request.url.path))
     elif isinstance(exc, MethodNotAllowedException):
-        problem = Problem(405, "method_not_allowed", "%s is not allowed on %s" % (request.method, request.url.path),
-                          headers={k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"})
+        problem = Problem(
+            405,
+            "method_not_allowed",
+            "%s is not allowed on %s" % (request.method, request.url.path),
+            headers={k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"},
+        )
     elif exc.status_code == 413:
         problem = Problem(413, "too_large", str(exc.detail))
     elif exc.status_code < 500:
@@ -81,30 +86,46 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
     models = [_load(directory) for directory in settings.model_dirs()]
     registry = Registry(models, settings.default_model)
     metrics = Metrics()
-    metrics.build_info(__version__, onnxruntime.__version__,
-                       lambda: ",".join(sorted({s.device for s in registry.slots if s.device})) or settings.device)
+    metrics.build_info(
+        __version__,
+        onnxruntime.__version__,
+        lambda: ",".join(sorted({s.device for s in registry.slots if s.device})) or settings.device,
+    )
     tracing = Tracing(provider_from_env() if tracer_provider is None else tracer_provider)
     engine = Engine(settings, registry, metrics, tracing)
     for model in models:
         if model.manifest.get("random_weights"):
-            log.warning("model %s has RANDOM WEIGHTS (a demo/test checkpoint): its answers are random",
-                        model.name)
+            log.warning("model %s has RANDOM WEIGHTS (a demo/test checkpoint): its answers are random", model.name)
         for note in model.notes():
             log.warning("model %s: %s", model.name, note)
     swagger, swagger_assets = discovery.swagger_ui()
     litestar = Litestar(
-        route_handlers=[systemone.systemone, health.livez, health.readyz, health.health, health.metrics,
-                        discovery.list_models, discovery.schema, *swagger_assets],
+        route_handlers=[
+            systemone.systemone,
+            health.livez,
+            health.readyz,
+            health.health,
+            health.metrics,
+            discovery.list_models,
+            discovery.schema,
+            *swagger_assets,
+        ],
         on_startup=[engine.start],
         on_shutdown=[engine.stop],
         exception_handlers={Problem: _on_problem, HTTPException: _on_http, Exception: _on_unexpected},
-        openapi_config=OpenAPIConfig(title="System1-Omni", version=__version__, path="/schema/docs",
-                                     render_plugins=[discovery.serving_the_document(swagger),
-                                                     discovery.serving_the_document(JsonRenderPlugin())],
-                                     description="System One decision models over POST /v1/systemone"),
+        openapi_config=OpenAPIConfig(
+            title="System1-Omni",
+            version=__version__,
+            path="/schema/docs",
+            render_plugins=[
+                discovery.serving_the_document(swagger),
+                discovery.serving_the_document(JsonRenderPlugin()),
+            ],
+            description="System One decision models over POST /v1/systemone",
+        ),
         state=State({"omni": Omni(settings, registry, engine, metrics)}),
         request_max_body_size=None,
-        logging_config=None,       # logging is configured once, by the process (see _lazy_app)
+        logging_config=None,  # logging is configured once, by the process (see _lazy_app)
     )
     # The hot route skips Litestar's router and exception layers (routes/systemone.direct).
     context = RequestContext(litestar, metrics, tracing, direct={"/v1/systemone": systemone.direct(litestar)})
@@ -113,14 +134,14 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
 
 
 def _lazy_app():
-    logs.configure()                # text until the settings name a format
+    logs.configure()  # text until the settings name a format
     try:
         settings = Settings.from_env()
         logs.configure(settings.log_format)
         # In Granian's worker: stop when the main process dies (its in-flight work ends by its deadline).
         watch_parent(settings.request_timeout_s + 5)
         return create_app(settings)
-    except ConfigError as exc:      # one line naming the setting, not a traceback from Granian's worker
+    except ConfigError as exc:  # one line naming the setting, not a traceback from Granian's worker
         log.error("invalid configuration: %s", exc)
         raise SystemExit(1) from None
 

@@ -3,13 +3,22 @@
 Every label value comes from a bounded set the server owns (route templates, model names,
 status and problem codes), never from what a client sends.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
 
-from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
-                               ProcessCollector, generate_latest)
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
@@ -41,7 +50,7 @@ class LoopHistogram:
         for values, child in list(self._children.items()):
             counts, total = list(child.counts), child.sum
             buckets, seen = [], 0
-            for bound, n in zip(self.bounds, counts[:-1], strict=True):     # the last: past every bound
+            for bound, n in zip(self.bounds, counts[:-1], strict=True):  # the last: past every bound
                 seen += n
                 buckets.append((floatToGoString(bound), seen))
             buckets.append(("+Inf", seen + counts[-1]))
@@ -56,7 +65,7 @@ class _LoopHistogramChild:
         self.bounds, self.counts, self.sum = bounds, [0] * (len(bounds) + 1), 0.0
 
     def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1       # `le` buckets: value <= bound
+        self.counts[bisect_left(self.bounds, value)] += 1  # `le` buckets: value <= bound
         self.sum += value
 
 
@@ -65,8 +74,11 @@ class _BuildInfo:
         self.version, self.onnxruntime, self.device = version, onnxruntime, device
 
     def _family(self) -> GaugeMetricFamily:
-        return GaugeMetricFamily("omni_build_info", "The server's version, ONNX Runtime's, and the models' device",
-                                 labels=["version", "onnxruntime", "device"])
+        return GaugeMetricFamily(
+            "omni_build_info",
+            "The server's version, ONNX Runtime's, and the models' device",
+            labels=["version", "onnxruntime", "device"],
+        )
 
     def describe(self):
         return [self._family()]
@@ -86,47 +98,84 @@ class Metrics:
         PlatformCollector(registry=r)
         self.requests = Counter("omni_requests", "HTTP requests", ["route", "model", "status"], registry=r)
         # Observed only by the RequestContext middleware, on the event loop.
-        self.latency = LoopHistogram("omni_request_seconds", "Request latency by stage", ["stage", "model"],
-                                     _LATENCY, r)
-        self.duration = LoopHistogram("omni_request_duration_seconds",
-                                      "Decision requests from arrival to answer, by model and HTTP status code",
-                                      ["model", "code"], _LATENCY, r)
+        self.latency = LoopHistogram(
+            "omni_request_seconds", "Request latency by stage", ["stage", "model"], _LATENCY, r
+        )
+        self.duration = LoopHistogram(
+            "omni_request_duration_seconds",
+            "Decision requests from arrival to answer, by model and HTTP status code",
+            ["model", "code"],
+            _LATENCY,
+            r,
+        )
         self.queue_depth = Gauge("omni_queue_depth", "Requests waiting for the executor", registry=r)
-        self.batch_requests = Histogram("omni_batch_requests", "Requests per forward pass", ["model"],
-                                        buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r)
-        self.batch_rows = Histogram("omni_batch_rows", "Rows per forward pass", ["model"],
-                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), registry=r)
-        self.padded_tokens = Histogram("omni_batch_padding_tokens", "Padding tokens per forward pass",
-                                       ["model"], buckets=(0, 16, 64, 256, 1024, 4096, 16384, 65536),
-                                       registry=r)
+        self.batch_requests = Histogram(
+            "omni_batch_requests",
+            "Requests per forward pass",
+            ["model"],
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=r,
+        )
+        self.batch_rows = Histogram(
+            "omni_batch_rows",
+            "Rows per forward pass",
+            ["model"],
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=r,
+        )
+        self.padded_tokens = Histogram(
+            "omni_batch_padding_tokens",
+            "Padding tokens per forward pass",
+            ["model"],
+            buckets=(0, 16, 64, 256, 1024, 4096, 16384, 65536),
+            registry=r,
+        )
         # The ORT session's runs of one pass, wall time: what it holds beyond the device's own time
         # for the pass is the executor thread waiting for the GIL.
         self.batch_forward = Histogram(
             "omni_batch_forward_seconds",
             "Wall time of a forward pass's ONNX Runtime session runs (device work and the wait for the GIL after it)",
-            ["model"], buckets=_LATENCY, registry=r)
+            ["model"],
+            buckets=_LATENCY,
+            registry=r,
+        )
         self.input_tokens = Counter("omni_input_tokens", "Real input tokens served", ["model"], registry=r)
         self.decisions = Counter("omni_decisions", "Questions answered", ["model"], registry=r)
         self.errors = Counter("omni_errors", "Problem responses by stable code", ["code", "status"], registry=r)
         self.ready = Gauge("omni_model_ready", "1 when the model is warm and serving", ["model"], registry=r)
-        self.dropped = Counter("omni_dropped", "Queued requests dropped unrun (deadline, disconnect)", ["model"],
-                               registry=r)
+        self.dropped = Counter(
+            "omni_dropped", "Queued requests dropped unrun (deadline, disconnect)", ["model"], registry=r
+        )
         self.disconnects = Counter("omni_client_disconnects", "Clients gone before their answer", registry=r)
-        self.executor_failures = Counter("omni_executor_failures", "Failed forward passes (each half of a failed "
-                                         "pass run again counts too)", ["model"], registry=r)
-        self.recoveries = Counter("omni_model_recoveries", "Times a model out of service was rebuilt and "
-                                  "warmed up again", ["model"], registry=r)
-        self.graph_captures = Counter("omni_cuda_graph_captures", "CUDA graphs captured (one per batch shape)",
-                                      ["model"], registry=r)
+        self.executor_failures = Counter(
+            "omni_executor_failures",
+            "Failed forward passes (each half of a failed pass run again counts too)",
+            ["model"],
+            registry=r,
+        )
+        self.recoveries = Counter(
+            "omni_model_recoveries",
+            "Times a model out of service was rebuilt and warmed up again",
+            ["model"],
+            registry=r,
+        )
+        self.graph_captures = Counter(
+            "omni_cuda_graph_captures", "CUDA graphs captured (one per batch shape)", ["model"], registry=r
+        )
         self.graph_capture_seconds = Counter(
             "omni_cuda_graph_capture_seconds",
-            "Time spent capturing CUDA graphs, as the model loaded or between passes", ["model"], registry=r)
+            "Time spent capturing CUDA graphs, as the model loaded or between passes",
+            ["model"],
+            registry=r,
+        )
 
         # Full collections of Python's garbage collector stop the whole worker (app/gc_pauses.py).
-        self.gc_full_collections = Histogram("omni_gc_full_collection_seconds",
-                                             "Pause of each full collection of Python's cyclic garbage collector",
-                                             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1),
-                                             registry=r)
+        self.gc_full_collections = Histogram(
+            "omni_gc_full_collection_seconds",
+            "Pause of each full collection of Python's cyclic garbage collector",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1),
+            registry=r,
+        )
 
         # Labelled children, looked up once: `labels()` validates and locks on every call.
         self._children: dict[tuple, object] = {}
@@ -138,8 +187,9 @@ class Metrics:
             c = self._children[key] = metric.labels(*labels)
         return c
 
-    def observe_request(self, route: str, model: str, status: int, stages: dict[str, float] | None,
-                        total: float | None = None) -> None:
+    def observe_request(
+        self, route: str, model: str, status: int, stages: dict[str, float] | None, total: float | None = None
+    ) -> None:
         """One answered HTTP request: its count by route template, model and status, and for
         decisions the duration of each stage it went through and its whole duration (`total`)."""
         code = str(status)

@@ -8,6 +8,7 @@ Under Granian's RSGI interface (app/rsgi.py) the hot route gets the same from `o
 Metrics and spans name a request by its route template (the router's, or a path the app
 serves); any other path is `unmatched`, so no client can add series or span names.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -42,8 +43,12 @@ def oversized_headers(headers: Mapping[str, str]) -> Problem | None:
         size += len(name) + len(value)
     if size <= MAX_HEADER_BYTES:
         return None
-    return Problem(431, "headers_too_large", "request headers hold %d bytes; at most %d are accepted"
-                   % (size, MAX_HEADER_BYTES), headers={"Connection": "close"})
+    return Problem(
+        431,
+        "headers_too_large",
+        "request headers hold %d bytes; at most %d are accepted" % (size, MAX_HEADER_BYTES),
+        headers={"Connection": "close"},
+    )
 
 
 def request_id(headers: Mapping[str, str]) -> str:
@@ -77,7 +82,7 @@ _ids = _RequestIds()
 
 
 class RequestContext:
-    rsgi: RSGIFace          # Granian's RSGI interface (app/rsgi.py), set by main.create_app
+    rsgi: RSGIFace  # Granian's RSGI interface (app/rsgi.py), set by main.create_app
 
     def __init__(self, app, metrics, tracing=None, direct: dict | None = None):
         self.app = app
@@ -89,7 +94,7 @@ class RequestContext:
         # Paths the app serves as they are (no path parameters): their own route template.
         self.routes = frozenset([r.path for r in getattr(app, "routes", ()) if "{" not in r.path] + list(self.direct))
 
-    def __getattr__(self, name):   # expose the wrapped Litestar app's attributes
+    def __getattr__(self, name):  # expose the wrapped Litestar app's attributes
         return getattr(self.app, name)
 
     # Granian's RSGI interface (app/rsgi.py), where main.create_app has set `rsgi`.
@@ -100,7 +105,7 @@ class RequestContext:
         self.rsgi.exit(loop)
 
     @property
-    def __rsgi__(self):            # the face itself, so a request costs no extra coroutine
+    def __rsgi__(self):  # the face itself, so a request costs no extra coroutine
         return self.rsgi
 
     def open(self, scope: dict, method: str, path: str, headers: Mapping[str, str]) -> Timing:
@@ -139,8 +144,13 @@ class RequestContext:
         total = timing.elapsed()
         route = scope["omni.route"] = self.route(scope, path)
         scope["omni.status"], scope["omni.total"] = status, total
-        self.metrics.observe_request(route, timing.model, status, timing.stages if route == DECISIONS else None,
-                                     total if route == DECISIONS else None)
+        self.metrics.observe_request(
+            route,
+            timing.model,
+            status,
+            timing.stages if route == DECISIONS else None,
+            total if route == DECISIONS else None,
+        )
         span = timing.span
         if span is not None:
             span.set_attribute("http.response.status_code", status)
@@ -162,8 +172,14 @@ class RequestContext:
         try:
             span = timing.span
             route = scope.get("omni.route") or self.route(scope, path)
-            logs.access(method, route, timing.model, scope.get("omni.status", 500),
-                        scope.get("omni.total") or timing.elapsed(), _trace_id(span, scope["omni.headers"]))
+            logs.access(
+                method,
+                route,
+                timing.model,
+                scope.get("omni.status", 500),
+                scope.get("omni.total") or timing.elapsed(),
+                _trace_id(span, scope["omni.headers"]),
+            )
             if span is not None:
                 span.end()
         finally:
@@ -178,11 +194,14 @@ class RequestContext:
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
-                headers = [h for h in message.get("headers", [])
-                           if h[0].lower() not in (b"x-request-id", b"server-timing")]
+                headers = [
+                    h for h in message.get("headers", []) if h[0].lower() not in (b"x-request-id", b"server-timing")
+                ]
                 rid, server_timing = self.answered(scope, path, message["status"])
-                headers += [(b"x-request-id", rid.encode("latin-1")),
-                            (b"server-timing", server_timing.encode("latin-1"))]
+                headers += [
+                    (b"x-request-id", rid.encode("latin-1")),
+                    (b"server-timing", server_timing.encode("latin-1")),
+                ]
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -200,14 +219,19 @@ class RequestContext:
 
     async def refuse(self, scope, headers: Mapping[str, str], problem: Problem, send) -> None:
         """Answer `problem` before the app sees the request."""
-        from app.routes.common import problem_reply        # the routes import this module
+        from app.routes.common import problem_reply  # the routes import this module
 
         body, media = problem_reply(self.app.state.omni, scope, problem, headers)
         extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
-        await send({"type": "http.response.start", "status": problem.status,
-                    "headers": [(b"content-type", media.encode("latin-1")),
-                                (b"content-length", b"%d" % len(body))] + extra})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": problem.status,
+                "headers": [(b"content-type", media.encode("latin-1")), (b"content-length", b"%d" % len(body))] + extra,
+            }
+        )
         await send({"type": "http.response.body", "body": body})
+
 
 def _trace_id(span, headers: Mapping[str, str]) -> str:
     """The request's trace id: its span's, else the caller's `traceparent`'s (an unsampled

@@ -7,6 +7,7 @@ parent dies (prctl PR_SET_PDEATHSIG): Granian's graceful shutdown stops acceptin
 it holds. A thread that watches the parent's pid covers other systems and a parent gone before
 the prctl, and ends the process outright if the drain outlasts its bound.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -20,7 +21,7 @@ import time
 
 log = logging.getLogger("omni")
 
-PR_SET_PDEATHSIG = 1        # <linux/prctl.h>
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 POLL_S = 0.5
 
 

@@ -14,6 +14,7 @@ hands the loop a native scope, gives the body in one await and takes the answer 
 - Litestar's startup and shutdown (the engine) run as the ASGI lifespan protocol, driven from
   Granian's RSGI init and exit hooks.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,9 @@ _JSON = ("content-type", "application/json")
 # An answer for a hot path (routes/systemone.answer): (the app's objects, its scope dict, request
 # headers, the body reader, a coroutine function that returns when the client has gone) -> the
 # JSON body of a 200.
-Hot = Callable[[Omni, dict, Mapping[str, str], Callable[[], Awaitable[bytes]], Callable[[], Awaitable[Any]]],
-               Awaitable[bytes]]
+Hot = Callable[
+    [Omni, dict, Mapping[str, str], Callable[[], Awaitable[bytes]], Callable[[], Awaitable[Any]]], Awaitable[bytes]
+]
 
 
 class RSGIFace:
@@ -52,7 +54,7 @@ class RSGIFace:
 
     async def __call__(self, rscope, proto) -> None:
         if rscope.proto != "http":
-            return                  # no websocket routes: Granian closes it
+            return  # no websocket routes: Granian closes it
         hot = self.hot.get(rscope.path) if rscope.method == "POST" else None
         problem = oversized_headers(rscope.headers)
         if problem is not None:
@@ -89,7 +91,7 @@ class RSGIFace:
         context.open(scope, "POST", path, headers)
         read = functools.partial(read_rsgi, proto, headers, self.omni.settings)
 
-        async def gone() -> None:        # a coroutine, for the disconnect watch's task
+        async def gone() -> None:  # a coroutine, for the disconnect watch's task
             await proto.client_disconnect()
 
         try:
@@ -105,7 +107,7 @@ class RSGIFace:
             try:  # noqa: SIM105
                 proto.response_bytes(status, extra, content)
             except RSGI_CLOSED:
-                pass                # the client has gone (a 499 is counted): no one to answer
+                pass  # the client has gone (a 499 is counted): no one to answer
         except BaseException as exc:
             context.failed(scope, exc)
             raise
@@ -124,12 +126,21 @@ async def bridge(app, rscope, proto, state: dict | None = None) -> None:
     UTF-8 (refusing what is not), so encoding its text as UTF-8 gives back the bytes as sent,
     whatever they hold. Raises `Unanswered` where the request failed before an answer began."""
     try:
-        scope = {"type": "http", "asgi": _ASGI, "http_version": rscope.http_version, "method": rscope.method,
-                 "scheme": rscope.scheme, "path": rscope.path, "raw_path": rscope.path.encode("utf-8"),
-                 "query_string": rscope.query_string.encode("utf-8"), "root_path": "",
-                 "headers": [(k.encode("utf-8"), v.encode("utf-8")) for k, v in rscope.headers.items()],
-                 "client": _address(rscope.client), "server": _address(rscope.server),
-                 "state": dict(state or {})}
+        scope = {
+            "type": "http",
+            "asgi": _ASGI,
+            "http_version": rscope.http_version,
+            "method": rscope.method,
+            "scheme": rscope.scheme,
+            "path": rscope.path,
+            "raw_path": rscope.path.encode("utf-8"),
+            "query_string": rscope.query_string.encode("utf-8"),
+            "root_path": "",
+            "headers": [(k.encode("utf-8"), v.encode("utf-8")) for k, v in rscope.headers.items()],
+            "client": _address(rscope.client),
+            "server": _address(rscope.server),
+            "state": dict(state or {}),
+        }
     except Exception as exc:
         raise Unanswered() from exc
     body_given = False
@@ -153,8 +164,10 @@ async def bridge(app, rscope, proto, state: dict | None = None) -> None:
         nonlocal stream, sent
         kind = message["type"]
         if kind == "http.response.start":
-            start.update(status=message["status"],
-                         headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", [])])
+            start.update(
+                status=message["status"],
+                headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", [])],
+            )
             return
         if kind != "http.response.body":
             return
@@ -175,7 +188,7 @@ async def bridge(app, rscope, proto, state: dict | None = None) -> None:
         if start or sent:
             raise
         raise Unanswered() from exc
-    if start and not sent:          # a start with no body message (HEAD, or an empty answer)
+    if start and not sent:  # a start with no body message (HEAD, or an empty answer)
         proto.response_bytes(start["status"], start["headers"], b"")
 
 
@@ -196,7 +209,7 @@ class Lifespan:
 
     def __init__(self, app) -> None:
         self.app = app
-        self.state: dict = {}       # what the app keeps in the lifespan scope's state
+        self.state: dict = {}  # what the app keeps in the lifespan scope's state
         self.task: asyncio.Task | None = None
         # Made anew by each startup, on the loop that runs it.
         self.inbox: asyncio.Queue = asyncio.Queue()

@@ -3,6 +3,7 @@
 Used by the HTTP handler and by the warm-up that gates readiness, so warm-up exercises the
 same path as every request.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,12 +33,16 @@ class Engine:
         self.registry = registry
         self.metrics = metrics
         self.tracing = tracing or Tracing(None)
-        self.executor = Executor(settings, on_loaded=self._loaded_from_thread, on_batch=self._batch_from_thread,
-                                 on_capture=self._capture_from_thread,
-                                 on_pass_failed=lambda slot: metrics.executor_failures.labels(slot.name).inc(),
-                                 tracer=self.tracing.tracer,
-                                 on_drop=lambda job: metrics.dropped.labels(job.slot.name).inc(),
-                                 on_fatal=lambda slot: metrics.ready.labels(slot.name).set(0))
+        self.executor = Executor(
+            settings,
+            on_loaded=self._loaded_from_thread,
+            on_batch=self._batch_from_thread,
+            on_capture=self._capture_from_thread,
+            on_pass_failed=lambda slot: metrics.executor_failures.labels(slot.name).inc(),
+            tracer=self.tracing.tracer,
+            on_drop=lambda job: metrics.dropped.labels(job.slot.name).inc(),
+            on_fatal=lambda slot: metrics.ready.labels(slot.name).set(0),
+        )
         self._loaded: dict[ModelSlot, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warm_task: asyncio.Task | None = None
@@ -57,7 +62,7 @@ class Engine:
         self.gc_pauses.start()
         self._loaded = {slot: asyncio.Event() for slot in self.registry.slots}
         self._preparing = {slot: PrepareBatch(slot.model, self._loop) for slot in self.registry.slots}
-        for slot in self.registry.slots:      # every series exists from the start, at 0
+        for slot in self.registry.slots:  # every series exists from the start, at 0
             self.metrics.ready.labels(slot.name).set(0)
             self.metrics.executor_failures.labels(slot.name)
             self.metrics.recoveries.labels(slot.name)
@@ -69,10 +74,10 @@ class Engine:
         if self._warm_task and not self._warm_task.done():
             self._warm_task.cancel()
         await asyncio.to_thread(self.executor.stop)
-        await asyncio.to_thread(self.tracing.shutdown)     # flush what the batches recorded
+        await asyncio.to_thread(self.tracing.shutdown)  # flush what the batches recorded
         self.gc_pauses.stop()
         if self.frozen_objects:
-            gc_pauses.unfreeze()           # what the server froze can be collected again
+            gc_pauses.unfreeze()  # what the server froze can be collected again
             self.frozen_objects = 0
 
     def _loaded_from_thread(self, slot: ModelSlot) -> None:
@@ -108,8 +113,11 @@ class Engine:
         # Loaded and warm: what is alive now lives as long as the server.
         t0 = time.perf_counter()
         self.frozen_objects = gc_pauses.freeze()
-        log.info("froze %d objects out of garbage collection in %.0f ms", self.frozen_objects,
-                 (time.perf_counter() - t0) * 1000.0)
+        log.info(
+            "froze %d objects out of garbage collection in %.0f ms",
+            self.frozen_objects,
+            (time.perf_counter() - t0) * 1000.0,
+        )
 
     async def _warm(self, slot: ModelSlot) -> None:
         """The model's warm-up request(s) through the whole path, then ready; a failure takes it out
@@ -130,14 +138,25 @@ class Engine:
         slot.probe, slot.state = probe, SlotState.READY
         self.metrics.ready.labels(slot.name).set(1)
         if slot.recovery.attempts:
-            log.warning("model %s is back in service after %d rebuild(s): load %.0f ms, warm-up %.1f ms",
-                        slot.name, slot.recovery.attempts, slot.load_ms or 0, slot.warmup_ms)
+            log.warning(
+                "model %s is back in service after %d rebuild(s): load %.0f ms, warm-up %.1f ms",
+                slot.name,
+                slot.recovery.attempts,
+                slot.load_ms or 0,
+                slot.warmup_ms,
+            )
             slot.recovery.attempts, slot.error = 0, None
             self.metrics.recoveries.labels(slot.name).inc()
             return
         note = " (RANDOM WEIGHTS: answers are random)" if slot.model.manifest.get("random_weights") else ""
-        log.info("model %s ready on %s: load %.0f ms, warm-up %.1f ms%s", slot.name, slot.device,
-                 slot.load_ms or 0, slot.warmup_ms, note)
+        log.info(
+            "model %s ready on %s: load %.0f ms, warm-up %.1f ms%s",
+            slot.name,
+            slot.device,
+            slot.load_ms or 0,
+            slot.warmup_ms,
+            note,
+        )
 
     def _failed(self, slot: ModelSlot, span, exc: Exception, detail: str) -> Problem:
         """500 `inference_failed`: logged with the cause, recorded on the span; the client learns
@@ -156,14 +175,14 @@ class Engine:
         again before it is prepared."""
         full = self.executor.full()
         if full is not None:
-            problem = retry_later(503, "overloaded", "the server is at capacity: %s" % full,
-                                  self.settings.retry_after_s)
+            problem = retry_later(
+                503, "overloaded", "the server is at capacity: %s" % full, self.settings.retry_after_s
+            )
             if unread:
                 problem.headers["Connection"] = "close"
             raise problem
 
-    def _serving_slot(self, body: Mapping[str, Any], slot: ModelSlot | None, warmup: bool,
-                      timing: Timing) -> ModelSlot:
+    def _serving_slot(self, body: Mapping[str, Any], slot: ModelSlot | None, warmup: bool, timing: Timing) -> ModelSlot:
         """The model the request names, ready and with room for it (a warm-up: the one given,
         as it is); the request's timing names it from here on, refusals included."""
         try:
@@ -174,14 +193,23 @@ class Engine:
         if not warmup:
             if slot.state is not SlotState.READY:
                 detail = ("model %s is %s" % (slot.name, slot.state.value)) + (
-                    ": %s" % slot.error if slot.state is SlotState.FAILED else "; retry shortly")
+                    ": %s" % slot.error if slot.state is SlotState.FAILED else "; retry shortly"
+                )
                 raise retry_later(503, "not_ready", detail, self.settings.retry_after_s)
             self.admit()
         return slot
 
-    async def decide(self, body: Mapping[str, Any], profile: str, timing: Timing, *,
-                     slot: ModelSlot | None = None, warmup: bool = False, offload: bool = False,
-                     disconnected: Callable[[], Coroutine[Any, Any, Any]] | None = None) -> tuple[ModelSlot, dict]:
+    async def decide(
+        self,
+        body: Mapping[str, Any],
+        profile: str,
+        timing: Timing,
+        *,
+        slot: ModelSlot | None = None,
+        warmup: bool = False,
+        offload: bool = False,
+        disconnected: Callable[[], Coroutine[Any, Any, Any]] | None = None,
+    ) -> tuple[ModelSlot, dict]:
         """`disconnected`: returns when the client has gone; it is watched once the job has been
         queued for WATCH_AFTER_S without being dispatched; if it fires, the answer is a 499 and
         the queued work is dropped before dispatch.
@@ -197,8 +225,11 @@ class Engine:
             span.set_attribute("omni.model", slot.name)
         try:
             with timing.stage("prepare"):
-                prepared = await (asyncio.to_thread(model.prepare, body, profile) if offload
-                                  else self._preparing[slot].prepare(body, profile))
+                prepared = await (
+                    asyncio.to_thread(model.prepare, body, profile)
+                    if offload
+                    else self._preparing[slot].prepare(body, profile)
+                )
         except RequestError as exc:
             raise Problem.from_request_error(exc) from None
         if span is not None:
@@ -206,25 +237,31 @@ class Engine:
         try:
             job: Job = self.executor.submit(slot, prepared, span=span)
         except Overloaded as exc:
-            raise retry_later(503, "overloaded", "the server is at capacity: %s" % exc,
-                              self.settings.retry_after_s) from None
+            raise retry_later(
+                503, "overloaded", "the server is at capacity: %s" % exc, self.settings.retry_after_s
+            ) from None
         self.metrics.queue_depth.set(self.executor.depth())
         # One timer per request: a disconnect watcher for a job still queued after a while,
         # then the deadline (warm-up has none: a slow first run, CUDA init or autotuning, must
         # not fail readiness). Each cancels the job's future from a callback (a cancelled job is
         # dropped unrun if still queued), and this coroutine learns which from `job.outcome`.
-        guard = _Guard(job, disconnected, None if warmup else
-                       self.settings.request_timeout_s - (time.perf_counter() - timing.start))
+        guard = _Guard(
+            job,
+            disconnected,
+            None if warmup else self.settings.request_timeout_s - (time.perf_counter() - timing.start),
+        )
         try:
             output = await job.future
         except asyncio.CancelledError:
             if job.outcome == "gone":
                 self.metrics.disconnects.inc()
-                raise Problem(499, "client_disconnected",
-                              "the client closed the connection before its answer") from None
+                raise Problem(
+                    499, "client_disconnected", "the client closed the connection before its answer"
+                ) from None
             if job.outcome == "expired":
-                raise Problem(504, "deadline_exceeded", "the request was not served within %g s"
-                              % self.settings.request_timeout_s) from None
+                raise Problem(
+                    504, "deadline_exceeded", "the request was not served within %g s" % self.settings.request_timeout_s
+                ) from None
             raise
         except InferenceFailed as exc:
             raise self._failed(slot, span, exc, "the forward pass failed; the error is logged") from None
@@ -234,13 +271,18 @@ class Engine:
             guard.cancel()
             if job.dispatched:
                 timing.record("queue", job.enqueued_ns, job.dispatched_ns)
-            if job.ran and job.batch is not None:      # a job that ran was in a batch
+            if job.ran and job.batch is not None:  # a job that ran was in a batch
                 timing.add("infer", job.ran - job.batch.started)
         try:
             with timing.stage("finish"):
-                response = model.finish(prepared, output, profile, slot.name,
-                                        requested=body.get("model") if isinstance(body.get("model"), str) else None)
-        except Exception as exc:          # finishing is the model's: whatever it raises fails this request alone
+                response = model.finish(
+                    prepared,
+                    output,
+                    profile,
+                    slot.name,
+                    requested=body.get("model") if isinstance(body.get("model"), str) else None,
+                )
+        except Exception as exc:  # finishing is the model's: whatever it raises fails this request alone
             raise self._failed(slot, span, exc, "the model produced no usable output; the error is logged") from None
         response["x_served_by" if profile == "jev" else "served_by"] = slot.served_by()
         if not warmup:
@@ -253,10 +295,12 @@ def loop_warning(loop: asyncio.AbstractEventLoop, timeout_s: float) -> str | Non
     """What to tell the operator about the event loop Granian runs the app on, if anything."""
     if type(loop).__module__.split(".")[0] != "rloop":
         return None
-    return ("serving on rloop, which keeps every cancelled timer's callback alive: each request's body timer "
-            "and deadline (%g s) timer then stay in memory for good, and each full garbage collection walks "
-            "them all, so its pauses grow with the requests served. Serve on uvloop: GRANIAN_LOOP=uvloop or "
-            "granian --loop uvloop (make serve and the image do)" % timeout_s)
+    return (
+        "serving on rloop, which keeps every cancelled timer's callback alive: each request's body timer "
+        "and deadline (%g s) timer then stay in memory for good, and each full garbage collection walks "
+        "them all, so its pauses grow with the requests served. Serve on uvloop: GRANIAN_LOOP=uvloop or "
+        "granian --loop uvloop (make serve and the image do)" % timeout_s
+    )
 
 
 # A job dispatched within this long is never watched for a disconnect: at low load the pass
@@ -271,8 +315,13 @@ class _Guard:
 
     __slots__ = ("job", "disconnected", "deadline", "handle", "watch", "watch_next")
 
-    def __init__(self, job: Job, disconnected: Callable[[], Coroutine[Any, Any, Any]] | None, budget_s: float | None,
-                 watch_after_s: float = WATCH_AFTER_S):
+    def __init__(
+        self,
+        job: Job,
+        disconnected: Callable[[], Coroutine[Any, Any, Any]] | None,
+        budget_s: float | None,
+        watch_after_s: float = WATCH_AFTER_S,
+    ):
         loop = job.loop
         now = loop.time()
         self.job: Job | None = job
@@ -287,13 +336,13 @@ class _Guard:
     def _fire(self) -> None:
         job = self.job
         self.handle = None
-        if job is None or job.future.done():        # called off (a loop may still fire it)
+        if job is None or job.future.done():  # called off (a loop may still fire it)
             return
         if not self.watch_next:
             _expire(job)
             return
         self.watch_next = False
-        disconnected = self.disconnected        # present whenever the watch fires first
+        disconnected = self.disconnected  # present whenever the watch fires first
         if not job.dispatched and disconnected is not None:
             self.watch = job.loop.create_task(disconnected())
             self.watch.add_done_callback(functools.partial(_abandon, job))
@@ -316,7 +365,7 @@ def _abandon(job: Job, watch: asyncio.Task) -> None:
     that fails has lost the connection too)."""
     if watch.cancelled():
         return
-    watch.exception()          # retrieved, so a failed receive is not logged as unhandled
+    watch.exception()  # retrieved, so a failed receive is not logged as unhandled
     if not job.future.done():
         job.outcome = "gone"
         job.future.cancel()

@@ -1,5 +1,6 @@
 """Per-request stage durations: the W3C Server-Timing header on every response, and, when
 tracing is on, one child span per stage of the request's span (the same clock readings)."""
+
 from __future__ import annotations
 
 import time
@@ -14,7 +15,7 @@ class Timing:
         self.start = time.perf_counter()
         self.stages: dict[str, float] = {}
         self.tracing, self.span = tracing, span
-        self.model = ""             # the served model's name, once the request has resolved it
+        self.model = ""  # the served model's name, once the request has resolved it
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start

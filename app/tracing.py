@@ -16,6 +16,7 @@ request that is not sampled keeps no span at all: it starts no stage spans and g
 link, and under a trace-id ratio sampler with no incoming traceparent it is decided before the
 SDK is called (`Tracing.request_span`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -60,8 +61,9 @@ def _exporters(env: Mapping[str, str]) -> list[SpanExporter]:
     return out
 
 
-def provider_from_env(env: Mapping[str, str] | None = None,
-                      exporters: list[SpanExporter] | None = None) -> TracerProvider | None:
+def provider_from_env(
+    env: Mapping[str, str] | None = None, exporters: list[SpanExporter] | None = None
+) -> TracerProvider | None:
     """A TracerProvider with batch processors, or None when tracing is off."""
     env = os.environ if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
@@ -69,8 +71,9 @@ def provider_from_env(env: Mapping[str, str] | None = None,
     exporters = _exporters(env) if exporters is None else exporters
     if not exporters:
         return None
-    provider = TracerProvider(resource=Resource.create(resource_attributes(env)), sampler=sampler_from_env(env),
-                              id_generator=StagedIds())
+    provider = TracerProvider(
+        resource=Resource.create(resource_attributes(env)), sampler=sampler_from_env(env), id_generator=StagedIds()
+    )
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
@@ -110,8 +113,9 @@ def sampler_from_env(env: Mapping[str, str]) -> Sampler:
         try:
             root: Sampler = TraceIdRatioBased(float(env.get("OTEL_TRACES_SAMPLER_ARG", "1.0")))
         except ValueError:
-            log.warning("OTEL_TRACES_SAMPLER_ARG %r is not a ratio in [0, 1]; using 1.0",
-                        env.get("OTEL_TRACES_SAMPLER_ARG"))
+            log.warning(
+                "OTEL_TRACES_SAMPLER_ARG %r is not a ratio in [0, 1]; using 1.0", env.get("OTEL_TRACES_SAMPLER_ARG")
+            )
             root = TraceIdRatioBased(1.0)
     else:
         root = ALWAYS_ON if root_name == "always_on" else ALWAYS_OFF
@@ -167,7 +171,7 @@ class Tracing:
         the SDK, since creating and dropping a span costs the loop more than the rest of
         tracing's per-request work at low sampling ratios."""
         carrier = {k: headers.get(k) for k in ("traceparent", "tracestate") if k in headers}
-        ids, bound = self._ids, self._bound          # a bound only where the ids are staged
+        ids, bound = self._ids, self._bound  # a bound only where the ids are staged
         if not carrier and ids is not None and bound is not None:
             trace_id = ids.generate_trace_id()
             if trace_id & _TRACE_ID_LOW >= bound:
@@ -176,7 +180,7 @@ class Tracing:
             try:
                 span = self.tracer.start_span(name, context=_NO_PARENT, kind=trace.SpanKind.SERVER)
             finally:
-                ids.staged = None    # never left for another span, whatever start_span did
+                ids.staged = None  # never left for another span, whatever start_span did
         else:
             span = self.tracer.start_span(name, context=extract(carrier), kind=trace.SpanKind.SERVER)
         return span if span.is_recording() else None

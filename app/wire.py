@@ -5,6 +5,7 @@ these types document the protocol in /schema and type the fixed-shape responses;
 responses are model-shaped dicts encoded with msgspec. Answers are typed per profile: the
 fields every model gives, and the optional ones some models add (models.md).
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -137,7 +138,7 @@ class ServedBy(msgspec.Struct):
     device: str | None
     weights_dtype: str
     runtime: str | None
-    compiled: bool = False          # the model replays captured CUDA graphs
+    compiled: bool = False  # the model replays captured CUDA graphs
     random_weights: bool = False
 
 
@@ -148,8 +149,8 @@ class SystemOneResponse(msgspec.Struct):
     answers: dict[str, Answer]
     usage: ReferenceUsage
     served_by: ServedBy
-    routing: dict[str, Any] | UnsetType = UNSET         # Laya
-    metadata: dict[str, Any] | UnsetType = UNSET        # Open-Jev
+    routing: dict[str, Any] | UnsetType = UNSET  # Laya
+    metadata: dict[str, Any] | UnsetType = UNSET  # Open-Jev
 
 
 class JevSystemOneResponse(msgspec.Struct):
@@ -185,7 +186,7 @@ class ProblemDetails(msgspec.Struct):
 class JevValidationItem(msgspec.Struct):
     loc: list[str | int]
     msg: str
-    type: str           # the problem's code
+    type: str  # the problem's code
 
 
 class JevValidationError(msgspec.Struct):
@@ -195,7 +196,7 @@ class JevValidationError(msgspec.Struct):
 
 
 class JevErrorDetail(msgspec.Struct):
-    error_type: str     # the code; Jev's names for unauthorized, overloaded, not_ready, inference_failed
+    error_type: str  # the code; Jev's names for unauthorized, overloaded, not_ready, inference_failed
     message: str
 
 

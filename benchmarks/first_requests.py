@@ -13,6 +13,7 @@ at c runs first, so traffic's own shapes are seen), `--requests` more: the stead
 Reports start-to-ready, mean and p50 of both passes, and first over steady. Run `--code` on
 another commit's checkout to compare its behaviour on the same host.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,9 @@ def _summary(p: dict) -> dict:
     return {k: p[k] for k in ("requests", "ok", "errors", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "requests_per_s")}
 
 
-def measure(code: str, bodies, concurrency: int, requests: int, procs: int, pool, quiet: float, limit: float,
-            log_dir: str) -> dict:
+def measure(
+    code: str, bodies, concurrency: int, requests: int, procs: int, pool, quiet: float, limit: float, log_dir: str
+) -> dict:
     env = {k: v for k, v in os.environ.items()}
     env["PYTHONPATH"] = os.pathsep.join(x for x in (code, env.get("PYTHONPATH", "")) if x)
     t0 = time.monotonic()
@@ -87,14 +89,21 @@ def measure(code: str, bodies, concurrency: int, requests: int, procs: int, pool
         run_pass(url, bodies, concurrency, max(len(bodies), concurrency), procs, pool)
         waited, captured = settle(url, quiet, limit)
         steady = run_pass(url, bodies, concurrency, requests, procs, pool, per_request=True)
-    return {"concurrency": concurrency, "ready_s": round(ready_s, 3), "captures_at_ready": at_ready,
-            "capture_s_at_ready": round(capture_s, 3), "models_at_ready": loaded,
-            "captures_after_first": after_first,
-            "captures_before_steady": captured, "settled_s": round(waited, 3),
-            "first": _summary(first), "steady": _summary(steady),
-            "first_over_steady": {k: first[k] / steady[k] for k in ("mean_ms", "p50_ms")},
-            "first_ms": [r[1] for r in first["per_request"]],
-            "steady_ms": [r[1] for r in steady["per_request"]]}
+    return {
+        "concurrency": concurrency,
+        "ready_s": round(ready_s, 3),
+        "captures_at_ready": at_ready,
+        "capture_s_at_ready": round(capture_s, 3),
+        "models_at_ready": loaded,
+        "captures_after_first": after_first,
+        "captures_before_steady": captured,
+        "settled_s": round(waited, 3),
+        "first": _summary(first),
+        "steady": _summary(steady),
+        "first_over_steady": {k: first[k] / steady[k] for k in ("mean_ms", "p50_ms")},
+        "first_ms": [r[1] for r in first["per_request"]],
+        "steady_ms": [r[1] for r in steady["per_request"]],
+    }
 
 
 def main(argv=None) -> int:
@@ -112,8 +121,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     bodies = load_workload(args.workload)
     code = os.path.abspath(args.code)
-    report = {"label": args.label, "code": code, "workload": os.path.basename(args.workload),
-              "requests": args.requests, "command": " ".join(sys.argv), "levels": []}
+    report = {
+        "label": args.label,
+        "code": code,
+        "workload": os.path.basename(args.workload),
+        "requests": args.requests,
+        "command": " ".join(sys.argv),
+        "levels": [],
+    }
     with tempfile.TemporaryDirectory() as scratch, mp.get_context("fork").Pool(args.procs) as pool:
         logs = args.logs or scratch
         os.makedirs(logs, exist_ok=True)
@@ -121,13 +136,26 @@ def main(argv=None) -> int:
             level = measure(code, bodies, c, args.requests, args.procs, pool, args.quiet, args.settle, logs)
             report["levels"].append(level)
             f, s = level["first"], level["steady"]
-            print("%s c=%-3d ready %.1f s  first %d: mean %.2f p50 %.2f ms  steady: mean %.2f p50 %.2f ms  "
-                  "(x%.2f mean, x%.2f p50)  captures %g at ready, %g settled"
-                  % (args.label or code, c, level["ready_s"], f["requests"], f["mean_ms"], f["p50_ms"],
-                     s["mean_ms"], s["p50_ms"], level["first_over_steady"]["mean_ms"],
-                     level["first_over_steady"]["p50_ms"], level["captures_at_ready"],
-                     level["captures_before_steady"]), flush=True)
-            if args.out:                    # after each level: a run cut short keeps what it measured
+            print(
+                "%s c=%-3d ready %.1f s  first %d: mean %.2f p50 %.2f ms  steady: mean %.2f p50 %.2f ms  "
+                "(x%.2f mean, x%.2f p50)  captures %g at ready, %g settled"
+                % (
+                    args.label or code,
+                    c,
+                    level["ready_s"],
+                    f["requests"],
+                    f["mean_ms"],
+                    f["p50_ms"],
+                    s["mean_ms"],
+                    s["p50_ms"],
+                    level["first_over_steady"]["mean_ms"],
+                    level["first_over_steady"]["p50_ms"],
+                    level["captures_at_ready"],
+                    level["captures_before_steady"],
+                ),
+                flush=True,
+            )
+            if args.out:  # after each level: a run cut short keeps what it measured
                 with open(args.out, "w") as f:
                     json.dump(report, f, indent=2)
     return 0

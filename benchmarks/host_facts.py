@@ -8,6 +8,7 @@ decisions/s at c=64 on one of the GPU machine's hosts and at 5,776-6,161 on anot
 The Python probe runs through the window while /proc/stat is read at both ends: `steal_pct` and
 `busy_pct` are shares of every core's time over it (the probe's own core counts in `busy_pct`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,33 @@ from importlib import metadata
 import contextlib
 
 # Kept as strings: one per line of `nvidia-smi --query-gpu`, in this order.
-GPU_FIELDS = ("name", "driver_version", "pstate", "clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem",
-              "power.draw", "power.limit", "temperature.gpu", "persistence_mode", "memory.total", "memory.used")
-PACKAGES = ("onnxruntime-gpu", "onnxruntime", "numpy", "granian", "litestar", "msgspec", "tokenizers", "uvloop",
-            "torch", "transformers")
+GPU_FIELDS = (
+    "name",
+    "driver_version",
+    "pstate",
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks.mem",
+    "clocks.max.mem",
+    "power.draw",
+    "power.limit",
+    "temperature.gpu",
+    "persistence_mode",
+    "memory.total",
+    "memory.used",
+)
+PACKAGES = (
+    "onnxruntime-gpu",
+    "onnxruntime",
+    "numpy",
+    "granian",
+    "litestar",
+    "msgspec",
+    "tokenizers",
+    "uvloop",
+    "torch",
+    "transformers",
+)
 # /proc/stat's cpu line, after the label: user nice system idle iowait irq softirq steal guest guest_nice.
 _IDLE, _IOWAIT, _STEAL = 3, 4, 7
 
@@ -52,8 +76,10 @@ def shares(before: list[int], after: list[int]) -> dict[str, float]:
     if total <= 0:
         return {"steal_pct": 0.0, "busy_pct": 0.0}
     idle = delta[_IDLE] + delta[_IOWAIT]
-    return {"steal_pct": round(100.0 * delta[_STEAL] / total, 2),
-            "busy_pct": round(100.0 * (total - idle - delta[_STEAL]) / total, 2)}
+    return {
+        "steal_pct": round(100.0 * delta[_STEAL] / total, 2),
+        "busy_pct": round(100.0 * (total - idle - delta[_STEAL]) / total, 2),
+    }
 
 
 def _read(path: str) -> str | None:
@@ -92,9 +118,14 @@ def cpu_facts(cpuinfo: str) -> dict:
 def python_probe(window_s: float) -> dict:
     """Median µs of two fixed pieces of Python, repeated through `window_s`: a request body's JSON
     round trip (the server's own host work is mostly such small steps) and an integer loop."""
-    body = {"model": "english", "state": "The customer writes: my order arrived broken, " * 4,
-            "questions": {"refund": {"type": "noul", "instructions": "Should we refund?"},
-                          "tone": {"type": "choice", "criteria": ["calm", "angry", "neutral"]}}}
+    body = {
+        "model": "english",
+        "state": "The customer writes: my order arrived broken, " * 4,
+        "questions": {
+            "refund": {"type": "noul", "instructions": "Should we refund?"},
+            "tone": {"type": "choice", "criteria": ["calm", "angry", "neutral"]},
+        },
+    }
     text = json.dumps(body)
     json_us, loop_us = [], []
     end = time.perf_counter() + window_s
@@ -109,8 +140,11 @@ def python_probe(window_s: float) -> dict:
         t2 = time.perf_counter()
         json_us.append((t1 - t0) / 20 * 1e6)
         loop_us.append((t2 - t1) * 1e6)
-    return {"json_roundtrip_us": round(statistics.median(json_us), 2),
-            "int_loop_2000_us": round(statistics.median(loop_us), 2), "samples": len(json_us)}
+    return {
+        "json_roundtrip_us": round(statistics.median(json_us), 2),
+        "int_loop_2000_us": round(statistics.median(loop_us), 2),
+        "samples": len(json_us),
+    }
 
 
 def gpu_facts() -> list[dict] | dict:
@@ -119,8 +153,13 @@ def gpu_facts() -> list[dict] | dict:
     if exe is None:
         return {"absent": "no nvidia-smi on PATH"}
     try:
-        out = subprocess.run([exe, "--query-gpu=" + ",".join(GPU_FIELDS), "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
+        out = subprocess.run(
+            [exe, "--query-gpu=" + ",".join(GPU_FIELDS), "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError) as e:
         return {"absent": "nvidia-smi failed: %s" % e}
     return [dict(zip(GPU_FIELDS, (v.strip() for v in line.split(",")))) for line in out.splitlines() if line.strip()]
@@ -167,13 +206,27 @@ def facts(window_s: float = 1.0) -> dict:
 def summary(f: dict) -> str:
     """One line for a run's log."""
     gpus = f["gpus"]
-    gpu = ("%s, SM %s of %s" % (gpus[0]["name"], gpus[0]["clocks.sm"], gpus[0]["clocks.max.sm"])
-           if isinstance(gpus, list) and gpus else "no GPU")
-    return ("host: %s, %s cores (%s usable), %s MHz; steal %.1f%%, busy %.1f%% over %.1f s; JSON round trip %.1f µs, "
-            "int loop %.1f µs; %s" % (f["cpu"]["model"], f["cpu"]["logical_cores"], f["cpu"]["usable_cores"],
-                                      f["cpu"]["mhz_mean"], f["window"]["steal_pct"], f["window"]["busy_pct"],
-                                      f["window"]["seconds"], f["python_probe"]["json_roundtrip_us"],
-                                      f["python_probe"]["int_loop_2000_us"], gpu))
+    gpu = (
+        "%s, SM %s of %s" % (gpus[0]["name"], gpus[0]["clocks.sm"], gpus[0]["clocks.max.sm"])
+        if isinstance(gpus, list) and gpus
+        else "no GPU"
+    )
+    return (
+        "host: %s, %s cores (%s usable), %s MHz; steal %.1f%%, busy %.1f%% over %.1f s; JSON round trip %.1f µs, "
+        "int loop %.1f µs; %s"
+        % (
+            f["cpu"]["model"],
+            f["cpu"]["logical_cores"],
+            f["cpu"]["usable_cores"],
+            f["cpu"]["mhz_mean"],
+            f["window"]["steal_pct"],
+            f["window"]["busy_pct"],
+            f["window"]["seconds"],
+            f["python_probe"]["json_roundtrip_us"],
+            f["python_probe"]["int_loop_2000_us"],
+            gpu,
+        )
+    )
 
 
 def main(argv=None) -> None:

@@ -10,6 +10,7 @@ one-question requests batched into one call. Every export's probabilities on tho
 also compared with the first export's (models.precision's gate: drift, top choice), so a faster
 half-precision graph is reported with what it costs in answers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,7 @@ def _exports(specs: list[str]) -> dict[str, str]:
 
 
 def _probabilities(responses: list[dict]) -> list[list[float]]:
-    return [list(a["probabilities"].values()) for r in responses for a in r["answers"].values()
-            if "probabilities" in a]
+    return [list(a["probabilities"].values()) for r in responses for a in r["answers"].values() if "probabilities" in a]
 
 
 def _engines(exports: dict, device: str) -> tuple[dict, object]:
@@ -54,7 +54,7 @@ def _engines(exports: dict, device: str) -> tuple[dict, object]:
         try:
             plain = sessions.create(model.onnx_path, device)
             graphs = sessions.create(model.onnx_path, device, cuda_graphs=64) if device == "cuda" else None
-        except Exception as exc:                  # one export the provider refuses must not end the run
+        except Exception as exc:  # one export the provider refuses must not end the run
             print("%s: session failed: %s" % (label, exc), flush=True)
             continue
         info = info or plain
@@ -89,11 +89,13 @@ def _kernel_times(engines: dict, workloads: dict) -> dict:
             feeds = model.adapter.pack(works).feeds
             try:
                 k = gpu_kernel_times(lambda runner=runner, feeds=feeds: runner.session.run(None, feeds))
-            except Exception as exc:              # no CUPTI: the timings above still stand
+            except Exception as exc:  # no CUPTI: the timings above still stand
                 k = {"error": repr(exc)[:300]}
             out["%s/%s" % (label, wl)] = k
-            print("%-16s %-6s kernels: %s" % (label, wl, {x: k.get(x) for x in
-                                                        ("wall_ms", "gpu_busy_ms", "kernels_per_call")}))
+            print(
+                "%-16s %-6s kernels: %s"
+                % (label, wl, {x: k.get(x) for x in ("wall_ms", "gpu_busy_ms", "kernels_per_call")})
+            )
     return out
 
 
@@ -104,10 +106,17 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=200)
-    ap.add_argument("--graph-rows", type=int, default=_server_default("cuda_graph_rows"),
-                    help="batches of more rows run uncaptured (the server's OMNI_CUDA_GRAPH_ROWS)")
-    ap.add_argument("--kernels", action="store_true",
-                    help="also time the GPU kernels (CUPTI) of each export's forward, 1 and 64 rows, no graphs")
+    ap.add_argument(
+        "--graph-rows",
+        type=int,
+        default=_server_default("cuda_graph_rows"),
+        help="batches of more rows run uncaptured (the server's OMNI_CUDA_GRAPH_ROWS)",
+    )
+    ap.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also time the GPU kernels (CUPTI) of each export's forward, 1 and 64 rows, no graphs",
+    )
     ap.add_argument("--no-laya", action="store_true", help="skip the laya package baseline")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
@@ -129,17 +138,25 @@ def main(argv=None):
         model, runner = engine
         prepared = [model.prepare(b) for b in bodies]
         works = [p.work for p in prepared]
-        slot = SimpleNamespace(model=model, session=runner.session, static_shapes=runner.static_shapes,
-                               bucketed=runner.static_shapes)
+        slot = SimpleNamespace(
+            model=model, session=runner.session, static_shapes=runner.static_shapes, bucketed=runner.static_shapes
+        )
         packed, run = policy.pack(slot, prepared)
-        if (run == getattr(slot.session, "run", None) and hasattr(slot.session, "capture")
-                and slot.session.shape_key(packed.feeds) not in slot.session.graphs):
-            slot.session.capture(packed.feeds)     # as the executor does between passes
+        if (
+            run == getattr(slot.session, "run", None)
+            and hasattr(slot.session, "capture")
+            and slot.session.shape_key(packed.feeds) not in slot.session.graphs
+        ):
+            slot.session.capture(packed.feeds)  # as the executor does between passes
         outs = model.adapter.unpack(run(None, packed.feeds), works, packed)
         return [model.finish(p, o, "reference", model.name) for p, o in zip(prepared, outs)]
 
-    workloads = {"1q": [laya_requests(1, 1, 11)[0]], "3q": [laya_requests(1, 3, 12, long_state=True)[0]],
-                 "16x1q": laya_requests(16, 1, 13), "64x1q": laya_requests(64, 1, 14)}
+    workloads = {
+        "1q": [laya_requests(1, 1, 11)[0]],
+        "3q": [laya_requests(1, 3, 12, long_state=True)[0]],
+        "16x1q": laya_requests(16, 1, 13),
+        "64x1q": laya_requests(64, 1, 14),
+    }
     first = next(iter(engines))
     answers = {wl: ours(engines[first], bodies) for wl, bodies in workloads.items()}
     tokens = {wl: sum(r["usage"]["input_tokens"] for r in out) for wl, out in answers.items()}
@@ -150,26 +167,36 @@ def main(argv=None):
         agent = laya.Agent(args.checkpoint, device=args.device)
         for wl, bodies in workloads.items():
             if len(bodies) == 1:
-                variants[("laya", wl)] = (lambda b=bodies[0]: agent.system_one(b["state"], b["questions"]))
+                variants[("laya", wl)] = lambda b=bodies[0]: agent.system_one(b["state"], b["questions"])
             else:
-                variants[("laya", wl)] = (lambda b=bodies: agent.predict_batch([x["state"] for x in b],
-                                                                               b[0]["questions"]))
+                variants[("laya", wl)] = lambda b=bodies: agent.predict_batch(
+                    [x["state"] for x in b], b[0]["questions"]
+                )
     for label, engine in engines.items():
         for wl, bodies in workloads.items():
-            variants[(label, wl)] = (lambda e=engine, b=bodies: ours(e, b))
+            variants[(label, wl)] = lambda e=engine, b=bodies: ours(e, b)
 
     parity = {}
     reference = [p for out in answers.values() for p in _probabilities(out)]
     for label, engine in engines.items():
         probs = [p for bodies in workloads.values() for p in _probabilities(ours(engine, bodies))]
         parity[label] = precision.gate_rows(probs, reference)
-        print("%-16s vs %s: drift %.2e, top choice %s" % (label, first,
-                                                         parity[label]["max_prob_drift"],
-                                                         parity[label]["top_choice_identical"]), flush=True)
+        print(
+            "%-16s vs %s: drift %.2e, top choice %s"
+            % (label, first, parity[label]["max_prob_drift"], parity[label]["top_choice_identical"]),
+            flush=True,
+        )
 
     times = _interleaved(variants, args.warmup, args.iters)
-    report = {"device": info.device, "runtime": info.runtime, "tokens": tokens, "command": " ".join(sys.argv),
-              "exports": exports, "parity_vs_first": parity, "results": {}}
+    report = {
+        "device": info.device,
+        "runtime": info.runtime,
+        "tokens": tokens,
+        "command": " ".join(sys.argv),
+        "exports": exports,
+        "parity_vs_first": parity,
+        "results": {},
+    }
     if not args.no_laya:
         report.update(laya=laya.__version__, laya_dtype=str(agent.dtype))
     for (who, wl), ts in times.items():

@@ -8,6 +8,7 @@ the torch reference, and reports the distribution of each row's largest probabil
 median, p99 and max. A graph change that leaves the maths alone should leave the distribution
 alone; one fp16 rounding that cascades shows in the median first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,13 +29,13 @@ def reference_model(checkpoint: str):
         agent = json.load(f)
     with open(os.path.join(checkpoint, "encoder", "config.json"), encoding="utf-8") as f:
         encoder = json.load(f)
-    model = LayaDecisionGraph(build_encoder(encoder), agent["head_layers"], len(agent.get("act_costs", {})) + 1,
-                              "sdpa")
+    model = LayaDecisionGraph(build_encoder(encoder), agent["head_layers"], len(agent.get("act_costs", {})) + 1, "sdpa")
     weights = {k: v.to(torch.float32) for k, v in load_file(os.path.join(checkpoint, "model.safetensors")).items()}
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if [k for k in missing if k != "temperature"] or unexpected:
-        raise ValueError("%s does not match Laya's graph: missing %s, unexpected %s" % (checkpoint, missing[:8],
-                                                                                     unexpected[:8]))
+        raise ValueError(
+            "%s does not match Laya's graph: missing %s, unexpected %s" % (checkpoint, missing[:8], unexpected[:8])
+        )
     return model.eval(), encoder.get("vocab_size", 1000)
 
 
@@ -56,8 +57,9 @@ def main(argv=None):
 
     reference, vocab = reference_model(args.checkpoint)
     exports = dict(e.split("=", 1) if "=" in e else (e, e) for e in args.export)
-    runners = {label: sessions.create(os.path.join(path, "model.onnx"), args.device).session
-               for label, path in exports.items()}
+    runners = {
+        label: sessions.create(os.path.join(path, "model.onnx"), args.device).session for label, path in exports.items()
+    }
     drifts: dict[str, list[float]] = {label: [] for label in runners}
     for seed in range(args.batches):
         feeds = laya_export.example_batch(vocab, 12, 20 + (seed * 37) % 200, 2 + seed % 5, seed=100 + seed)
@@ -72,8 +74,11 @@ def main(argv=None):
     for label, values in drifts.items():
         d = np.asarray(values)
         report["rows"][label] = int(d.size)
-        report["drift"][label] = {"median": float(np.median(d)), "p99": float(np.percentile(d, 99)),
-                                  "max": float(d.max())}
+        report["drift"][label] = {
+            "median": float(np.median(d)),
+            "p99": float(np.percentile(d, 99)),
+            "max": float(d.max()),
+        }
         r = report["drift"][label]
         print("%-12s %d rows: drift median %.2e  p99 %.2e  max %.2e" % (label, d.size, r["median"], r["p99"], r["max"]))
     if args.out:

@@ -21,6 +21,7 @@ per pass (the counters' change over the pass), and the wall time of a pass's ses
 device's work and the executor thread's wait for the GIL after it): how the load was batched,
 which latency alone does not show.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,12 @@ from urllib.parse import urlparse
 from benchmarks import scrape
 
 # Prometheus series summed over models: forward passes, rows, padding tokens (app/metrics.py).
-BATCH_SERIES = {"omni_batch_rows_count": "batches", "omni_batch_rows_sum": "rows",
-                "omni_batch_forward_seconds_sum": "forward_s",
-                "omni_batch_padding_tokens_sum": "padding_tokens"}
+BATCH_SERIES = {
+    "omni_batch_rows_count": "batches",
+    "omni_batch_rows_sum": "rows",
+    "omni_batch_forward_seconds_sum": "forward_s",
+    "omni_batch_padding_tokens_sum": "padding_tokens",
+}
 
 
 def nearest_rank(values: list[float], q: float) -> float:
@@ -53,8 +57,10 @@ def _request(host: str, bodies, n: int) -> tuple[int, bytes, int]:
     """(workload line, HTTP request bytes, decisions) of a client's n-th request."""
     index = n % len(bodies)
     body, decisions = bodies[index]
-    head = ("POST /v1/systemone HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-            "Content-Length: %d\r\n\r\n" % (host, len(body))).encode()
+    head = (
+        "POST /v1/systemone HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+        "Content-Length: %d\r\n\r\n" % (host, len(body))
+    ).encode()
     return index, head + body, decisions
 
 
@@ -125,9 +131,10 @@ def _proc(args):
         import threading
 
         results: list = []
-        threads = [threading.Thread(target=_blocking_client,
-                                    args=(host, port, bodies, per_client, offset + k * 7, results))
-                   for k in range(clients)]
+        threads = [
+            threading.Thread(target=_blocking_client, args=(host, port, bodies, per_client, offset + k * 7, results))
+            for k in range(clients)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -136,8 +143,9 @@ def _proc(args):
 
     async def main():
         results = []
-        await asyncio.gather(*(_client(host, port, bodies, per_client, offset + k * 7, results)
-                               for k in range(clients)))
+        await asyncio.gather(
+            *(_client(host, port, bodies, per_client, offset + k * 7, results) for k in range(clients))
+        )
         return results
 
     if client_loop == "uvloop":
@@ -162,23 +170,26 @@ def batching(before: dict | None, after: dict | None) -> dict:
         return {}
     d = {k: after[k] - before[k] for k in after if k in before}
     n = d["batches"]
-    out = {"batches": int(n), "rows_per_batch": d["rows"] / n if n else float("nan"),
-           "padding_tokens_per_batch": d["padding_tokens"] / n if n else float("nan")}
-    if d.get("forward_s", 0.0) > 0:          # servers before the series have none
+    out = {
+        "batches": int(n),
+        "rows_per_batch": d["rows"] / n if n else float("nan"),
+        "padding_tokens_per_batch": d["padding_tokens"] / n if n else float("nan"),
+    }
+    if d.get("forward_s", 0.0) > 0:  # servers before the series have none
         out["forward_ms_per_batch"] = d["forward_s"] * 1000.0 / n if n else float("nan")
     return out
 
 
-def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool = False,
-             client_loop: str = "asyncio"):
+def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool = False, client_loop: str = "asyncio"):
     u = urlparse(url)
     counters = batch_counters(url)
     per_client = max(1, requests // concurrency)
     procs = max(1, min(procs, concurrency))
     split = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
     t0, started = time.perf_counter(), time.time()
-    parts = pool.map(_proc, [(u.hostname, u.port, bodies, per_client, n, i * 131, client_loop)
-                             for i, n in enumerate(split) if n])
+    parts = pool.map(
+        _proc, [(u.hostname, u.port, bodies, per_client, n, i * 131, client_loop) for i, n in enumerate(split) if n]
+    )
     wall = time.perf_counter() - t0
     results = [r for part in parts for r in part]
     lat = [r[0] * 1000.0 for r in results if r[1] == 200]
@@ -192,15 +203,23 @@ def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool 
         if r[1] != 200:
             errors[str(r[1])] = errors.get(str(r[1]), 0) + 1
     ok = [r for r in results if r[1] == 200]
-    out = {"concurrency": concurrency, "requests": len(results), "ok": len(ok), "errors": errors,
-           "wall_s": wall, "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
-           "p99_ms": nearest_rank(lat, 99), "mean_ms": statistics.fmean(lat) if lat else float("nan"),
-           "requests_per_s": len(ok) / wall, "decisions_per_s": sum(r[2] for r in ok) / wall,
-           "server_timing_p50_ms": {k: statistics.median(v) for k, v in stages.items()},
-           **batching(counters, batch_counters(url))}
-    if per_request:     # [workload line, ms, status, s from the pass's start to its send, Server-Timing]
-        out["per_request"] = [[r[4], round(r[0] * 1000.0, 3), r[1], round(r[5] - started, 6), r[3]]
-                              for r in results]
+    out = {
+        "concurrency": concurrency,
+        "requests": len(results),
+        "ok": len(ok),
+        "errors": errors,
+        "wall_s": wall,
+        "p50_ms": nearest_rank(lat, 50),
+        "p95_ms": nearest_rank(lat, 95),
+        "p99_ms": nearest_rank(lat, 99),
+        "mean_ms": statistics.fmean(lat) if lat else float("nan"),
+        "requests_per_s": len(ok) / wall,
+        "decisions_per_s": sum(r[2] for r in ok) / wall,
+        "server_timing_p50_ms": {k: statistics.median(v) for k, v in stages.items()},
+        **batching(counters, batch_counters(url)),
+    }
+    if per_request:  # [workload line, ms, status, s from the pass's start to its send, Server-Timing]
+        out["per_request"] = [[r[4], round(r[0] * 1000.0, 3), r[1], round(r[5] - started, 6), r[3]] for r in results]
     return out
 
 
@@ -231,10 +250,21 @@ def pass_table(results: dict) -> list[str]:
     for level in results["levels"]:
         for p in level["passes"]:
             st = p.get("server_timing_p50_ms") or {}
-            rows.append("%-3d| %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f | %.2f | %s" % (
-                level["concurrency"], p["p50_ms"], p["p95_ms"], p["p99_ms"], p["mean_ms"], p["requests_per_s"],
-                p["decisions_per_s"], p.get("rows_per_batch") or 0, p.get("forward_ms_per_batch") or 0,
-                " | ".join("%.2f" % st.get(s, 0) for s in STAGES)))
+            rows.append(
+                "%-3d| %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f | %.2f | %s"
+                % (
+                    level["concurrency"],
+                    p["p50_ms"],
+                    p["p95_ms"],
+                    p["p99_ms"],
+                    p["mean_ms"],
+                    p["requests_per_s"],
+                    p["decisions_per_s"],
+                    p.get("rows_per_batch") or 0,
+                    p.get("forward_ms_per_batch") or 0,
+                    " | ".join("%.2f" % st.get(s, 0) for s in STAGES),
+                )
+            )
     return rows
 
 
@@ -258,29 +288,53 @@ def main(argv=None):
     ap.add_argument("--out")
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=0, help="warm-up requests (default max(c, requests/4))")
-    ap.add_argument("--per-request", action="store_true",
-                    help="keep each request's line, ms, status, send time and Server-Timing")
-    ap.add_argument("--client-loop", choices=("asyncio", "uvloop", "blocking"), default="asyncio",
-                    help="the clients' event loop, or blocking sockets (one thread per client)")
+    ap.add_argument(
+        "--per-request", action="store_true", help="keep each request's line, ms, status, send time and Server-Timing"
+    )
+    ap.add_argument(
+        "--client-loop",
+        choices=("asyncio", "uvloop", "blocking"),
+        default="asyncio",
+        help="the clients' event loop, or blocking sockets (one thread per client)",
+    )
     args = ap.parse_args(argv)
     bodies = load_workload(args.workload)
-    report = {"url": args.url, "workload": os.path.basename(args.workload), "label": args.label,
-              "command": " ".join(sys.argv), "client_loop": args.client_loop, "levels": []}
+    report = {
+        "url": args.url,
+        "workload": os.path.basename(args.workload),
+        "label": args.label,
+        "command": " ".join(sys.argv),
+        "client_loop": args.client_loop,
+        "levels": [],
+    }
     ctx = mp.get_context("fork")
     with ctx.Pool(args.procs) as pool:
         for c in [int(x) for x in args.concurrency.split(",")]:
             n = args.requests or max(400, 50 * c)
-            run_pass(args.url, bodies, c, args.warmup or max(c, n // 4), args.procs, pool,
-                     client_loop=args.client_loop)                                       # excluded
-            passes = [run_pass(args.url, bodies, c, n, args.procs, pool, args.per_request, args.client_loop)
-                      for _ in range(2)]
+            run_pass(
+                args.url, bodies, c, args.warmup or max(c, n // 4), args.procs, pool, client_loop=args.client_loop
+            )  # excluded
+            passes = [
+                run_pass(args.url, bodies, c, n, args.procs, pool, args.per_request, args.client_loop) for _ in range(2)
+            ]
             report["levels"].append({"concurrency": c, "passes": passes})
             for p in passes:
                 rows = "  %.1f rows/pass" % p["rows_per_batch"] if "rows_per_batch" in p else ""
                 forward = "  %.2f ms forward/pass" % p["forward_ms_per_batch"] if "forward_ms_per_batch" in p else ""
-                print("c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s%s"
-                      % (c, p["p50_ms"], p["p95_ms"], p["p99_ms"], p["requests_per_s"], p["decisions_per_s"],
-                         p["errors"] or 0, rows + forward), flush=True)
+                print(
+                    "c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s%s"
+                    % (
+                        c,
+                        p["p50_ms"],
+                        p["p95_ms"],
+                        p["p99_ms"],
+                        p["requests_per_s"],
+                        p["decisions_per_s"],
+                        p["errors"] or 0,
+                        rows + forward,
+                    ),
+                    flush=True,
+                )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)

@@ -20,6 +20,7 @@ samples per thread (the loop's thread is `MainThread`; `omni-executor` is the ex
 the loop thread's busiest functions, inclusive (a handler counts everything it calls) and as
 leaves (where the CPU was). Samples the loop spent in `select` are idle time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,7 +53,7 @@ def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
             continue
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
-            continue          # a frame name with a newline in it comes out over several lines
+            continue  # a frame name with a newline in it comes out over several lines
         frames, n = stack.split(";"), int(count)
         threads[frames[0]] += n
         if thread not in frames[0]:
@@ -64,11 +65,11 @@ def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
         # frames the thread's full stacks have in common. (py-spy also returns some stacks that
         # start part way down, already below those frames; they are kept whole.)
         cut = max((i for i, name in enumerate(names) if name.startswith("BaseEventLoop._run_once")), default=-1)
-        stacks.append((names[cut + 1:], n, cut >= 0))
+        stacks.append((names[cut + 1 :], n, cut >= 0))
     shared = _shared_base([(names, n) for names, n, dispatched in stacks if not dispatched])
     for names, n, dispatched in stacks:
-        if not dispatched and shared and names[:len(shared)] == shared:
-            names = names[min(len(shared), len(names) - 1):]
+        if not dispatched and shared and names[: len(shared)] == shared:
+            names = names[min(len(shared), len(names) - 1) :]
         for name in set(names):
             inclusive[name] += n
         if names:
@@ -78,9 +79,14 @@ def summarize(raw_lines, thread: str = "MainThread", top: int = 40) -> dict:
         return [(name, round(100.0 * n / total, 1)) for name, n in counter.most_common(top)] if total else []
 
     idle = sum(n for name, n in leaves.items() if name.startswith("EpollSelector.select"))
-    return {"threads": dict(threads.most_common()), "thread": thread, "samples": total,
-            "idle_pct": round(100.0 * idle / total, 1) if total else None,
-            "inclusive_pct": share(inclusive), "leaf_pct": share(leaves)}
+    return {
+        "threads": dict(threads.most_common()),
+        "thread": thread,
+        "samples": total,
+        "idle_pct": round(100.0 * idle / total, 1) if total else None,
+        "inclusive_pct": share(inclusive),
+        "leaf_pct": share(leaves),
+    }
 
 
 def _shared_base(stacks: list[tuple[list[str], int]]) -> list[str]:
@@ -101,7 +107,7 @@ def _shared_base(stacks: list[tuple[list[str], int]]) -> list[str]:
 
 
 def _name(frame: str) -> str:
-    """"func (path/to/file.py:12)" → "func (file.py)": lines of one function count together."""
+    """ "func (path/to/file.py:12)" → "func (file.py)": lines of one function count together."""
     func, _, where = frame.partition(" (")
     return "%s (%s)" % (func, os.path.basename(where.rsplit(":", 1)[0])) if where else func
 
@@ -120,8 +126,9 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--thread", default="MainThread", help="whose functions to list (omni-executor: the executor)")
     ap.add_argument("--no-spy", action="store_true", help="CPU time per request only, no py-spy")
-    ap.add_argument("--gil", action="store_true",
-                    help="py-spy samples only the thread holding the GIL: where the worker's GIL goes")
+    ap.add_argument(
+        "--gil", action="store_true", help="py-spy samples only the thread holding the GIL: where the worker's GIL goes"
+    )
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     spy = None if args.no_spy else shutil.which("py-spy")
@@ -139,20 +146,54 @@ def main(argv=None) -> int:
             url, worker = args.url.rstrip("/"), _worker_pid(args.pid)
         # Enough requests to outlast the sampling window at any plausible rate.
         requests = max(2000, int(args.concurrency * 400 * args.seconds))
-        load = subprocess.Popen([sys.executable, "-m", "benchmarks.load", "--url", url,
-                                 "--workload", args.workload, "--concurrency", str(args.concurrency),
-                                 "--requests", str(requests), "--procs", "1"], cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        load = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.load",
+                "--url",
+                url,
+                "--workload",
+                args.workload,
+                "--concurrency",
+                str(args.concurrency),
+                "--requests",
+                str(requests),
+                "--procs",
+                "1",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             time.sleep(3.0)
             cost = cpu_per_request(worker, url, args.seconds)
             report = {}
             if spy is not None:
                 raw = os.path.join(tmp, "raw.txt")
-                done = subprocess.run([spy, "record", "-p", str(worker), "-d", str(int(args.seconds)),
-                                       "-r", str(args.rate), "--threads", "--nonblocking", "-f", "raw", "-o", raw]
-                                      + (["--gil"] if args.gil else []),
-                                      capture_output=True, text=True)
+                done = subprocess.run(
+                    [
+                        spy,
+                        "record",
+                        "-p",
+                        str(worker),
+                        "-d",
+                        str(int(args.seconds)),
+                        "-r",
+                        str(args.rate),
+                        "--threads",
+                        "--nonblocking",
+                        "-f",
+                        "raw",
+                        "-o",
+                        raw,
+                    ]
+                    + (["--gil"] if args.gil else []),
+                    capture_output=True,
+                    text=True,
+                )
                 if done.returncode != 0 or not os.path.exists(raw):
                     raise SystemExit("py-spy failed (ptrace rights?): %s" % (done.stderr or done.stdout)[-400:])
                 with open(raw, encoding="utf-8") as f:
@@ -162,16 +203,29 @@ def main(argv=None) -> int:
             # server (and whatever is measured next) for its remaining requests.
             os.killpg(load.pid, signal.SIGKILL)
             load.wait()
-    report.update(export=args.export or args.url, device=args.device, concurrency=args.concurrency,
-                  seconds=args.seconds, cpu=cost)
-    print("%d requests in %.1f s (%.0f req/s); CPU per request: loop thread %.0f µs, other threads %.0f µs, "
-          "whole worker %.0f µs; the host %.1f%% busy, %.1f%% stolen"
-          % (cost["requests"], cost["seconds"], cost["requests_per_s"], cost["loop_us"], cost["others_us"],
-             cost["total_us"], cost["host"]["busy_pct"], cost["host"]["steal_pct"]))
+    report.update(
+        export=args.export or args.url, device=args.device, concurrency=args.concurrency, seconds=args.seconds, cpu=cost
+    )
+    print(
+        "%d requests in %.1f s (%.0f req/s); CPU per request: loop thread %.0f µs, other threads %.0f µs, "
+        "whole worker %.0f µs; the host %.1f%% busy, %.1f%% stolen"
+        % (
+            cost["requests"],
+            cost["seconds"],
+            cost["requests_per_s"],
+            cost["loop_us"],
+            cost["others_us"],
+            cost["total_us"],
+            cost["host"]["busy_pct"],
+            cost["host"]["steal_pct"],
+        )
+    )
     print("  by thread (µs a request): %s" % cost["threads_us"])
     if spy is not None:
-        print("samples per thread: %s; the loop idle (select) in %s%% of its samples"
-              % (report["threads"], report["idle_pct"]))
+        print(
+            "samples per thread: %s; the loop idle (select) in %s%% of its samples"
+            % (report["threads"], report["idle_pct"])
+        )
         print("%s, inclusive:" % report["thread"])
         for name, pct in report["inclusive_pct"]:
             print("  %5.1f%%  %s" % (pct, name))
@@ -203,12 +257,34 @@ def serve(env: dict, log_path: str, interface: str = "rsgi", timeout: float = 18
     if interface == "rsgi":
         cmd = [sys.executable, "-m", "app.launch", "--host", "127.0.0.1", "--port", str(port)]
     else:
-        cmd = [sys.executable, "-m", "granian", "--interface", interface, "--workers", "1", "--loop", event_loop(env),
-               "--host", "127.0.0.1", "--port", str(port), "--workers-kill-timeout", "30", "app.main:app"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "granian",
+            "--interface",
+            interface,
+            "--workers",
+            "1",
+            "--loop",
+            event_loop(env),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers-kill-timeout",
+            "30",
+            "app.main:app",
+        ]
     url = "http://127.0.0.1:%d" % port
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=root, env=dict(env, PYTHONUNBUFFERED="1"), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=dict(env, PYTHONUNBUFFERED="1"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         try:
             wait_ready(url, proc.pid, timeout)
@@ -235,7 +311,7 @@ def _thread_ticks(pid: int) -> dict[int, int]:
                 fields = f.read().rpartition(")")[2].split()
         except OSError:
             continue
-        ticks[int(tid)] = int(fields[11]) + int(fields[12])   # fields 14 and 15 of stat(5)
+        ticks[int(tid)] = int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
     return ticks
 
 
@@ -255,15 +331,23 @@ def cpu_per_request(pid: int, url: str, seconds: float) -> dict:
     used = {tid: t1[tid] - t0.get(tid, 0) for tid in t1}
     loop = used.get(pid, 0) / hz
     others = sum(v for tid, v in used.items() if tid != pid) / hz
-    return {"requests": int(n), "seconds": round(w1 - w0, 2), "requests_per_s": round(n / (w1 - w0), 1),
-            "loop_us": round(loop / n * 1e6, 1), "others_us": round(others / n * 1e6, 1),
-            "total_us": round((loop + others) / n * 1e6, 1),
-            "loop_busy_pct": round(100.0 * loop / (w1 - w0), 1),
-            # The whole host over the same window: what the hypervisor took (steal) is a prime
-            # suspect where the same code serves less on one host than another.
-            "host": host_facts.shares(s0, s1),
-            "threads_us": {_thread_name(pid, tid): round(v / hz / n * 1e6, 1)
-                           for tid, v in sorted(used.items(), key=lambda kv: -kv[1]) if v}}
+    return {
+        "requests": int(n),
+        "seconds": round(w1 - w0, 2),
+        "requests_per_s": round(n / (w1 - w0), 1),
+        "loop_us": round(loop / n * 1e6, 1),
+        "others_us": round(others / n * 1e6, 1),
+        "total_us": round((loop + others) / n * 1e6, 1),
+        "loop_busy_pct": round(100.0 * loop / (w1 - w0), 1),
+        # The whole host over the same window: what the hypervisor took (steal) is a prime
+        # suspect where the same code serves less on one host than another.
+        "host": host_facts.shares(s0, s1),
+        "threads_us": {
+            _thread_name(pid, tid): round(v / hz / n * 1e6, 1)
+            for tid, v in sorted(used.items(), key=lambda kv: -kv[1])
+            if v
+        },
+    }
 
 
 def _thread_name(pid: int, tid: int) -> str:

@@ -1,7 +1,8 @@
 """Write the JSONL workloads the load generator sends (deterministic).
 
-    python -m benchmarks.make_workloads
+python -m benchmarks.make_workloads
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,9 @@ def fit_state(body: dict, state_ids: list[int], tokens: int, count, tok) -> dict
     """`body` with a state cut from `state_ids` so that `count(body)`, the row length as the
     served model counts it, is exactly `tokens`; None where eight nudges miss (a cut can merge
     with its neighbours at the seam)."""
-    keep = tokens - count(dict(body, state="x")) + 1       # state tokens to keep, then nudge
+    keep = tokens - count(dict(body, state="x")) + 1  # state tokens to keep, then nudge
     for _ in range(8):
-        body = dict(body, state=tok.tokenizer.decode(state_ids[:max(1, keep)]))
+        body = dict(body, state=tok.tokenizer.decode(state_ids[: max(1, keep)]))
         got = count(body)
         if got == tokens:
             return body
@@ -54,11 +55,20 @@ def laya_requests(n: int, questions: int, seed: int, long_state: bool = False) -
         if long_state:
             state = " ".join(rng.choice(TICKETS) for _ in range(8))
         qs = {
-            "department": {"type": "choice", "instructions": "Which team should handle this?",
-                           "criteria": {"billing": "Charges and refunds", "technical": "Software problems",
-                                        "logistics": "Shipping and delivery"}},
-            "urgency": {"type": "score", "instructions": "How urgent is the request?",
-                        "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
+            "department": {
+                "type": "choice",
+                "instructions": "Which team should handle this?",
+                "criteria": {
+                    "billing": "Charges and refunds",
+                    "technical": "Software problems",
+                    "logistics": "Shipping and delivery",
+                },
+            },
+            "urgency": {
+                "type": "score",
+                "instructions": "How urgent is the request?",
+                "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"],
+            },
             "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
         }
         keys = list(qs)[:questions]
@@ -92,10 +102,21 @@ def laya_rows_of(tokens: int, n: int, seed: int, tok, tickets: int = 4) -> list[
         return len(prepare_rows(body, builder, LayaLimits())[1][0].ids)
 
     rng = random.Random(seed)
-    question = {"department": {"type": "choice", "instructions": "Which team should handle this?",
-                               "criteria": {"billing": None, "technical": None, "logistics": None}}}
-    return fitted(n, {"model": "english", "state": "x", "questions": question},
-                  lambda: tok.encode(" ".join(rng.choice(TICKETS) for _ in range(tickets))), tokens, count, tok)
+    question = {
+        "department": {
+            "type": "choice",
+            "instructions": "Which team should handle this?",
+            "criteria": {"billing": None, "technical": None, "logistics": None},
+        }
+    }
+    return fitted(
+        n,
+        {"model": "english", "state": "x", "questions": question},
+        lambda: tok.encode(" ".join(rng.choice(TICKETS) for _ in range(tickets))),
+        tokens,
+        count,
+        tok,
+    )
 
 
 def laya_spread(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
@@ -113,8 +134,16 @@ def laya_spread(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
     return out
 
 
-SCREENS = ["button 'Save' focused", "link 'Help'", "textbox 'Email' empty", "checkbox 'Remember me' unchecked",
-           "menu 'File' collapsed", "button 'Cancel'", "image 'Logo'", "list 'Recent files' 5 items"]
+SCREENS = [
+    "button 'Save' focused",
+    "link 'Help'",
+    "textbox 'Email' empty",
+    "checkbox 'Remember me' unchecked",
+    "menu 'File' collapsed",
+    "button 'Cancel'",
+    "image 'Logo'",
+    "list 'Recent files' 5 items",
+]
 
 
 def qwen_tokenizer():
@@ -124,13 +153,18 @@ def qwen_tokenizer():
     import tempfile
 
     directory = tempfile.mkdtemp()
-    tokenizer_build.save(directory, prompts=True)      # as random_checkpoint's full sizes
+    tokenizer_build.save(directory, prompts=True)  # as random_checkpoint's full sizes
     return TokenizerHandle.load(directory)
 
 
-CUA_QUESTIONS = [   # upstream-fixture-like (3 options and a goal), then a minimal one for short prompts
-    {"act": {"type": "choice", "instructions": "Save the document.",
-             "criteria": {"save": "Click Save", "cancel": "Click Cancel", "help": "Open Help"}}},
+CUA_QUESTIONS = [  # upstream-fixture-like (3 options and a goal), then a minimal one for short prompts
+    {
+        "act": {
+            "type": "choice",
+            "instructions": "Save the document.",
+            "criteria": {"save": "Click Save", "cancel": "Click Cancel", "help": "Open Help"},
+        }
+    },
     {"act": {"type": "choice", "instructions": None, "criteria": {"ok": "Click", "cancel": "Cancel"}}},
 ]
 
@@ -143,11 +177,18 @@ def cua_requests(n: int, tokens: int, seed: int, tok) -> list[dict]:
         return len(prepare_rows(body, tok)[1][0])
 
     rng = random.Random(seed)
-    questions = next((q for q in CUA_QUESTIONS
-                      if count({"model": "cua-s1-4b-0.2", "state": "x", "questions": q}) < tokens - 4),
-                     CUA_QUESTIONS[-1])
-    return fitted(n, {"model": "cua-s1-4b-0.2", "state": "x", "questions": questions},
-                  lambda: tok.encode("\n".join(rng.choice(SCREENS) for _ in range(120))), tokens, count, tok)
+    questions = next(
+        (q for q in CUA_QUESTIONS if count({"model": "cua-s1-4b-0.2", "state": "x", "questions": q}) < tokens - 4),
+        CUA_QUESTIONS[-1],
+    )
+    return fitted(
+        n,
+        {"model": "cua-s1-4b-0.2", "state": "x", "questions": questions},
+        lambda: tok.encode("\n".join(rng.choice(SCREENS) for _ in range(120))),
+        tokens,
+        count,
+        tok,
+    )
 
 
 def cua_spread(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
@@ -171,10 +212,20 @@ def open_jev_noul(n: int, low: int, high: int, seed: int, tok) -> list[dict]:
     from models.open_jev.prepare import prepare
 
     v = VARIANTS["9b"]
-    export = MergedExport(v.model_id, v.base_revision, v.revision, v.temperature, 4096, CHAT_PREFIX,
-                          CHAT_SUFFIX, np.zeros(1, dtype=np.float32), 0.0)
+    export = MergedExport(
+        v.model_id,
+        v.base_revision,
+        v.revision,
+        v.temperature,
+        4096,
+        CHAT_PREFIX,
+        CHAT_SUFFIX,
+        np.zeros(1, dtype=np.float32),
+        0.0,
+    )
     rng = random.Random(seed)
     words = tok.encode(" ".join(rng.choice(TICKETS) for _ in range(900)))
+
     def count(body):
         return len(prepare(body, tok, export)[0][0].ids)
 
@@ -193,14 +244,35 @@ def clef_requests(n: int, questions: int, seed: int) -> list[dict]:
     """Clef-Flash requests with `questions` questions over a support ticket, types mixed."""
     rng = random.Random(seed)
     kinds = [
-        ("department", {"type": "choice", "instructions": "Which team should handle this?",
-                        "criteria": {"billing": "Payments or invoices", "technical": "Software problems",
-                                     "logistics": "Shipping and delivery"}}),
-        ("urgency", {"type": "score", "instructions": "How urgent is the request?",
-                     "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]}),
+        (
+            "department",
+            {
+                "type": "choice",
+                "instructions": "Which team should handle this?",
+                "criteria": {
+                    "billing": "Payments or invoices",
+                    "technical": "Software problems",
+                    "logistics": "Shipping and delivery",
+                },
+            },
+        ),
+        (
+            "urgency",
+            {
+                "type": "score",
+                "instructions": "How urgent is the request?",
+                "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"],
+            },
+        ),
         ("refund", {"type": "noul", "instructions": "Does the customer ask for a refund?"}),
-        ("sentiment", {"type": "choice", "instructions": "What is the customer's tone?",
-                       "criteria": {"angry": None, "neutral": None, "happy": None}}),
+        (
+            "sentiment",
+            {
+                "type": "choice",
+                "instructions": "What is the customer's tone?",
+                "criteria": {"angry": None, "neutral": None, "happy": None},
+            },
+        ),
     ]
     out = []
     for _ in range(n):
@@ -208,8 +280,7 @@ def clef_requests(n: int, questions: int, seed: int) -> list[dict]:
         for i in range(questions):
             name, q = kinds[i % len(kinds)]
             qs["%s_%d" % (name, i)] = q
-        out.append({"model": "clef-flash", "state": " ".join(rng.choice(TICKETS) for _ in range(3)),
-                    "questions": qs})
+        out.append({"model": "clef-flash", "state": " ".join(rng.choice(TICKETS) for _ in range(3)), "questions": qs})
     return out
 
 

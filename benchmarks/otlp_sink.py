@@ -8,6 +8,7 @@ protobuf classes, at the collector's address (no collector image can be pulled i
 `--print-spans` it writes, like the collector's debug exporter, one JSON line per span to stdout:
 {"service", "trace_id", "span_id", "name"}, which the test reads from `compose logs`.
 """
+
 import argparse
 import gzip
 import http.server
@@ -41,8 +42,17 @@ def _print_spans(body: bytes) -> None:
         attrs = {a.key: a.value.string_value for a in rs.resource.attributes}
         for ss in rs.scope_spans:
             for span in ss.spans:
-                print(json.dumps({"service": attrs.get("service.name"), "trace_id": span.trace_id.hex(),
-                                  "span_id": span.span_id.hex(), "name": span.name}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "service": attrs.get("service.name"),
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "name": span.name,
+                        }
+                    ),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
@@ -52,6 +62,6 @@ if __name__ == "__main__":
     ap.add_argument("--print-spans", action="store_true")
     args = ap.parse_args()
     Receiver.print_spans = args.print_spans
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # as PID 1 in a container, no default handler
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as PID 1 in a container, no default handler
     print("otlp sink listening on %s:%d" % (args.host, args.port), file=sys.stderr, flush=True)
     http.server.ThreadingHTTPServer((args.host, args.port), Receiver).serve_forever()

@@ -8,6 +8,7 @@ Each file is one workload; each point is the last measured pass at that concurre
 warm-up pass is never in the file). Made where the results are read (needs matplotlib, the
 `test` extra has it), not on the GPU machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,17 @@ def summarize(results: dict, label: str | None = None) -> list[dict]:
     for level in results["levels"]:
         last = level["passes"][-1]
         timing = last.get("server_timing_p50_ms") or {}
-        rows.append({"label": label or results.get("label") or results.get("workload", "?"), "c": level["concurrency"],
-                     "p50": last["p50_ms"], "p95": last["p95_ms"], "rps": last["requests_per_s"],
-                     "dps": last["decisions_per_s"], "stages": {s: timing.get(s, 0.0) for s in STAGES}})
+        rows.append(
+            {
+                "label": label or results.get("label") or results.get("workload", "?"),
+                "c": level["concurrency"],
+                "p50": last["p50_ms"],
+                "p95": last["p95_ms"],
+                "rps": last["requests_per_s"],
+                "dps": last["decisions_per_s"],
+                "stages": {s: timing.get(s, 0.0) for s in STAGES},
+            }
+        )
     return rows
 
 
@@ -41,9 +50,15 @@ def plot(files: list[str], out: str, title: str, labels: list[str] | None = None
     fig, (lat, thr, stage) = plt.subplots(1, 3, figsize=(16, 4.6))
     for rows in series:
         cs = [r["c"] for r in rows]
-        line, = lat.plot(cs, [r["p50"] for r in rows], marker="o", label="%s p50" % rows[0]["label"])
-        lat.plot(cs, [r["p95"] for r in rows], marker="x", linestyle="--", color=line.get_color(),
-                 label="%s p95" % rows[0]["label"])
+        (line,) = lat.plot(cs, [r["p50"] for r in rows], marker="o", label="%s p50" % rows[0]["label"])
+        lat.plot(
+            cs,
+            [r["p95"] for r in rows],
+            marker="x",
+            linestyle="--",
+            color=line.get_color(),
+            label="%s p95" % rows[0]["label"],
+        )
         thr.plot(cs, [r["dps"] for r in rows], marker="o", label=rows[0]["label"])
     for ax, name in ((lat, "latency, ms"), (thr, "decisions / s")):
         ax.set_xscale("log", base=2)
@@ -82,8 +97,9 @@ def main(argv=None) -> None:
     if labels is not None and len(labels) != len(args.files):
         ap.error("--labels names %d series for %d files" % (len(labels), len(args.files)))
     for r in plot(args.files, args.out, args.title, labels):
-        print("%-22s c=%-3d p50 %8.2f  p95 %8.2f  %8.1f decisions/s"
-              % (r["label"], r["c"], r["p50"], r["p95"], r["dps"]))
+        print(
+            "%-22s c=%-3d p50 %8.2f  p95 %8.2f  %8.1f decisions/s" % (r["label"], r["c"], r["p50"], r["p95"], r["dps"])
+        )
 
 
 if __name__ == "__main__":

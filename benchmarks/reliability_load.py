@@ -15,6 +15,7 @@ worker, CPU) on a free loopback port and measures three things:
   clients send the largest requests: its p50 and p99, beside the time one large request takes
   alone (a small request waits at most for the pass in flight).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,17 +32,24 @@ import zstandard
 
 from benchmarks.loop_profile import _worker_pid, serve
 
-SMALL = {"state": "I was charged twice for my order. Please refund the duplicate today.",
-         "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}
+SMALL = {
+    "state": "I was charged twice for my order. Please refund the duplicate today.",
+    "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}},
+}
 
 
 def large_body() -> dict:
     """The largest request the demo (Laya) takes: 64 questions, 2,048 options, a 150 KB state."""
     sentence = "The customer wrote again about the order, the refund and the delivery date. "
     state = (sentence * (150_000 // len(sentence) + 1))[:150_000]
-    questions = {"q%02d" % i: {"type": "choice", "instructions": "Which option fits best, case %d?" % i,
-                               "criteria": {"option %d" % j: "the description of option %d" % j for j in range(32)}}
-                 for i in range(64)}
+    questions = {
+        "q%02d" % i: {
+            "type": "choice",
+            "instructions": "Which option fits best, case %d?" % i,
+            "criteria": {"option %d" % j: "the description of option %d" % j for j in range(32)},
+        }
+        for i in range(64)
+    }
     return {"state": state, "questions": questions}
 
 
@@ -75,8 +83,12 @@ async def livez_poller(url: str, stop: asyncio.Event, out: list[float]) -> None:
 async def amplified(url: str, pid: int) -> dict:
     raw = amplified_json()
     bodies = {"gzip": gzip.compress(raw, 9), "zstd": zstandard.ZstdCompressor(level=19).compress(raw)}
-    out: dict = {"decompressed_bytes": len(raw), "compressed_bytes": {k: len(v) for k, v in bodies.items()},
-                 "rss_before_kib": rss_kib(pid), "answers": []}
+    out: dict = {
+        "decompressed_bytes": len(raw),
+        "compressed_bytes": {k: len(v) for k, v in bodies.items()},
+        "rss_before_kib": rss_kib(pid),
+        "answers": [],
+    }
     stop, lat = asyncio.Event(), []
     poller = asyncio.create_task(livez_poller(url, stop, lat))
     await asyncio.sleep(0.5)
@@ -84,22 +96,34 @@ async def amplified(url: str, pid: int) -> dict:
 
     async def send(client, enc):
         t0 = time.perf_counter()
-        r = await client.post("/v1/systemone", content=bodies[enc],
-                              headers={"content-type": "application/json", "content-encoding": enc})
-        out["answers"].append({"encoding": enc, "status": r.status_code, "seconds": round(time.perf_counter() - t0, 3),
-                               "code": r.json().get("code") if r.status_code != 200 else None})
+        r = await client.post(
+            "/v1/systemone", content=bodies[enc], headers={"content-type": "application/json", "content-encoding": enc}
+        )
+        out["answers"].append(
+            {
+                "encoding": enc,
+                "status": r.status_code,
+                "seconds": round(time.perf_counter() - t0, 3),
+                "code": r.json().get("code") if r.status_code != 200 else None,
+            }
+        )
 
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         for enc in ("gzip", "zstd", "gzip", "zstd"):
             await send(client, enc)
-        for enc in ("gzip", "zstd"):           # two at once
+        for enc in ("gzip", "zstd"):  # two at once
             await asyncio.gather(send(client, enc), send(client, enc))
     await asyncio.sleep(0.5)
     stop.set()
     await poller
-    busy = lat[len(idle):]
-    out.update(livez_idle_max_ms=round(max(idle) * 1000, 1), livez_max_ms=round(max(busy) * 1000, 1),
-               livez_p99_ms=round(pct(busy, 0.99) * 1000, 1), livez_polls=len(busy), rss_after_kib=rss_kib(pid))
+    busy = lat[len(idle) :]
+    out.update(
+        livez_idle_max_ms=round(max(idle) * 1000, 1),
+        livez_max_ms=round(max(busy) * 1000, 1),
+        livez_p99_ms=round(pct(busy, 0.99) * 1000, 1),
+        livez_polls=len(busy),
+        rss_after_kib=rss_kib(pid),
+    )
     return out
 
 
@@ -123,8 +147,9 @@ async def large(url: str, pid: int, seconds: float, settle: float, clients: int 
         peak = max(peak, rss_kib(pid))
     stop.set()
     await asyncio.gather(*tasks)
-    out.update(rss_peak_kib=peak, rss_end_kib=rss_kib(pid), requests=len(lat), statuses=statuses,
-               p50_s=round(pct(lat, 0.5), 3))
+    out.update(
+        rss_peak_kib=peak, rss_end_kib=rss_kib(pid), requests=len(lat), statuses=statuses, p50_s=round(pct(lat, 0.5), 3)
+    )
     await asyncio.sleep(settle)
     out["rss_after_settle_kib"] = rss_kib(pid)
     out["settle_s"] = settle
@@ -134,7 +159,7 @@ async def large(url: str, pid: int, seconds: float, settle: float, clients: int 
 async def small_while_large(url: str, seconds: float, clients: int = 4) -> dict:
     small, big = json.dumps(SMALL).encode(), json.dumps(large_body()).encode()
     out: dict = {"large_clients": clients}
-    async with httpx.AsyncClient(base_url=url, timeout=120) as client:     # one large request alone
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:  # one large request alone
         t0 = time.perf_counter()
         await client.post("/v1/systemone", content=big, headers={"content-type": "application/json"})
         out["one_large_alone_s"] = round(time.perf_counter() - t0, 3)
@@ -142,15 +167,20 @@ async def small_while_large(url: str, seconds: float, clients: int = 4) -> dict:
         stop, lat, big_lat, statuses = asyncio.Event(), [], [], {}
         tasks = [asyncio.create_task(closed_loop(url, big, stop, big_lat, statuses)) for _ in range(n)]
         if n:
-            await asyncio.sleep(2.0)           # the large clients are under way
+            await asyncio.sleep(2.0)  # the large clients are under way
         tasks.append(asyncio.create_task(closed_loop(url, small, stop, lat, statuses)))
         await asyncio.sleep(seconds)
         stop.set()
         await asyncio.gather(*tasks)
-        out[phase] = {"small_requests": len(lat), "small_p50_ms": round(pct(lat, 0.5) * 1000, 1),
-                      "small_p99_ms": round(pct(lat, 0.99) * 1000, 1), "small_max_ms": round(max(lat) * 1000, 1),
-                      "large_requests": len(big_lat), "large_p50_s": round(pct(big_lat, 0.5), 3)
-                      if big_lat else None, "statuses": statuses}
+        out[phase] = {
+            "small_requests": len(lat),
+            "small_p50_ms": round(pct(lat, 0.5) * 1000, 1),
+            "small_p99_ms": round(pct(lat, 0.99) * 1000, 1),
+            "small_max_ms": round(max(lat) * 1000, 1),
+            "large_requests": len(big_lat),
+            "large_p50_s": round(pct(big_lat, 0.5), 3) if big_lat else None,
+            "statuses": statuses,
+        }
     return out
 
 

@@ -3,6 +3,7 @@ change over a window.
 
     python -m benchmarks.scrape http://127.0.0.1:8000 > metrics.txt     # the whole exposition
 """
+
 from __future__ import annotations
 
 import sys

@@ -9,6 +9,7 @@ client gets once the server says it is ready. The server's own warm-up request, 
 says so, does not count. The exit status is 1 when a server exits (its `--pid`, in the order of
 the ports) or is not ready by `--timeout`, so a runner stops before it loads a dead port.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -11,6 +11,7 @@ image cannot import them; tests/runtime_site blocks the same modules for every t
 and the import contracts in pyproject.toml keep serving from reaching for them. Stdlib only:
 the Dockerfile runs it before anything is installed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -45,15 +46,15 @@ def _imports(root: str, module: str, path: str) -> set[str]:
             base = node.module or ""
             if node.level:
                 parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             found.add(base)
-            found.update("%s.%s" % (base, a.name) for a in node.names)   # a submodule, where it is one
+            found.update("%s.%s" % (base, a.name) for a in node.names)  # a submodule, where it is one
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAMED.match(node.value):
             found.add(node.value)
     return {m for m in found if m.partition(".")[0] in ("app", "models") and _path(root, m)}
 
 
-ENTRYPOINT = "app.main"          # the Dockerfile's `granian ... app.main:app`
+ENTRYPOINT = "app.main"  # the Dockerfile's `granian ... app.main:app`
 
 
 def served_modules(root: str) -> set[str]:
@@ -71,7 +72,7 @@ def served_modules(root: str) -> set[str]:
             continue
         if module.partition(".")[0] == "models":
             parts = module.split(".")
-            found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))   # its packages too
+            found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))  # its packages too
         todo.extend(_imports(root, module, path))
     return {m for m in found if _path(root, m)}
 
@@ -89,7 +90,7 @@ def all_modules(root: str) -> set[str]:
     names = set()
     for rel in _files(root, "models"):
         name = rel[:-3].replace(os.sep, ".")
-        names.add(name[:-len(".__init__")] if name.endswith(".__init__") else name)
+        names.add(name[: -len(".__init__")] if name.endswith(".__init__") else name)
     return names
 
 
@@ -108,8 +109,7 @@ def main(argv=None) -> int:
         dst = os.path.join(argv[1], os.path.relpath(path, src))
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy2(path, dst)
-    print("%d of %d modules of models/ copied to %s" % (len(modules), len(all_modules(src)), argv[1]),
-          file=sys.stderr)
+    print("%d of %d modules of models/ copied to %s" % (len(modules), len(all_modules(src)), argv[1]), file=sys.stderr)
     return 0
 
 

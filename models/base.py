@@ -6,6 +6,7 @@ profile, where a family accepts more in the `jev` profile than its reference doe
 `BatchAdapter` packs the work of one or more requests into the ORT session's input layout and
 unpacks outputs back to each request; finishing calibrates and decodes one request's outputs.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,10 +28,10 @@ class GraphPolicy:
     be a new length capture only shapes that recur, and only small ones, except those whose
     one-row passes are launch-bound (Cua-S1, Open-Jev), which list their one-row length buckets too."""
 
-    capture_after: int = 1      # sightings of a shape before it is due for capture (1: the first)
-    max_tokens: int = 0         # rows × longest row above which a pass runs uncaptured; 0: no bound
-    precapture: bool = False    # capture the shapes the adapter lists (`capture_batches`) at load, then idle
-    per_work: bool = False      # each work runs as a pass of its own: bounds apply per work
+    capture_after: int = 1  # sightings of a shape before it is due for capture (1: the first)
+    max_tokens: int = 0  # rows × longest row above which a pass runs uncaptured; 0: no bound
+    precapture: bool = False  # capture the shapes the adapter lists (`capture_batches`) at load, then idle
+    per_work: bool = False  # each work runs as a pass of its own: bounds apply per work
 
 
 @dataclass(frozen=True)
@@ -39,19 +40,19 @@ class MicroBatches:
     each end at their own last token (`row_lengths`, `bucket`, `pack(..., parts=)`)."""
 
     max_rows: int = 64
-    max_tokens: int = 32768      # rows × padded length of one micro-batch
-    max_row_padding: int = 256   # pads one row may carry: past this, one more pass costs less
+    max_tokens: int = 32768  # rows × padded length of one micro-batch
+    max_row_padding: int = 256  # pads one row may carry: past this, one more pass costs less
 
 
 @dataclass
 class Prepared:
     """One request, ready for the executor."""
 
-    rows: int                 # batch rows the work occupies
-    tokens: int               # real (unpadded) tokens: what `usage` counts
-    longest: int              # longest row, in tokens: decides the padded length
-    work: Any                 # adapter-specific input, packed with other requests' work
-    context: Any              # what finishing needs, never seen by the executor
+    rows: int  # batch rows the work occupies
+    tokens: int  # real (unpadded) tokens: what `usage` counts
+    longest: int  # longest row, in tokens: decides the padded length
+    work: Any  # adapter-specific input, packed with other requests' work
+    context: Any  # what finishing needs, never seen by the executor
     questions: int = 0
 
 
@@ -68,7 +69,7 @@ class Packed:
     # budget, or one record per run for per-record graphs) and `unpack` receives one output
     # list per part instead of one output list. `feeds` is then the first part.
     parts: list[dict[str, np.ndarray]] | None = None
-    layout: Any = None        # the adapter's own note of where each row went, for `unpack`
+    layout: Any = None  # the adapter's own note of where each row went, for `unpack`
     # With `parts`: per work, the index of the part after which all its rows have run. The
     # executor settles those works then, with `unpack(..., only=...)` on the outputs so far: a
     # short request taken with long ones need not wait for their parts.
@@ -92,8 +93,9 @@ class BatchAdapter(Protocol):
         """`static`: pad to the adapter's bucketed shapes, the few a GPU captures as CUDA graphs
         and the batching policy asks for on every device while a pass is small."""
 
-    def unpack(self, outputs: Sequence[Any], works: Sequence[Any], packed: Packed,
-               only: Sequence[int] | None = None) -> list[Any]:
+    def unpack(
+        self, outputs: Sequence[Any], works: Sequence[Any], packed: Packed, only: Sequence[int] | None = None
+    ) -> list[Any]:
         """Split the batch outputs back into one result per work item, in order. `outputs`: the
         session's output list, or with `Packed.parts` one such list per part run so far. `only`
         (adapters that set `Packed.ready`): the results of just those works."""
@@ -122,9 +124,9 @@ class MicroBatchAdapter(BatchAdapter, Protocol):
 
 class ServedModel(Protocol):
     name: str
-    cuda_graphs: GraphPolicy | None         # None: never capture
-    pass_tokens: int                        # one more forward pass's cost in padded tokens; 0: never split
-    micro_batches: MicroBatches | None      # None: the adapter's pack lays out the whole take
+    cuda_graphs: GraphPolicy | None  # None: never capture
+    pass_tokens: int  # one more forward pass's cost in padded tokens; 0: never split
+    micro_batches: MicroBatches | None  # None: the adapter's pack lays out the whole take
     aliases: tuple[str, ...]
     description: str
     onnx_path: str
@@ -133,11 +135,13 @@ class ServedModel(Protocol):
 
     def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared: ...
 
-    def prepare_many(self, bodies: Sequence[Mapping[str, Any]],
-                     profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]: ...
+    def prepare_many(
+        self, bodies: Sequence[Mapping[str, Any]], profiles: Sequence[str] | None = None
+    ) -> list[Prepared | BaseException]: ...
 
-    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
-               requested: str | None = None) -> dict:
+    def finish(
+        self, prepared: Prepared, output: Any, profile: str, model_name: str, requested: str | None = None
+    ) -> dict:
         """The response for one request from its results; `requested`: the model name the client
         sent (an alias answers as itself)."""
 
@@ -154,10 +158,16 @@ class ServedModel(Protocol):
 API_EXAMPLE = {
     "state": "I was charged twice for my order. Please refund the duplicate today.",
     "questions": {
-        "department": {"type": "choice", "instructions": "Which team should handle this?",
-                       "criteria": {"billing": "Charges and refunds", "technical": "Software problems"}},
-        "urgency": {"type": "score", "instructions": "How urgent is the request?",
-                    "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
+        "department": {
+            "type": "choice",
+            "instructions": "Which team should handle this?",
+            "criteria": {"billing": "Charges and refunds", "technical": "Software problems"},
+        },
+        "urgency": {
+            "type": "score",
+            "instructions": "How urgent is the request?",
+            "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"],
+        },
         "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
     },
 }
@@ -181,7 +191,7 @@ class ExportedModel:
 
     family = ""
     warmup_request: Mapping[str, Any] = API_EXAMPLE
-    cuda_graphs: GraphPolicy | None = GraphPolicy()    # which bucketed shapes the executor captures
+    cuda_graphs: GraphPolicy | None = GraphPolicy()  # which bucketed shapes the executor captures
     # What one more forward pass costs, in padded tokens: requests of different lengths that wait
     # together run as passes of similar lengths where that saves more padding than the passes
     # cost (app/runtime/batching.py). 0: one pass for all (families whose adapter splits rows itself).
@@ -202,8 +212,9 @@ class ExportedModel:
         """One request validated, rendered and tokenized (ServedModel.prepare): the family's."""
         raise NotImplementedError
 
-    def prepare_many(self, bodies: Sequence[Mapping[str, Any]],
-                     profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]:
+    def prepare_many(
+        self, bodies: Sequence[Mapping[str, Any]], profiles: Sequence[str] | None = None
+    ) -> list[Prepared | BaseException]:
         """`prepare` for requests that arrived together (`profiles`: each one's response profile,
         else `reference`): each body's Prepared, or the exception its preparation raised, so a
         bad request fails alone. Families whose preparation has a cost per call that several
@@ -222,36 +233,54 @@ class ExportedModel:
         their own (an outdated graph, say)."""
         out, meta = [], self.manifest
         if not meta.get("weights_folded"):
-            out.append("its weight transforms are not folded into its weights: ONNX Runtime folds them at every "
-                       "start, which slows it; `python -m models.fold %s` folds them once, in place" % self.directory)
+            out.append(
+                "its weight transforms are not folded into its weights: ONNX Runtime folds them at every "
+                "start, which slows it; `python -m models.fold %s` folds them once, in place" % self.directory
+            )
         gate = meta.get("check", {}).get("parity_gate")
         if gate is not None and "not_run" in gate:
-            out.append("a %s export whose parity gate against float32 did NOT RUN at export (%s); it was exported "
-                       "with --parity-gate record" % (meta.get("weights_dtype"), gate["not_run"]))
+            out.append(
+                "a %s export whose parity gate against float32 did NOT RUN at export (%s); it was exported "
+                "with --parity-gate record" % (meta.get("weights_dtype"), gate["not_run"])
+            )
         elif gate is not None and gate.get("cuda_failed"):
-            out.append("a %s export gated against float32 on the CPU, not on CUDA, because %s at export: the CPU "
-                       "understates the drift CUDA serves; export it again where CUDA works"
-                       % (meta.get("weights_dtype"), gate["cuda_failed"]))
+            out.append(
+                "a %s export gated against float32 on the CPU, not on CUDA, because %s at export: the CPU "
+                "understates the drift CUDA serves; export it again where CUDA works"
+                % (meta.get("weights_dtype"), gate["cuda_failed"])
+            )
         if gate is not None and "not_run" not in gate and not gate.get("passes"):
-            out.append("a %s export that FAILED its parity gate against float32 at export (max probability drift "
-                       "%s, top choice %s); it was exported with --parity-gate record"
-                       % (meta.get("weights_dtype"), gate.get("max_prob_drift"), gate.get("top_choice_identical")))
+            out.append(
+                "a %s export that FAILED its parity gate against float32 at export (max probability drift "
+                "%s, top choice %s); it was exported with --parity-gate record"
+                % (meta.get("weights_dtype"), gate.get("max_prob_drift"), gate.get("top_choice_identical"))
+            )
         if meta.get("host_arithmetic"):
             nodes = meta["host_arithmetic"]
-            out.append("its graph does arithmetic between input sizes and data at %d node(s) (%s), which ONNX Runtime "
-                       "runs on the CPU: on CUDA it will not capture CUDA graphs and serves without them "
-                       "(models/placement.py)" % (len(nodes), ", ".join(nodes[:5])))
+            out.append(
+                "its graph does arithmetic between input sizes and data at %d node(s) (%s), which ONNX Runtime "
+                "runs on the CPU: on CUDA it will not capture CUDA graphs and serves without them "
+                "(models/placement.py)" % (len(nodes), ", ".join(nodes[:5]))
+            )
         return out
 
     def describe(self) -> dict:
         src = self.manifest.get("source", {})
-        return {"name": self.name, "description": self.description, "aliases": list(self.aliases),
-                # Jev clients expect a release date; an export carries the date it was made.
-                "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
-                "family": self.family, "checkpoint": src.get("checkpoint"), "revision": src.get("revision"),
-                "random_weights": bool(self.manifest.get("random_weights")),
-                "weights_dtype": self.manifest.get("weights_dtype", "float32"), **self.parity_gate(),
-                **self.describe_extra(), "limits": self.limits()}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "aliases": list(self.aliases),
+            # Jev clients expect a release date; an export carries the date it was made.
+            "release_date": str(self.manifest.get("exported_at", "1970-01-01"))[:10],
+            "family": self.family,
+            "checkpoint": src.get("checkpoint"),
+            "revision": src.get("revision"),
+            "random_weights": bool(self.manifest.get("random_weights")),
+            "weights_dtype": self.manifest.get("weights_dtype", "float32"),
+            **self.parity_gate(),
+            **self.describe_extra(),
+            "limits": self.limits(),
+        }
 
     def parity_gate(self) -> dict:
         """{"parity_gate": its measures} for a half-precision export whose manifest records the gate."""

@@ -1,5 +1,6 @@
 """Jev's answer confidences, the same for every model: the hosted Jev API's choice and score
 confidences computed from an answer's probabilities (in option order)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

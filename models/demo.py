@@ -5,6 +5,7 @@ published layout, exported once (export-time dependencies: torch, transformers, 
 
 The server's launcher runs this as a child process, so serving never imports the exporters.
 """
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@
 Each carries the HTTP status and the stable `code` of the contract (docs/api.md), a
 `detail` for people and, for per-question problems, `errors` listing every invalid question.
 """
+
 from __future__ import annotations
 
 
@@ -12,8 +13,9 @@ class RequestError(Exception):
     status = 422
     code = "invalid_request"
 
-    def __init__(self, detail: str, *, errors: list[dict] | None = None,
-                 status: int | None = None, code: str | None = None):
+    def __init__(
+        self, detail: str, *, errors: list[dict] | None = None, status: int | None = None, code: str | None = None
+    ):
         super().__init__(detail)
         self.detail = detail
         self.errors = errors or []
@@ -61,8 +63,9 @@ def questions_of(body, max_questions: int) -> dict:
     if not questions:
         raise RequestError("'questions' must hold at least one question")
     if len(questions) > max_questions:
-        raise TooManyQuestions("%d questions; this model takes at most %d per request"
-                               % (len(questions), max_questions))
+        raise TooManyQuestions(
+            "%d questions; this model takes at most %d per request" % (len(questions), max_questions)
+        )
     return questions
 
 

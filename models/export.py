@@ -14,6 +14,7 @@ Exit status: 0 exported (or up to date); 2 the checkpoint cannot be had, or the 
 refused; 3 a half-precision graph failed its parity gate, or the gate cannot run here (a float32
 export needs none: deploy/export.sh exports float32 then); 1 anything else.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,16 +28,20 @@ from models.precision import GateFailed
 
 GATE_FAILED = 3
 
-EXPORTERS = {"laya": "models.laya.export", "cua-s1": "models.cua_s1.export",
-             "open-jev": "models.open_jev.export",
-             "clef-flash": "models.clef_flash.export"}
+EXPORTERS = {
+    "laya": "models.laya.export",
+    "cua-s1": "models.cua_s1.export",
+    "open-jev": "models.open_jev.export",
+    "clef-flash": "models.clef_flash.export",
+}
 # Options only the Qwen3.5-backbone families take.
 QWEN_OPTIONS = ("adapter", "base", "gdn_kernel", "gdn_plan", "max_length", "records")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m models.export", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m models.export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("model", choices=sorted(EXPORTERS))
     ap.add_argument("--checkpoint", required=True, help="local directory or owner/name[/subfolder]")
     ap.add_argument("--out", required=True, help="directory to write the export to")
@@ -44,32 +49,47 @@ def main(argv=None) -> int:
     ap.add_argument("--subfolder", help="checkpoint subfolder inside the repo or directory")
     ap.add_argument("--name", help="served model name (default: the checkpoint's variant)")
     ap.add_argument("--force", action="store_true", help="export even when up to date")
-    ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
-                    help="weights and compute dtype of the graph (default float32; Laya: float32 or float16). "
-                         "A half-precision graph is gated against float32 at export, on CUDA where ONNX Runtime "
-                         "has it")
+    ap.add_argument(
+        "--dtype",
+        choices=["float32", "float16", "bfloat16"],
+        help="weights and compute dtype of the graph (default float32; Laya: float32 or float16). "
+        "A half-precision graph is gated against float32 at export, on CUDA where ONNX Runtime "
+        "has it",
+    )
     # Deep random-weight stacks amplify rounding past the gate: benchmarks export them with record.
-    ap.add_argument("--parity-gate", choices=["enforce", "record"],
-                    help="a half-precision graph that fails the gate (probability drift > 0.02, or a top choice "
-                         "changed where float32's margin is >= 0.05): enforce (default) refuses the export; record "
-                         "exports it and records the failure in the manifest (random-weight benchmark checkpoints)")
+    ap.add_argument(
+        "--parity-gate",
+        choices=["enforce", "record"],
+        help="a half-precision graph that fails the gate (probability drift > 0.02, or a top choice "
+        "changed where float32's margin is >= 0.05): enforce (default) refuses the export; record "
+        "exports it and records the failure in the manifest (random-weight benchmark checkpoints)",
+    )
     qwen = ap.add_argument_group("Qwen3.5-backbone models (cua-s1, open-jev, clef-flash)")
     qwen.add_argument("--adapter", help="PEFT LoRA adapter merged at export: local dir or owner/name[/sub]")
     qwen.add_argument("--base", help="open-jev: the base checkpoint (default: the one model.json names)")
     qwen.add_argument("--max-length", type=int, help="open-jev: tokens per candidate (default 4096, at most 16384)")
     # The portable kernel, or the faster CUDA-only one: where the export will be served decides.
-    qwen.add_argument("--gdn-kernel", choices=["linear_attention", "gated_delta_net_fused"],
-                      help="ONNX Runtime kernel for the Gated DeltaNet layers: linear_attention (default; CPU and "
-                           "CUDA) or gated_delta_net_fused (CUDA only, faster)")
+    qwen.add_argument(
+        "--gdn-kernel",
+        choices=["linear_attention", "gated_delta_net_fused"],
+        help="ONNX Runtime kernel for the Gated DeltaNet layers: linear_attention (default; CPU and "
+        "CUDA) or gated_delta_net_fused (CUDA only, faster)",
+    )
     # The engines round differently: the half-precision gate runs the one the server will.
-    qwen.add_argument("--gdn-plan", choices=gdn_plan.PLANS,
-                      help="the GatedDeltaNet engine the parity gate runs the export on: the server's "
-                           "OMNI_CUDA_GDN_PLAN (default %s)" % gdn_plan.DEFAULT)
+    qwen.add_argument(
+        "--gdn-plan",
+        choices=gdn_plan.PLANS,
+        help="the GatedDeltaNet engine the parity gate runs the export on: the server's "
+        "OMNI_CUDA_GDN_PLAN (default %s)" % gdn_plan.DEFAULT,
+    )
     # Kept for clients of the published one-record signature.
-    qwen.add_argument("--records", choices=["batched", "single"],
-                      help="clef-flash: several records a pass as rows of one batch (batched, default: more "
-                           "requests a second under load), or the published clef-joint-v1 signature, one record "
-                           "a pass (single)")
+    qwen.add_argument(
+        "--records",
+        choices=["batched", "single"],
+        help="clef-flash: several records a pass as rows of one batch (batched, default: more "
+        "requests a second under load), or the published clef-joint-v1 signature, one record "
+        "a pass (single)",
+    )
     args = ap.parse_args(argv)
     exporter = importlib.import_module(EXPORTERS[args.model])
 
@@ -90,8 +110,16 @@ def main(argv=None) -> int:
             extra["dtype"] = args.dtype
         if args.parity_gate:
             extra["parity_gate"] = args.parity_gate
-        exporter.export(args.checkpoint, args.out, revision=args.revision, subfolder=args.subfolder,
-                        name=args.name, force=args.force, progress=progress, **extra)
+        exporter.export(
+            args.checkpoint,
+            args.out,
+            revision=args.revision,
+            subfolder=args.subfolder,
+            name=args.name,
+            force=args.force,
+            progress=progress,
+            **extra,
+        )
     except CheckpointUnavailable as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 that replaces the old files only on success, and finished by its manifest (models/manifest.py),
 written last. Export-time only: the server reads manifests, never this module.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,9 @@ from models.fold import fold_export
 from models.placement import host_arithmetic
 
 
-def up_to_date(directory: str, family: str, sources: dict[str, str], options: dict[str, Any],
-               parity_gate: str = "enforce") -> bool:
+def up_to_date(
+    directory: str, family: str, sources: dict[str, str], options: dict[str, Any], parity_gate: str = "enforce"
+) -> bool:
     """Whether `directory` already holds this export of these sources with these options. An
     export that failed its parity gate (written under `record`) is not up to date for an
     `enforce` run, which exports again and refuses it."""
@@ -24,8 +26,12 @@ def up_to_date(directory: str, family: str, sources: dict[str, str], options: di
         old = manifests.read(directory)
     except (FileNotFoundError, ValueError):
         return False
-    if (old.get("family") != family or old.get("exporter", {}).get("version") != manifests.EXPORTER_VERSION
-            or old.get("source", {}).get("sha256") != sources or old.get("export_options") != options):
+    if (
+        old.get("family") != family
+        or old.get("exporter", {}).get("version") != manifests.EXPORTER_VERSION
+        or old.get("source", {}).get("sha256") != sources
+        or old.get("export_options") != options
+    ):
         return False
     gate = old.get("check", {}).get("parity_gate")
     if parity_gate == "enforce" and gate is not None and not gate.get("passes"):
@@ -62,8 +68,13 @@ def exporter_info(opset: int) -> dict:
     import torch
     import transformers
 
-    return {"version": manifests.EXPORTER_VERSION, "torch": torch.__version__, "transformers": transformers.__version__,
-            "onnx": onnx.__version__, "opset": opset}
+    return {
+        "version": manifests.EXPORTER_VERSION,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "onnx": onnx.__version__,
+        "opset": opset,
+    }
 
 
 @contextlib.contextmanager
@@ -96,6 +107,6 @@ def finalize(out: str, meta: dict[str, Any], hash_data: bool = True) -> dict[str
         # Nodes ONNX Runtime would run on the CPU, which would keep it from capturing CUDA graphs:
         # the server names them at load (ExportedModel.notes).
         meta["host_arithmetic"] = [f["node"] for f in host_arithmetic(os.path.join(out, meta["onnx"]))]
-    meta.setdefault("weights_folded", True)      # every exporter folds its graph (models.fold)
+    meta.setdefault("weights_folded", True)  # every exporter folds its graph (models.fold)
     manifests.write(out, meta)
     return meta

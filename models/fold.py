@@ -23,6 +23,7 @@ which also records it in the export's manifest (the server warns about exports w
 one keeps the old data file whole until the new one is complete (a failure changes nothing), so
 it needs free disk for a second copy of the weights while it runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,10 +37,11 @@ import numpy as np
 
 from models import manifest as manifests
 
-FOLDABLE = frozenset({"Transpose", "Slice", "Gather", "GatherND", "Reshape", "Squeeze", "Unsqueeze",
-                      "Identity", "Concat", "Split"})
-INLINE_BYTES = 1024          # smaller results stay inside the graph, as the exporter writes them
-ALIGN = 4096                 # offsets of external tensors, so they can be mapped page by page
+FOLDABLE = frozenset(
+    {"Transpose", "Slice", "Gather", "GatherND", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Concat", "Split"}
+)
+INLINE_BYTES = 1024  # smaller results stay inside the graph, as the exporter writes them
+ALIGN = 4096  # offsets of external tensors, so they can be mapped page by page
 
 
 def _foldable(graph, inits: dict) -> list:
@@ -50,8 +52,11 @@ def _foldable(graph, inits: dict) -> list:
     constant = {name for name, t in inits.items() if t.data_type not in _PACKED} - {i.name for i in graph.input}
     folded = []
     for node in graph.node:
-        if (node.op_type in FOLDABLE and not any(_has_graph(a) for a in node.attribute)
-                and all(name == "" or name in constant for name in node.input)):
+        if (
+            node.op_type in FOLDABLE
+            and not any(_has_graph(a) for a in node.attribute)
+            and all(name == "" or name in constant for name in node.input)
+        ):
             folded.append(node)
             constant.update(name for name in node.output if name)
     return folded
@@ -81,19 +86,20 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
     pending: dict[str, int] = collections.Counter(name for node in folded for name in node.input if name)
 
     with _DataFile(path, graph.initializer, release) as data:
-        values: dict[str, tuple] = {}    # name -> (array, ONNX type), while a folded node will read it
+        values: dict[str, tuple] = {}  # name -> (array, ONNX type), while a folded node will read it
         new = []
         for node in folded:
-            args = [None if not name else values[name] if name in values else data.load(inits[name])
-                    for name in node.input]
-            kind = args[0][1]             # every foldable op's outputs have its first input's type
+            args = [
+                None if not name else values[name] if name in values else data.load(inits[name]) for name in node.input
+            ]
+            kind = args[0][1]  # every foldable op's outputs have its first input's type
             outputs = _run(node, [a[0] if a is not None else None for a in args])
             for name, arg in zip(node.input, args, strict=True):
                 if not name:
                     continue
                 pending[name] -= 1
                 if pending[name]:
-                    values.setdefault(name, arg)    # read again by a later fold: keep it at hand
+                    values.setdefault(name, arg)  # read again by a later fold: keep it at hand
                     continue
                 values.pop(name, None)
                 if name in inits:
@@ -107,7 +113,7 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
                     values[name] = (value, kind)
         kept = [t for t in graph.initializer if t.name in needed]
         for tensor in kept:
-            data.done(tensor, keep=True)          # those no fold read: copied as they are
+            data.done(tensor, keep=True)  # those no fold read: copied as they are
         del graph.initializer[:]
         graph.initializer.extend(kept + new)
         del graph.node[:]
@@ -121,8 +127,9 @@ def fold_weights(path: str, progress=None, release: bool = False) -> int:
         onnx.save(model, data.graph_tmp)
     os.replace(data.graph_tmp, path)
     if progress:
-        progress("folded %d constant weight transforms into the weights in %.1f s"
-                 % (len(folded), time.perf_counter() - t0))
+        progress(
+            "folded %d constant weight transforms into the weights in %.1f s" % (len(folded), time.perf_counter() - t0)
+        )
     return len(folded)
 
 
@@ -132,8 +139,9 @@ def save_folded(program, path: str, progress=None) -> int:
     left, from the file (`fold_weights`). Returns how many nodes went."""
     lazy = fold_lazily(program.model)
     if progress:
-        progress("writing %s and its external data (%d weight transforms folded as they are written) ..."
-                 % (path, lazy))
+        progress(
+            "writing %s and its external data (%d weight transforms folded as they are written) ..." % (path, lazy)
+        )
     program.save(path, external_data=True)
     return lazy + fold_weights(path, progress, release=True)
 
@@ -149,25 +157,41 @@ def fold_lazily(model) -> int:
     graph = model.graph
     graph_inputs = {id(v) for v in graph.inputs}
     folded = 0
-    for node in list(graph):                      # topological order: a chain folds link by link
-        if (node.op_type not in FOLDABLE or node.domain not in ("", "ai.onnx")
-                or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values())):
+    for node in list(graph):  # topological order: a chain folds link by link
+        if (
+            node.op_type not in FOLDABLE
+            or node.domain not in ("", "ai.onnx")
+            or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values())
+        ):
             continue
         sources = list(node.inputs)
-        if not all(v is None or (v.is_initializer() and v.const_value is not None and id(v) not in graph_inputs
-                                 and v.dtype is not None and v.dtype.value not in _PACKED) for v in sources):
+        if not all(
+            v is None
+            or (
+                v.is_initializer()
+                and v.const_value is not None
+                and id(v) not in graph_inputs
+                and v.dtype is not None
+                and v.dtype.value not in _PACKED
+            )
+            for v in sources
+        ):
             continue
         outputs = [o for o in node.outputs if o.name]
         if not all(o.shape is not None and o.shape.is_static() and not o.is_graph_output() for o in outputs):
             continue
         proto = ir.serde.serialize_node(node)
         tensors = [None if v is None else v.const_value for v in sources]
-        dtype = sources[0].dtype                  # every foldable op's outputs have its first input's type
+        dtype = sources[0].dtype  # every foldable op's outputs have its first input's type
         folded_values = []
         for out in outputs:
             index = list(node.outputs).index(out)
-            lazy = ir.LazyTensor(functools.partial(_lazy_output, proto, tensors, index, dtype, tuple(out.shape)),
-                                 dtype=dtype, shape=out.shape, name=out.name)
+            lazy = ir.LazyTensor(
+                functools.partial(_lazy_output, proto, tensors, index, dtype, tuple(out.shape)),
+                dtype=dtype,
+                shape=out.shape,
+                name=out.name,
+            )
             value = ir.Value(name=out.name, shape=out.shape, type=ir.TensorType(dtype), const_value=lazy)
             out.replace_all_uses_with(value)
             folded_values.append(value)
@@ -192,7 +216,7 @@ def _lazy_output(proto, tensors, index: int, dtype, shape: tuple):
             args.append(None)
             continue
         a = t.numpy()
-        if raw and t.dtype == dtype:              # bfloat16 and float8s moved as raw integers
+        if raw and t.dtype == dtype:  # bfloat16 and float8s moved as raw integers
             a = a.view("u%d" % a.dtype.itemsize)
         args.append(a)
     value = _run(proto, args)[index]
@@ -231,7 +255,7 @@ def _transpose2d(a: np.ndarray) -> np.ndarray:
     out = np.empty((cols, rows), a.dtype)
 
     def stripe(i: int) -> None:
-        out[:, i:i + _STRIPE] = a[i:i + _STRIPE].T
+        out[:, i : i + _STRIPE] = a[i : i + _STRIPE].T
 
     starts = range(0, rows, _STRIPE)
     if a.nbytes < (4 << 20):
@@ -262,9 +286,11 @@ class _DataFile:
         self.graph_tmp = os.path.abspath(path) + ".folding"
 
     def __enter__(self) -> _DataFile:
-        self.out, self.offset = open(self.tmp, "wb"), 0         # noqa: SIM115 - closed by __exit__
-        self.files = {loc: open(os.path.join(self.base, loc), "r+b" if self.release else "rb")  # noqa: SIM115
-                      for loc in self.sources}
+        self.out, self.offset = open(self.tmp, "wb"), 0  # noqa: SIM115 - closed by __exit__
+        self.files = {
+            loc: open(os.path.join(self.base, loc), "r+b" if self.release else "rb")  # noqa: SIM115
+            for loc in self.sources
+        }
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -277,7 +303,7 @@ class _DataFile:
                     os.remove(tmp)
             return False
         if not self.offset and not self.sources:
-            os.remove(self.tmp)             # nothing external to write
+            os.remove(self.tmp)  # nothing external to write
             return False
         os.replace(self.tmp, os.path.join(self.base, self.location))
         for loc in self.sources - {self.location}:
@@ -340,8 +366,8 @@ class _DataFile:
             _punch(self.files[entry["location"]], int(entry.get("offset", 0)), int(entry["length"]))
 
 
-_RAW_TYPES = frozenset({16, 17, 18, 19, 20})     # bfloat16 and the float8s: moved as raw integers
-_PACKED = frozenset({21, 22, 23})                # uint4, int4, float4e2m1: two values a byte
+_RAW_TYPES = frozenset({16, 17, 18, 19, 20})  # bfloat16 and the float8s: moved as raw integers
+_PACKED = frozenset({21, 22, 23})  # uint4, int4, float4e2m1: two values a byte
 
 
 def _punch(f, offset: int, length: int) -> None:
@@ -394,7 +420,7 @@ def fold_export(directory: str, progress=print) -> int:
     n = fold_weights(os.path.join(directory, name), progress)
     meta["weights_folded"] = True
     files = meta.get("files", {})
-    for recorded in [f for f in files if f == name or f.endswith(".data")]:     # what the fold rewrote
+    for recorded in [f for f in files if f == name or f.endswith(".data")]:  # what the fold rewrote
         where = os.path.join(directory, recorded)
         if os.path.exists(where):
             files[recorded] = manifests.sha256_file(where)

@@ -4,6 +4,7 @@ with, and the process variable (`ORT_GDN_PLAN`) that carries the choice into ONN
 The server's setting (`OMNI_CUDA_GDN_PLAN`, app/config.py) and an export's parity gate, which
 runs the graph on the engine that will serve it, both choose through here.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,10 +40,13 @@ def plan_note(manifest: Mapping[str, Any], configured: str, plan: str) -> str | 
         return None
     dtype = gdn_dtype(manifest)
     note = "its GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s (float16 only)" % (
-        dtype, configured)
-    if dtype == "bfloat16":         # a bfloat16 graph whose export fed its GatedDeltaNet layers bfloat16
-        note += ("; the exporter feeds them float16: running its export command again serves it on %s, "
-                 "faster" % configured)
+        dtype,
+        configured,
+    )
+    if dtype == "bfloat16":  # a bfloat16 graph whose export fed its GatedDeltaNet layers bfloat16
+        note += (
+            "; the exporter feeds them float16: running its export command again serves it on %s, faster" % configured
+        )
     return note
 
 

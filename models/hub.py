@@ -4,6 +4,7 @@
 does. Downloads fetch only the files a model needs. Offline, or without access, the error says
 what was tried and how to proceed instead of a bare network traceback.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,10 @@ class CheckpointUnavailable(RuntimeError):
 
 @dataclass
 class ResolvedCheckpoint:
-    path: str                  # local directory holding the checkpoint files
-    source: str                # what the user named: a repo id (with subfolder) or a path
+    path: str  # local directory holding the checkpoint files
+    source: str  # what the user named: a repo id (with subfolder) or a path
     repo: str | None
-    revision: str | None       # the commit, when known
+    revision: str | None  # the commit, when known
 
     @property
     def name(self) -> str:
@@ -42,8 +43,13 @@ def _snapshot_revision(path: str) -> str | None:
     return None
 
 
-def resolve(checkpoint: str, files: list[str], revision: str | None = None,
-            subfolder: str | None = None, token: str | None = None) -> ResolvedCheckpoint:
+def resolve(
+    checkpoint: str,
+    files: list[str],
+    revision: str | None = None,
+    subfolder: str | None = None,
+    token: str | None = None,
+) -> ResolvedCheckpoint:
     """Local directory as is; otherwise download `files` (glob patterns) of the repo."""
     if os.path.isdir(checkpoint):
         path = os.path.join(checkpoint, subfolder) if subfolder else checkpoint
@@ -53,7 +59,8 @@ def resolve(checkpoint: str, files: list[str], revision: str | None = None,
     if checkpoint.startswith(("/", "./", "../", "~")) or not _REPO.match(checkpoint):
         raise CheckpointUnavailable(
             "checkpoint %r is neither a local directory nor a Hugging Face repo id "
-            "(owner/name[/subfolder])" % checkpoint)
+            "(owner/name[/subfolder])" % checkpoint
+        )
     owner, name, *rest = checkpoint.split("/")
     repo = "%s/%s" % (owner, name)
     sub = "/".join(rest) or subfolder
@@ -65,8 +72,11 @@ def resolve(checkpoint: str, files: list[str], revision: str | None = None,
         raise CheckpointUnavailable("huggingface_hub is not installed") from exc
     try:
         root = snapshot_download(
-            repo, revision=revision, token=token or os.environ.get("HF_TOKEN") or None,
-            allow_patterns=[prefix + f for f in files])
+            repo,
+            revision=revision,
+            token=token or os.environ.get("HF_TOKEN") or None,
+            allow_patterns=[prefix + f for f in files],
+        )
     except LocalEntryNotFoundError as exc:
         raise CheckpointUnavailable(
             "cannot download %s%s: the Hugging Face Hub is unreachable (offline, or "
@@ -76,11 +86,13 @@ def resolve(checkpoint: str, files: list[str], revision: str | None = None,
         ) from exc
     except HfHubHTTPError as exc:
         raise CheckpointUnavailable(
-            "cannot download %s: %s. A gated or private repo needs HF_TOKEN." % (repo, exc)) from exc
+            "cannot download %s: %s. A gated or private repo needs HF_TOKEN." % (repo, exc)
+        ) from exc
     except (OSError, ValueError) as exc:
         raise CheckpointUnavailable("cannot download %s: %s" % (repo, exc)) from exc
     path = os.path.join(root, sub) if sub else root
     if not os.path.isdir(path):
         raise CheckpointUnavailable("%s has no folder %r at this revision" % (repo, sub))
-    return ResolvedCheckpoint(path, checkpoint if not subfolder else "%s/%s" % (repo, sub),
-                              repo, _snapshot_revision(root) or revision)
+    return ResolvedCheckpoint(
+        path, checkpoint if not subfolder else "%s/%s" % (repo, sub), repo, _snapshot_revision(root) or revision
+    )

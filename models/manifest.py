@@ -4,6 +4,7 @@
 checkpoint and revision, dims, calibration, limits, and SHA-256 of the sources and outputs. The
 server reads it (`read`); an exporter writes it through models/export_dir.py.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,7 @@ def sha256_file(path: str, chunk: int = 1 << 22) -> str:
 
 
 def hash_files(root: str, names: list[str]) -> dict[str, str]:
-    return {name: sha256_file(os.path.join(root, name)) for name in names
-            if os.path.exists(os.path.join(root, name))}
+    return {name: sha256_file(os.path.join(root, name)) for name in names if os.path.exists(os.path.join(root, name))}
 
 
 def read(directory: str) -> dict[str, Any]:
@@ -37,7 +37,8 @@ def read(directory: str) -> dict[str, Any]:
     if not os.path.exists(path):
         raise FileNotFoundError(
             "%s has no %s: it is not an exported model directory (run `python -m models.export`)"
-            % (directory, MANIFEST))
+            % (directory, MANIFEST)
+        )
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 

@@ -4,6 +4,7 @@ Models render and walk what a request holds recursively (`json.dumps`, their own
 nested a few hundred levels deep would parse and then fail on Python's recursion limit. The body
 path (app/body.py) refuses anything deeper than `MAX_NESTING` before a model sees it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +28,7 @@ def nests_deeper(value: Any, limit: int = MAX_NESTING, raw: bytes | None = None)
             return True
         deeper = []
         for v in level:
-            for c in (v.values() if type(v) is dict else v):
+            for c in v.values() if type(v) is dict else v:
                 if type(c) is dict or type(c) is list:
                     deeper.append(c)
         level = deeper

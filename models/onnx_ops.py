@@ -7,6 +7,7 @@ through `opsets()`, which declares the signatures below once per process. The si
 ones ONNX Runtime 1.31.1 registers; only the inputs, outputs and attributes we may emit matter
 to onnxscript, ONNX Runtime checks the nodes against its own registry when it loads the graph.
 """
+
 from __future__ import annotations
 
 FLOATS = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
@@ -29,6 +30,7 @@ def register() -> None:
 
     def A(name, kind):
         return defs.OpSchema.Attribute(name, kind, "", required=False)
+
     opt = defs.OpSchema.FormalParameterOption.Optional
     string, integer, real = defs.OpSchema.AttrType.STRING, defs.OpSchema.AttrType.INT, defs.OpSchema.AttrType.FLOAT
     schemas = {
@@ -36,74 +38,154 @@ def register() -> None:
             inputs=[P("X", "T"), P("scale", "V")],
             outputs=[P("Y", "V"), P("inv_std_var", "U", param_option=opt)],
             type_constraints=[("T", FLOATS, ""), ("V", FLOATS, ""), ("U", ["tensor(float)"], "")],
-            attributes=[A("axis", integer), A("epsilon", real), A("stash_type", integer)]),
+            attributes=[A("axis", integer), A("epsilon", real), A("stash_type", integer)],
+        ),
         ("GroupQueryAttention", "com.microsoft"): dict(
-            inputs=[P("query", "T"), P("key", "T", param_option=opt), P("value", "T", param_option=opt),
-                    P("past_key", "T", param_option=opt), P("past_value", "T", param_option=opt),
-                    P("seqlens_k", "M"), P("total_sequence_length", "M")],
-            outputs=[P("output", "T"), P("present_key", "T", param_option=opt),
-                     P("present_value", "T", param_option=opt)],
+            inputs=[
+                P("query", "T"),
+                P("key", "T", param_option=opt),
+                P("value", "T", param_option=opt),
+                P("past_key", "T", param_option=opt),
+                P("past_value", "T", param_option=opt),
+                P("seqlens_k", "M"),
+                P("total_sequence_length", "M"),
+            ],
+            outputs=[
+                P("output", "T"),
+                P("present_key", "T", param_option=opt),
+                P("present_value", "T", param_option=opt),
+            ],
             type_constraints=[("T", FLOATS, ""), ("M", ["tensor(int32)"], "")],
-            attributes=[A("num_heads", integer), A("kv_num_heads", integer), A("scale", real),
-                        A("causal", integer)]),
+            attributes=[A("num_heads", integer), A("kv_num_heads", integer), A("scale", real), A("causal", integer)],
+        ),
         ("MultiHeadAttention", "com.microsoft"): dict(
-            inputs=[P("query", "T"), P("key", "T", param_option=opt), P("value", "T", param_option=opt),
-                    P("bias", "T", param_option=opt), P("key_padding_mask", "M", param_option=opt),
-                    P("attention_bias", "T", param_option=opt)],
+            inputs=[
+                P("query", "T"),
+                P("key", "T", param_option=opt),
+                P("value", "T", param_option=opt),
+                P("bias", "T", param_option=opt),
+                P("key_padding_mask", "M", param_option=opt),
+                P("attention_bias", "T", param_option=opt),
+            ],
             outputs=[P("output", "T")],
             type_constraints=[("T", FLOATS, ""), ("M", ["tensor(int32)"], "")],
-            attributes=[A("num_heads", integer), A("scale", real), A("mask_filter_value", real),
-                        A("unidirectional", integer)]),
+            attributes=[
+                A("num_heads", integer),
+                A("scale", real),
+                A("mask_filter_value", real),
+                A("unidirectional", integer),
+            ],
+        ),
         ("RotaryEmbedding", "com.microsoft"): dict(
             inputs=[P("input", "T"), P("position_ids", "M"), P("cos_cache", "T"), P("sin_cache", "T")],
             outputs=[P("output", "T")],
             type_constraints=[("T", FLOATS, ""), ("M", ["tensor(int64)"], "")],
-            attributes=[A("interleaved", integer), A("num_heads", integer), A("rotary_embedding_dim", integer),
-                        A("scale", real), A("is_packed_batching", integer)]),
+            attributes=[
+                A("interleaved", integer),
+                A("num_heads", integer),
+                A("rotary_embedding_dim", integer),
+                A("scale", real),
+                A("is_packed_batching", integer),
+            ],
+        ),
         ("SkipLayerNormalization", "com.microsoft"): dict(
-            inputs=[P("input", "T"), P("skip", "T"), P("gamma", "T"), P("beta", "T", param_option=opt),
-                    P("bias", "T", param_option=opt)],
+            inputs=[
+                P("input", "T"),
+                P("skip", "T"),
+                P("gamma", "T"),
+                P("beta", "T", param_option=opt),
+                P("bias", "T", param_option=opt),
+            ],
             # The normalised output, then ONNX Runtime's optional mean, inverse std and sum of
             # input and skip. onnxscript names all four; an export unnames those nothing reads
             # (`unname_unused`), so no provider computes them.
-            outputs=[P("output", "T"), P("mean", "U", param_option=opt), P("inv_std_var", "U", param_option=opt),
-                     P("input_skip_bias_sum", "T", param_option=opt)],
+            outputs=[
+                P("output", "T"),
+                P("mean", "U", param_option=opt),
+                P("inv_std_var", "U", param_option=opt),
+                P("input_skip_bias_sum", "T", param_option=opt),
+            ],
             type_constraints=[("T", FLOATS, ""), ("U", ["tensor(float)"], "")],
-            attributes=[A("epsilon", real)]),
+            attributes=[A("epsilon", real)],
+        ),
         ("SkipSimplifiedLayerNormalization", "com.microsoft"): dict(
             inputs=[P("input", "T"), P("skip", "T"), P("gamma", "T"), P("bias", "T", param_option=opt)],
             # As SkipLayerNormalization's: the sum (output 3) carries a residual stream on.
-            outputs=[P("output", "T"), P("mean", "U", param_option=opt), P("inv_std_var", "U", param_option=opt),
-                     P("input_skip_bias_sum", "T", param_option=opt)],
+            outputs=[
+                P("output", "T"),
+                P("mean", "U", param_option=opt),
+                P("inv_std_var", "U", param_option=opt),
+                P("input_skip_bias_sum", "T", param_option=opt),
+            ],
             type_constraints=[("T", FLOATS, ""), ("U", ["tensor(float)"], "")],
-            attributes=[A("epsilon", real)]),
+            attributes=[A("epsilon", real)],
+        ),
         ("Gelu", "com.microsoft"): dict(
-            inputs=[P("X", "T")], outputs=[P("Y", "T")], type_constraints=[("T", FLOATS, "")], attributes=[]),
+            inputs=[P("X", "T")], outputs=[P("Y", "T")], type_constraints=[("T", FLOATS, "")], attributes=[]
+        ),
         ("CausalConvWithState", "com.microsoft"): dict(
-            inputs=[P("input", "T"), P("weight", "T"), P("bias", "T", param_option=opt),
-                    P("past_state", "T", param_option=opt)],
+            inputs=[
+                P("input", "T"),
+                P("weight", "T"),
+                P("bias", "T", param_option=opt),
+                P("past_state", "T", param_option=opt),
+            ],
             outputs=[P("output", "T"), P("present_state", "T")],
             type_constraints=[("T", FLOATS, "")],
-            attributes=[A("activation", string), A("channels_last", integer), A("ndim", integer),
-                        A("dilation", integer), A("state_window", integer)]),
+            attributes=[
+                A("activation", string),
+                A("channels_last", integer),
+                A("ndim", integer),
+                A("dilation", integer),
+                A("state_window", integer),
+            ],
+        ),
         ("LinearAttention", "com.microsoft"): dict(
-            inputs=[P("query", "T"), P("key", "T"), P("value", "T"), P("past_state", "S", param_option=opt),
-                    P("decay", "T", param_option=opt), P("beta", "T", param_option=opt)],
+            inputs=[
+                P("query", "T"),
+                P("key", "T"),
+                P("value", "T"),
+                P("past_state", "S", param_option=opt),
+                P("decay", "T", param_option=opt),
+                P("beta", "T", param_option=opt),
+            ],
             outputs=[P("output", "T"), P("present_state", "S")],
             type_constraints=[("T", FLOATS, ""), ("S", FLOATS, "")],
-            attributes=[A("q_num_heads", integer), A("kv_num_heads", integer), A("update_rule", string),
-                        A("scale", real), A("chunk_size", integer), A("state_window", integer)]),
+            attributes=[
+                A("q_num_heads", integer),
+                A("kv_num_heads", integer),
+                A("update_rule", string),
+                A("scale", real),
+                A("chunk_size", integer),
+                A("state_window", integer),
+            ],
+        ),
         ("GatedDeltaNet", "com.microsoft"): dict(
-            inputs=[P("query", "T"), P("key", "T", param_option=opt), P("value", "T", param_option=opt),
-                    P("cu_seqlens", "TI", param_option=opt), P("decay", "TS", param_option=opt),
-                    P("beta", "TS", param_option=opt), P("initial_state", "TS", param_option=opt),
-                    P("a_log", "TS", param_option=opt), P("dt_bias", "TS", param_option=opt),
-                    P("capture_count", "TI", param_option=opt), P("state_update_active", "TI", param_option=opt)],
+            inputs=[
+                P("query", "T"),
+                P("key", "T", param_option=opt),
+                P("value", "T", param_option=opt),
+                P("cu_seqlens", "TI", param_option=opt),
+                P("decay", "TS", param_option=opt),
+                P("beta", "TS", param_option=opt),
+                P("initial_state", "TS", param_option=opt),
+                P("a_log", "TS", param_option=opt),
+                P("dt_bias", "TS", param_option=opt),
+                P("capture_count", "TI", param_option=opt),
+                P("state_update_active", "TI", param_option=opt),
+            ],
             outputs=[P("output", "T"), P("final_state", "TS"), P("state_update", "TS", param_option=opt)],
             type_constraints=[("T", FLOATS, ""), ("TS", ["tensor(float)"], ""), ("TI", ["tensor(int32)"], "")],
-            attributes=[A("qk_l2_norm", integer), A("update_rule", string), A("scale", real),
-                        A("chunk_size", integer), A("beta_activation", string), A("gate_activation", string),
-                        A("state_update_capacity", integer)]),
+            attributes=[
+                A("qk_l2_norm", integer),
+                A("update_rule", string),
+                A("scale", real),
+                A("chunk_size", integer),
+                A("beta_activation", string),
+                A("gate_activation", string),
+                A("state_update_capacity", integer),
+            ],
+        ),
     }
     for (name, domain), spec in schemas.items():
         if not defs.has(name, domain):

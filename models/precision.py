@@ -7,6 +7,7 @@ Every family's half-precision export runs it, on the provider it will be served 
 family does with a failure is the operator's choice (`GATE_MODES`): refuse the export (the
 default), or record the failure and export anyway (random-weight checkpoints for benchmarks,
 whose deep random stacks amplify any rounding past 0.02; docs/benchmarks.md)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -35,8 +36,12 @@ def gate_rows(probs: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> d
         if len(top) < 2 or top[0] - top[1] >= MARGIN:
             gated += 1
             same += int(p.argmax() == r.argmax())
-    return {"rows": len(probs), "max_prob_drift": drift, "top_choice_identical": "%d/%d" % (same, gated),
-            "passes": drift <= MAX_DRIFT and same == gated}
+    return {
+        "rows": len(probs),
+        "max_prob_drift": drift,
+        "top_choice_identical": "%d/%d" % (same, gated),
+        "passes": drift <= MAX_DRIFT and same == gated,
+    }
 
 
 class GateFailed(RuntimeError):
@@ -60,10 +65,12 @@ def judge(result: dict, mode: str, what: str = "half-precision graph") -> dict:
     if not result["passes"] and mode == "enforce" and "not_run" in result:
         raise GateFailed("%s: the parity gate could not run: %s" % (what, result["not_run"]))
     if not result["passes"] and mode == "enforce":
-        raise GateFailed("%s fails the parity gate (max probability drift %.3g, limit %g; top choice %s): %s. "
-                         "Export in float32, or pass --parity-gate record to export anyway and record the "
-                         "failure in the manifest" % (what, result["max_prob_drift"], MAX_DRIFT,
-                                                      result["top_choice_identical"], result))
+        raise GateFailed(
+            "%s fails the parity gate (max probability drift %.3g, limit %g; top choice %s): %s. "
+            "Export in float32, or pass --parity-gate record to export anyway and record the "
+            "failure in the manifest"
+            % (what, result["max_prob_drift"], MAX_DRIFT, result["top_choice_identical"], result)
+        )
     return result
 
 
@@ -91,7 +98,7 @@ def gate_session(onnx_path: str, device: str = "auto"):
             if cuda.get_providers()[0] == "CUDAExecutionProvider":
                 return cuda, "cuda", None
             why = "the CUDA provider did not initialise (ONNX Runtime fell back to its CPU provider)"
-        except Exception as exc:    # gated on the CPU instead, and the record says why
+        except Exception as exc:  # gated on the CPU instead, and the record says why
             why = "the CUDA provider failed: %s" % (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     return ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]), "cpu", why
 
@@ -106,8 +113,11 @@ def summary(result: dict) -> str:
     if "not_run" in result:
         return "parity gate NOT RUN (recorded): %s" % result["not_run"]
     line = "parity gate vs float32 on %s: max probability drift %.1e, top choice %s, %s" % (
-        result["device"], result["max_prob_drift"], result["top_choice_identical"],
-        "passes" if result["passes"] else "FAILS (recorded: --parity-gate record)")
+        result["device"],
+        result["max_prob_drift"],
+        result["top_choice_identical"],
+        "passes" if result["passes"] else "FAILS (recorded: --parity-gate record)",
+    )
     if result.get("cuda_failed"):
         line += "; WARNING: gated on the CPU, which understates CUDA's drift, because %s" % result["cuda_failed"]
     return line

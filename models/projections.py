@@ -6,6 +6,7 @@ product per part over a slice of its weight rows. Exported, the slices are const
 the weights (models/fold.py): no split kernel runs, at the price of more, narrower products,
 which is the cheaper of the two on the GPU.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,8 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 
-def rows(linear: nn.Linear, x: torch.Tensor, start: int, stop: int,
-         order: torch.Tensor | None = None) -> torch.Tensor:
+def rows(linear: nn.Linear, x: torch.Tensor, start: int, stop: int, order: torch.Tensor | None = None) -> torch.Tensor:
     """Outputs start..stop of `linear`, from a slice of its weight rows (and bias); `order`, an
     index into the slice, permutes them (a constant gather, folded too)."""
     weight = linear.weight[start:stop]

@@ -1,13 +1,17 @@
 """Exported model directory → served model, by the family its manifest names."""
+
 from __future__ import annotations
 
 import importlib
 
 from models import manifest as manifests
 
-FAMILIES = {"laya": "models.laya", "cua_s1": "models.cua_s1.served",
-            "open_jev": "models.open_jev.served",
-            "clef_flash": "models.clef_flash.served"}
+FAMILIES = {
+    "laya": "models.laya",
+    "cua_s1": "models.cua_s1.served",
+    "open_jev": "models.open_jev.served",
+    "clef_flash": "models.clef_flash.served",
+}
 
 
 def load(directory: str):

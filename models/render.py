@@ -3,18 +3,17 @@
 The exact text decides the tokens, so every model renders with the stdlib encoder; each model
 picks its separators / key order. Strings always pass through unchanged.
 """
+
 from __future__ import annotations
 
 import json
 from typing import Any
 
 
-def render(value: Any, *, separators: tuple[str, str] | None = None, sort_keys: bool = False,
-           default=None) -> str:
+def render(value: Any, *, separators: tuple[str, str] | None = None, sort_keys: bool = False, default=None) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, separators=separators, sort_keys=sort_keys,
-                      default=default)
+    return json.dumps(value, ensure_ascii=False, separators=separators, sort_keys=sort_keys, default=default)
 
 
 def json_kind(value: Any) -> str:

@@ -5,6 +5,7 @@ resolve (cls / sep / pad / mask, ...) are read from the Hugging Face files direc
 never mutates the tokenizer (no truncation or padding state), so one instance is shared by
 every request thread.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,8 @@ def _content(value) -> str | None:
 @dataclass
 class TokenizerHandle:
     tokenizer: object
-    special: dict[str, str]          # role ("cls_token") -> token string
-    ids: dict[str, int]              # role -> id
+    special: dict[str, str]  # role ("cls_token") -> token string
+    ids: dict[str, int]  # role -> id
     _shared: dict = field(default_factory=dict, repr=False)
     _frames: dict = field(default_factory=dict, repr=False)
 
@@ -131,7 +132,7 @@ class TokenizerHandle:
                 self._frames.clear()
             self._frames[(head, tail)] = parts
             return whole
-        parts = self._frames[(head, tail)]         # None: this frame is encoded whole
+        parts = self._frames[(head, tail)]  # None: this frame is encoded whole
         if parts is None:
             return self.encode_batch([head + b + tail for b in bodies])
         head_ids, tail_ids = parts
@@ -141,8 +142,14 @@ class TokenizerHandle:
         """Whether `text` ends (starts) with an added special token that the tokenizer splits on
         before normalizing and that takes no whitespace from its neighbour on that side."""
         for token in self.tokenizer.get_added_tokens_decoder().values():
-            if token.special and not token.normalized and token.content and (
+            if (
+                token.special
+                and not token.normalized
+                and token.content
+                and (
                     (end and text.endswith(token.content) and not token.rstrip)
-                    or (not end and text.startswith(token.content) and not token.lstrip)):
+                    or (not end and text.startswith(token.content) and not token.lstrip)
+                )
+            ):
                 return True
         return False

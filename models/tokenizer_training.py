@@ -4,6 +4,7 @@ No tokenizer can be downloaded where tests and the demo run, so checkpoints buil
 tokenizer trained on a fixed in-repo corpus, saved in the Hugging Face layout
 (`tokenizer.json` + `tokenizer_config.json`) that both `tokenizers` and transformers load.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,7 @@ _CORPUS = [
     "Does the customer ask for a refund? yes, the statement holds. no, the statement does not hold.",
     "choice question: score question: noul question: level 0: level 1: level 2: false: true:",
     "Der Kunde möchte eine Rückerstattung. Le client demande un remboursement rapide.",
-    "El pedido llegó tarde y dañado. 注文が二重に請求されました。 "
-    "Заказ не пришёл вовремя.",
+    "El pedido llegó tarde y dañado. 注文が二重に請求されました。 Заказ не пришёл вовремя.",
     '{"user": "alice", "turns": [{"role": "user", "text": "hello"}], "amount": 12.5, "ok": true}',
     "Security incident: credential compromise suspected after a phishing email on Monday.",
     "Invoice 4471 does not match the purchase order; the amount differs by 1e-05 percent.",

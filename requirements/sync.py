@@ -8,6 +8,7 @@ other runtime: onnxruntime and onnxruntime-gpu share one package directory); the
 files with --require-hashes. Other packages stay: a venv gains extras and keeps them. Only the
 standard library and the environment's own pip: it runs before anything else is installed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,7 @@ def locked(paths: list[str]) -> dict[str, set[str]]:
 
 
 def installed() -> dict[str, str]:
-    return {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()
-            if d.metadata["Name"]}
+    return {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions() if d.metadata["Name"]}
 
 
 def main(argv=None) -> int:
@@ -48,17 +48,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     pins = locked(args.locks + args.nodeps)
     dropped = set(locked(args.drop)) - set(pins)
-    stale = sorted(name for name, version in installed().items()
-                   if name in dropped or (name in pins and version not in pins[name]))
+    stale = sorted(
+        name for name, version in installed().items() if name in dropped or (name in pins and version not in pins[name])
+    )
     pip = [sys.executable, "-m", "pip"]
     if stale:
         print("sync: removing %s" % " ".join(stale), file=sys.stderr)
         subprocess.run(pip + ["uninstall", "--quiet", "--yes"] + stale, check=True)
-    subprocess.run(pip + ["install", "--quiet", "--require-hashes"] + sum((["-r", p] for p in args.locks), []),
-                   check=True)
+    subprocess.run(
+        pip + ["install", "--quiet", "--require-hashes"] + sum((["-r", p] for p in args.locks), []), check=True
+    )
     if args.nodeps:
-        subprocess.run(pip + ["install", "--quiet", "--require-hashes", "--no-deps"]
-                       + sum((["-r", p] for p in args.nodeps), []), check=True)
+        subprocess.run(
+            pip + ["install", "--quiet", "--require-hashes", "--no-deps"] + sum((["-r", p] for p in args.nodeps), []),
+            check=True,
+        )
     return 0
 
 

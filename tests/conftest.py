@@ -1,5 +1,6 @@
 """Shared fixtures: tiny random-weight Laya checkpoints (published layout, locally trained
 tokenizer), their ONNX exports, the `laya` reference agents, and real Granian servers."""
+
 from __future__ import annotations
 
 import warnings
@@ -75,8 +76,11 @@ class Pipeline:
         prepared = [self.model.prepare(b, profile) for b in bodies]
         works = [p.work for p in prepared]
         packed = self.model.adapter.pack(works)
-        raw = (self.session.run(None, packed.feeds) if packed.parts is None
-               else [self.session.run(None, feeds) for feeds in packed.parts])
+        raw = (
+            self.session.run(None, packed.feeds)
+            if packed.parts is None
+            else [self.session.run(None, feeds) for feeds in packed.parts]
+        )
         return prepared, self.model.adapter.unpack(raw, works, packed), packed
 
     def __call__(self, body: dict, profile: str = "reference") -> dict:
@@ -99,8 +103,11 @@ class Harness:
         self.registry = Registry([load(d) for d in exports])
         self.loaded = threading.Semaphore(0)
         self.batches = []
-        self.executor = Executor(self.settings, on_loaded=lambda s: self.loaded.release(),
-                                 on_batch=lambda info, jobs: self.batches.append((info, list(jobs))))
+        self.executor = Executor(
+            self.settings,
+            on_loaded=lambda s: self.loaded.release(),
+            on_batch=lambda info, jobs: self.batches.append((info, list(jobs))),
+        )
         self.executor.start(self.registry.slots)
         for _ in self.registry.slots:
             assert self.loaded.acquire(timeout=60)

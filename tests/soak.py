@@ -13,6 +13,7 @@ A test, at any length: tests/app/test_hardening.py runs it for 12 seconds agains
 the long runs against the demo model are in docs/reliability.md (raw samples in
 benchmarks/results/soak/).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,23 +25,55 @@ import sys
 import time
 
 TEMPLATES = [
-    {"state": "I was charged twice for my order. Please refund the duplicate today.", "questions": {
-        "department": {"type": "choice", "instructions": "Which team should handle this?",
-                       "criteria": {"billing": "Charges and refunds", "technical": "Software problems"}},
-        "urgency": {"type": "score", "instructions": "How urgent is the request?",
-                    "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
-        "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}},
-    {"state": {"ticket": "The app crashes after the update", "tags": ["android", "v2.3"]}, "questions": {
-        "bug": {"type": "noul", "instructions": "Is this a bug report?", "criteria": {"true": "A defect"}}}},
-    {"state": ["hi", "my parcel never arrived", "it has been three weeks"], "questions": {
-        "topic": {"type": "choice", "instructions": "Topic?", "criteria": ["shipping", "billing", "login", "other"]},
-        "angry": {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "angry", "furious"]}}},
+    {
+        "state": "I was charged twice for my order. Please refund the duplicate today.",
+        "questions": {
+            "department": {
+                "type": "choice",
+                "instructions": "Which team should handle this?",
+                "criteria": {"billing": "Charges and refunds", "technical": "Software problems"},
+            },
+            "urgency": {
+                "type": "score",
+                "instructions": "How urgent is the request?",
+                "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"],
+            },
+            "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
+        },
+    },
+    {
+        "state": {"ticket": "The app crashes after the update", "tags": ["android", "v2.3"]},
+        "questions": {
+            "bug": {"type": "noul", "instructions": "Is this a bug report?", "criteria": {"true": "A defect"}}
+        },
+    },
+    {
+        "state": ["hi", "my parcel never arrived", "it has been three weeks"],
+        "questions": {
+            "topic": {
+                "type": "choice",
+                "instructions": "Topic?",
+                "criteria": ["shipping", "billing", "login", "other"],
+            },
+            "angry": {
+                "type": "score",
+                "instructions": "How angry?",
+                "criteria": ["calm", "annoyed", "angry", "furious"],
+            },
+        },
+    },
 ]
 INVALID = [
-    (b'{"state": "x", "questions": {"q": {"type": "choice", "instructions": "x", "criteria": []}}}', 422,
-     "invalid_question"),
-    (b'{"model": "nope", "state": "x", "questions": {"q": {"type": "noul", "instructions": "x"}}}', 422,
-     "unknown_model"),
+    (
+        b'{"state": "x", "questions": {"q": {"type": "choice", "instructions": "x", "criteria": []}}}',
+        422,
+        "invalid_question",
+    ),
+    (
+        b'{"model": "nope", "state": "x", "questions": {"q": {"type": "noul", "instructions": "x"}}}',
+        422,
+        "unknown_model",
+    ),
     (b'{"state": "x", "questions": ', 400, "malformed_request"),
 ]
 
@@ -117,14 +150,22 @@ def _judge(r, n: int, status: int, code, reference: list, stats: dict) -> None:
     else:
         body = r.json() if r.headers.get("content-type", "").endswith("json") else {}
         if r.status_code != status or body.get("code") != code:
-            stats["failures"].append("request %d: expected %d %s, got %d %s"
-                                     % (n, status, code, r.status_code, r.text[:200]))
+            stats["failures"].append(
+                "request %d: expected %d %s, got %d %s" % (n, status, code, r.status_code, r.text[:200])
+            )
         else:
             stats["expected_errors"] += 1
 
 
-async def run(url: str, clients: int = 64, requests: int = 1000, seconds: float = 0.0,
-              oversized_bytes: int = 0, pid: int | None = None, seed: int = 0) -> dict:
+async def run(
+    url: str,
+    clients: int = 64,
+    requests: int = 1000,
+    seconds: float = 0.0,
+    oversized_bytes: int = 0,
+    pid: int | None = None,
+    seed: int = 0,
+) -> dict:
     import httpx
 
     rng = random.Random(seed)
@@ -146,8 +187,11 @@ async def run(url: str, clients: int = 64, requests: int = 1000, seconds: float 
                     return
                 content, status, code = _request(n, rng.random(), oversized_bytes)
                 try:
-                    r = await client.post("/v1/systemone", content=content,
-                                          headers={"content-type": "application/json", "x-request-id": "soak-%d" % n})
+                    r = await client.post(
+                        "/v1/systemone",
+                        content=content,
+                        headers={"content-type": "application/json", "x-request-id": "soak-%d" % n},
+                    )
                 except httpx.HTTPError as exc:
                     stats["failures"].append("request %d: transport error %r" % (n, exc))
                     continue
@@ -174,8 +218,12 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--requests", type=int, default=100000)
     ap.add_argument("--seconds", type=float, default=0)
-    ap.add_argument("--oversized-bytes", type=int, default=0,
-                    help="also send bodies of this size (set above the server's OMNI_MAX_BODY_BYTES)")
+    ap.add_argument(
+        "--oversized-bytes",
+        type=int,
+        default=0,
+        help="also send bodies of this size (set above the server's OMNI_MAX_BODY_BYTES)",
+    )
     ap.add_argument("--pid", type=int)
     ap.add_argument("--out")
     args = ap.parse_args(argv)
@@ -184,8 +232,11 @@ def main(argv=None) -> int:
     summary = {k: v for k, v in stats.items() if k not in ("failures", "rss_kib")}
     summary["failures"] = len(stats["failures"])
     if rss:
-        summary["rss_mib_first_last_max"] = [round(rss[0][1] / 1024, 1), round(rss[-1][1] / 1024, 1),
-                                             round(max(v for _, v in rss) / 1024, 1)]
+        summary["rss_mib_first_last_max"] = [
+            round(rss[0][1] / 1024, 1),
+            round(rss[-1][1] / 1024, 1),
+            round(max(v for _, v in rss) / 1024, 1),
+        ]
     print(json.dumps(summary, indent=1))
     for f in stats["failures"][:20]:
         print("FAIL", f)

@@ -1,4 +1,5 @@
 """Container files: hadolint-clean Dockerfile; the compose stack wired as documented."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
-_Loader.add_multi_constructor("!", lambda loader, tag, node: {"tag": tag})   # Compose's !reset
+_Loader.add_multi_constructor("!", lambda loader, tag, node: {"tag": tag})  # Compose's !reset
 
 
 def _compose(name):
@@ -44,8 +45,11 @@ def test_compose_stack():
     assert "/readyz" in " ".join(server["healthcheck"]["test"])
     assert int(server["stop_grace_period"].rstrip("s")) > 30
     assert server["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
-    assert server["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "${OTEL_EXPORTER_OTLP_ENDPOINT:-http://otel-collector:4318}"
-    assert server["environment"]["OTEL_SDK_DISABLED"] == "${OTEL_SDK_DISABLED:-false}"   # the operator's switch
+    assert (
+        server["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        == "${OTEL_EXPORTER_OTLP_ENDPOINT:-http://otel-collector:4318}"
+    )
+    assert server["environment"]["OTEL_SDK_DISABLED"] == "${OTEL_SDK_DISABLED:-false}"  # the operator's switch
     export = c["services"]["export"]
     assert export["environment"]["OMNI_MODELS"] == server["environment"]["OMNI_MODELS"]
     # The GPU stack exports what it serves fastest, gated on the GPU it is served on.
@@ -64,8 +68,13 @@ def test_compose_stack():
     assert cpu["export"]["environment"]["OMNI_GDN_KERNEL"] == "${OMNI_GDN_KERNEL:-linear_attention}"
     # One OMNI_MODELS for both: the server serves a `name=source` entry's `name` (app/config.py).
     assert cpu["export"]["environment"]["OMNI_MODELS"] == cpu["server"]["environment"]["OMNI_MODELS"]
-    for path in ("deploy/otel/collector.yaml", "deploy/tempo.yaml", "deploy/grafana/dashboards/system1-omni.json",
-                 "deploy/grafana/provisioning/dashboards/omni.yaml", "deploy/export.sh"):
+    for path in (
+        "deploy/otel/collector.yaml",
+        "deploy/tempo.yaml",
+        "deploy/grafana/dashboards/system1-omni.json",
+        "deploy/grafana/provisioning/dashboards/omni.yaml",
+        "deploy/export.sh",
+    ):
         assert os.path.exists(os.path.join(ROOT, path)), path
 
 
@@ -114,21 +123,25 @@ def test_export_script_maps_each_family_to_its_exporter(tmp_path):
     calls = tmp_path / "calls.txt"
     (bin_dir / "python").write_text('#!/bin/sh\necho "$@" >> %s\n' % calls)
     (bin_dir / "python").chmod(0o755)
-    env = {**os.environ, "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]), "OMNI_MODEL_ROOT": str(tmp_path),
-           "OMNI_MODELS": "cua-s1-4b-0.2,open-jev-9b,clef-flash,mine=open-jev:/ck/pkg,english",
-           "OMNI_EXPORT_DTYPE": "float16"}
+    env = {
+        **os.environ,
+        "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]),
+        "OMNI_MODEL_ROOT": str(tmp_path),
+        "OMNI_MODELS": "cua-s1-4b-0.2,open-jev-9b,clef-flash,mine=open-jev:/ck/pkg,english",
+        "OMNI_EXPORT_DTYPE": "float16",
+    }
     proc = subprocess.run(["sh", os.path.join(ROOT, "deploy", "export.sh")], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     lines = calls.read_text().splitlines()
     assert lines[0].startswith("-m models.export cua-s1 --checkpoint Qwen/Qwen3.5-4B ")
     assert "--revision 851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a" in lines[0]
     assert "--adapter cua-ai/cua-s1-4b-0.2/text" in lines[0] and lines[0].endswith("--dtype float16")
-    assert "--gdn-kernel linear_attention" in lines[0]      # the script's own default: portable
+    assert "--gdn-kernel linear_attention" in lines[0]  # the script's own default: portable
     assert lines[1].startswith("-m models.export open-jev --checkpoint ZefanCai/Open-Jev-9B/package/checkpoint ")
     assert lines[2].startswith("-m models.export clef-flash --checkpoint Cloudflare/clef-flash ")
     assert lines[3].startswith("-m models.export open-jev --checkpoint /ck/pkg --out %s/mine" % tmp_path)
     assert lines[4].startswith("-m models.export laya --checkpoint convaiinnovations/laya ")
-    assert lines[4].endswith("--dtype float32")          # OMNI_EXPORT_DTYPE is the Qwen families'
+    assert lines[4].endswith("--dtype float32")  # OMNI_EXPORT_DTYPE is the Qwen families'
 
 
 def _run_failing_half(tmp_path, status: int, **env_extra):
@@ -138,11 +151,11 @@ def _run_failing_half(tmp_path, status: int, **env_extra):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
-    (bin_dir / "python").write_text('#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"--dtype float16"*) exit %d ;; esac\n'
-                                    % (calls, status))
+    (bin_dir / "python").write_text(
+        '#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"--dtype float16"*) exit %d ;; esac\n' % (calls, status)
+    )
     (bin_dir / "python").chmod(0o755)
-    env = {**os.environ, "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]), "OMNI_MODEL_ROOT": str(tmp_path),
-           **env_extra}
+    env = {**os.environ, "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]), "OMNI_MODEL_ROOT": str(tmp_path), **env_extra}
     proc = subprocess.run(["sh", os.path.join(ROOT, "deploy", "export.sh")], env=env, capture_output=True, text=True)
     return proc, calls.read_text().splitlines()
 
@@ -160,12 +173,13 @@ def test_export_script_falls_back_to_float32_when_a_qwen_fp16_export_fails(tmp_p
     """The GPU stack's Qwen3.5 exports (float16, the fused CUDA kernel) fall back the same way:
     float32 with every other option kept, the fused kernel included (a float32 graph has no gate
     to run, so it exports without CUDA and is served on it)."""
-    proc, calls = _run_failing_half(tmp_path, 3, OMNI_MODELS="cua-s1-4b-0.2", OMNI_EXPORT_DTYPE="float16",
-                                    OMNI_GDN_KERNEL="gated_delta_net_fused")
+    proc, calls = _run_failing_half(
+        tmp_path, 3, OMNI_MODELS="cua-s1-4b-0.2", OMNI_EXPORT_DTYPE="float16", OMNI_GDN_KERNEL="gated_delta_net_fused"
+    )
     assert proc.returncode == 0, proc.stderr
     first, second = calls
     assert first.endswith("--dtype float16") and second.endswith("--dtype float32")
-    assert first[:-len("float16")] == second[:-len("float32")]
+    assert first[: -len("float16")] == second[: -len("float32")]
     assert "--gdn-kernel gated_delta_net_fused" in second and "--adapter cua-ai/cua-s1-4b-0.2/text" in second
     assert "the float16 export of cua-s1-4b-0.2 failed its parity gate" in proc.stderr
 
@@ -185,7 +199,7 @@ def test_the_image_serves_on_uvloop():
     the runtime stage names uvloop, which the project installs, where an operator can override it."""
     runtime = [lines for name, _, lines in _stages(os.path.join(ROOT, "Dockerfile")) if name == "runtime"][0]
     assert "ENV GRANIAN_LOOP=uvloop" in runtime
-    assert not any("--loop" in line for line in runtime if line.startswith("ENTRYPOINT"))   # the env can override
+    assert not any("--loop" in line for line in runtime if line.startswith("ENTRYPOINT"))  # the env can override
     with open(os.path.join(ROOT, "pyproject.toml")) as f:
         assert '"uvloop>=' in f.read()
 

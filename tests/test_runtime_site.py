@@ -1,5 +1,6 @@
 """tests/runtime_site: a Python with the test servers' environment imports what the runtime image
 installs, every model family's served module among them, and nothing the image lacks."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,14 @@ from tests.server import ROOT, not_in_runtime, runtime_only_env
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=runtime_only_env(dict(os.environ)),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=runtime_only_env(dict(os.environ)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_what_the_image_lacks_is_listed():
@@ -25,8 +32,10 @@ def test_what_the_image_lacks_is_listed():
 
 def test_the_served_path_imports_without_what_the_image_lacks():
     modules = ["app.main", "app.launch", "models.registry", *FAMILIES.values()]
-    done = _python("import importlib, sys\nfor m in %r: importlib.import_module(m)\n"
-                   "print(sorted(n for n in %r if n in sys.modules))" % (modules, not_in_runtime()))
+    done = _python(
+        "import importlib, sys\nfor m in %r: importlib.import_module(m)\n"
+        "print(sorted(n for n in %r if n in sys.modules))" % (modules, not_in_runtime())
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 

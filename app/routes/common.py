@@ -1,4 +1,5 @@
 """Helpers the handlers share: the app's runtime objects, profile choice, auth."""
+
 from __future__ import annotations
 
 import hmac
@@ -82,12 +83,24 @@ class Repeats:
                 self.repeats.clear()
             self.logged[site] = now
             repeats = self.repeats.pop(site, 0)
-            log.error("unhandled error on %s %s%s", method, path,
-                      " (%d more like it since its last traceback)" % repeats if repeats else "", exc_info=exc)
+            log.error(
+                "unhandled error on %s %s%s",
+                method,
+                path,
+                " (%d more like it since its last traceback)" % repeats if repeats else "",
+                exc_info=exc,
+            )
             return
         self.repeats[site] = self.repeats.get(site, 0) + 1
-        log.error("unhandled error on %s %s: %s at %s:%d (again; its traceback is logged once per %g s)",
-                  method, path, site[0], site[1], site[2], self.interval_s)
+        log.error(
+            "unhandled error on %s %s: %s at %s:%d (again; its traceback is logged once per %g s)",
+            method,
+            path,
+            site[0],
+            site[1],
+            site[2],
+            self.interval_s,
+        )
 
 
 _repeats = Repeats()
@@ -109,5 +122,9 @@ def check_auth(headers, settings: Settings) -> None:
     scheme, _, token = header.partition(" ")
     ok = scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), settings.api_key.encode())
     if not ok:
-        raise Problem(401, "unauthorized", "a valid 'Authorization: Bearer <key>' header is required",
-                      headers={"WWW-Authenticate": 'Bearer realm="system1-omni"'})
+        raise Problem(
+            401,
+            "unauthorized",
+            "a valid 'Authorization: Bearer <key>' header is required",
+            headers={"WWW-Authenticate": 'Bearer realm="system1-omni"'},
+        )

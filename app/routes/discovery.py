@@ -1,4 +1,5 @@
 """GET /v1/models and GET /schema (the OpenAPI document)."""
+
 from __future__ import annotations
 
 import logging
@@ -39,32 +40,58 @@ PROBLEMS = {
     411: ("length_required", "Neither Content-Length nor chunked transfer."),
     413: ("too_large, too_many_questions, input_too_long", "The body, or the request for the model, is too large."),
     415: ("unsupported_media_type", "Not JSON, or an unknown Content-Encoding."),
-    422: ("invalid_request, invalid_question, unknown_model, malformed_request (jev profile)",
-          "The request cannot be answered; `errors` (`detail[]` in the `jev` profile) lists every "
-          "invalid question."),
+    422: (
+        "invalid_request, invalid_question, unknown_model, malformed_request (jev profile)",
+        "The request cannot be answered; `errors` (`detail[]` in the `jev` profile) lists every invalid question.",
+    ),
     431: ("headers_too_large", "Request headers over 64 KiB in all (names and values)."),
     500: ("inference_failed, internal_error", "The forward pass failed, or an unexpected error (logged)."),
-    503: ("overloaded, not_ready", "The queue is full or the server shuts down (where hosted Jev answers 429 "
-          "`rate_limit_error`), or the model is not ready. Retry after `Retry-After` seconds."),
+    503: (
+        "overloaded, not_ready",
+        "The queue is full or the server shuts down (where hosted Jev answers 429 "
+        "`rate_limit_error`), or the model is not ready. Retry after `Retry-After` seconds.",
+    ),
     504: ("deadline_exceeded", "Not answered within the request timeout."),
 }
 _STRING = {"type": "string"}
 _HEADERS = {
-    "X-Request-Id": {"description": "The request's id: the client's when valid, else a generated one.",
-                     "schema": _STRING},
+    "X-Request-Id": {
+        "description": "The request's id: the client's when valid, else a generated one.",
+        "schema": _STRING,
+    },
     "Server-Timing": {"description": "Time spent in each stage the request reached, in ms.", "schema": _STRING},
 }
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}}
 _WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": 'Bearer realm="system1-omni"', "schema": _STRING}}
 _PARAMETERS = [
-    {"name": "Prefer", "in": "header", "required": False, "schema": _STRING, "example": "profile=jev",
-     "description": "`profile=jev` or `profile=reference`: the response profile (default `OMNI_PROFILE`)."},
-    {"name": "X-Request-Id", "in": "header", "required": False, "schema": {"type": "string", "maxLength": 128},
-     "description": "The client's request id (1-128 visible ASCII characters), echoed on the response."},
-    {"name": "Content-Encoding", "in": "header", "required": False,
-     "schema": {"type": "string", "enum": ["identity", "gzip", "x-gzip", "zstd"]}},
-    {"name": "traceparent", "in": "header", "required": False, "schema": _STRING,
-     "description": "W3C trace context: the server's spans join the caller's trace."},
+    {
+        "name": "Prefer",
+        "in": "header",
+        "required": False,
+        "schema": _STRING,
+        "example": "profile=jev",
+        "description": "`profile=jev` or `profile=reference`: the response profile (default `OMNI_PROFILE`).",
+    },
+    {
+        "name": "X-Request-Id",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "maxLength": 128},
+        "description": "The client's request id (1-128 visible ASCII characters), echoed on the response.",
+    },
+    {
+        "name": "Content-Encoding",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "enum": ["identity", "gzip", "x-gzip", "zstd"]},
+    },
+    {
+        "name": "traceparent",
+        "in": "header",
+        "required": False,
+        "schema": _STRING,
+        "description": "W3C trace context: the server's spans join the caller's trace.",
+    },
 ]
 
 
@@ -73,8 +100,18 @@ def openapi_document(app) -> dict:
     which Litestar leaves out) described by its wire types, typed health and model responses,
     every problem in both profiles' shapes, and the bearer scheme when a key is set."""
     doc = app.openapi_schema.to_schema()
-    types = (wire.SystemOneRequest, wire.SystemOneResponse, wire.JevSystemOneResponse, wire.ProblemDetails,
-             wire.JevValidationError, wire.JevError, wire.Ready, wire.NotReady, wire.ModelList, wire.Status)
+    types = (
+        wire.SystemOneRequest,
+        wire.SystemOneResponse,
+        wire.JevSystemOneResponse,
+        wire.ProblemDetails,
+        wire.JevValidationError,
+        wire.JevError,
+        wire.Ready,
+        wire.NotReady,
+        wire.ModelList,
+        wire.Status,
+    )
     found, components = msgspec.json.schema_components(types, ref_template=REF)
     ref = {t.__name__: schema for t, schema in zip(types, found, strict=True)}
     doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
@@ -83,45 +120,71 @@ def openapi_document(app) -> dict:
     def problem(status: int) -> dict:
         codes, when = PROBLEMS[status]
         content = {"application/problem+json": {"schema": ref["ProblemDetails"]}}
-        if status != 400:                       # the jev profile answers a 400 as 422
+        if status != 400:  # the jev profile answers a 400 as 422
             content["application/json"] = {"schema": ref["JevValidationError" if status == 422 else "JevError"]}
-        headers = {**_HEADERS, **(_RETRY_AFTER if status == 503 else {}),
-                   **(_WWW_AUTHENTICATE if status == 401 else {})}
+        headers = {
+            **_HEADERS,
+            **(_RETRY_AFTER if status == 503 else {}),
+            **(_WWW_AUTHENTICATE if status == 401 else {}),
+        }
         return {"description": "%s: %s" % (codes, when), "headers": headers, "content": content}
 
     op = paths.setdefault("/v1/systemone", {}).setdefault("post", {})
-    op.update(summary="Answer typed questions about a state", operationId="systemone", tags=["decisions"],
-              description="Answers in the `reference` profile, or in the hosted Jev API's shape in the `jev` "
-                          "profile (`Prefer: profile=jev`, or `OMNI_PROFILE=jev`). Errors are RFC 9457 problems "
-                          "(`application/problem+json`) in the reference profile, Jev's `detail` shapes "
-                          "(`application/json`) in the jev profile.",
-              parameters=_PARAMETERS)
-    op["requestBody"] = {"required": True, "content": {
-        "application/json": {"schema": ref["SystemOneRequest"]}}}
+    op.update(
+        summary="Answer typed questions about a state",
+        operationId="systemone",
+        tags=["decisions"],
+        description="Answers in the `reference` profile, or in the hosted Jev API's shape in the `jev` "
+        "profile (`Prefer: profile=jev`, or `OMNI_PROFILE=jev`). Errors are RFC 9457 problems "
+        "(`application/problem+json`) in the reference profile, Jev's `detail` shapes "
+        "(`application/json`) in the jev profile.",
+        parameters=_PARAMETERS,
+    )
+    op["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref["SystemOneRequest"]}}}
     op["responses"] = {
-        "200": {"description": "Answers in request order, in the request's profile", "headers": _HEADERS,
-                "content": {"application/json": {"schema": {"oneOf": [
-                    ref["SystemOneResponse"], ref["JevSystemOneResponse"]]}}}},
-        **{str(status): problem(status) for status in PROBLEMS}}
+        "200": {
+            "description": "Answers in request order, in the request's profile",
+            "headers": _HEADERS,
+            "content": {
+                "application/json": {"schema": {"oneOf": [ref["SystemOneResponse"], ref["JevSystemOneResponse"]]}}
+            },
+        },
+        **{str(status): problem(status) for status in PROBLEMS},
+    }
     readyz = paths.get("/readyz", {}).get("get")
     if readyz is not None:
         readyz["responses"] = {
-            "200": {"description": "Every model is loaded and warm", "headers": _HEADERS,
-                    "content": {"application/json": {"schema": ref["Ready"]}}},
-            "503": {"description": "not_ready: a model is loading, warming up or failed",
-                    "headers": {**_HEADERS, **_RETRY_AFTER},
-                    "content": {"application/problem+json": {"schema": ref["NotReady"]}}}}
+            "200": {
+                "description": "Every model is loaded and warm",
+                "headers": _HEADERS,
+                "content": {"application/json": {"schema": ref["Ready"]}},
+            },
+            "503": {
+                "description": "not_ready: a model is loading, warming up or failed",
+                "headers": {**_HEADERS, **_RETRY_AFTER},
+                "content": {"application/problem+json": {"schema": ref["NotReady"]}},
+            },
+        }
     livez = paths.get("/livez", {}).get("get")
     if livez is not None:
-        livez.setdefault("responses", {})["200"] = {"description": "The process is up", "headers": _HEADERS,
-                                                    "content": {"application/json": {"schema": ref["Status"]}}}
+        livez.setdefault("responses", {})["200"] = {
+            "description": "The process is up",
+            "headers": _HEADERS,
+            "content": {"application/json": {"schema": ref["Status"]}},
+        }
     models = paths.get("/v1/models", {}).get("get")
     if models is not None:
-        models["responses"] = {"200": {"description": "The loaded models", "headers": _HEADERS,
-                                       "content": {"application/json": {"schema": ref["ModelList"]}}}}
+        models["responses"] = {
+            "200": {
+                "description": "The loaded models",
+                "headers": _HEADERS,
+                "content": {"application/json": {"schema": ref["ModelList"]}},
+            }
+        }
     if app.state.omni.settings.api_key:
-        doc["components"]["securitySchemes"] = {"bearer": {
-            "type": "http", "scheme": "bearer", "description": "The key set in `OMNI_API_KEY`."}}
+        doc["components"]["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer", "description": "The key set in `OMNI_API_KEY`."}
+        }
         for secured in (op, models):
             if secured is not None:
                 secured["security"] = [{"bearer": []}]
@@ -154,10 +217,18 @@ def swagger_ui() -> tuple[SwaggerRenderPlugin, list]:
         log.warning("swagger-ui-bundle-v2 is not installed: /schema/docs has no Swagger UI to load")
         routes = []
     else:
-        routes = [create_static_files_router(SWAGGER_ASSETS, directories=[swagger_ui_path], name="swagger-ui",
-                                             cache_control=CacheControlHeader(max_age=86400))]
+        routes = [
+            create_static_files_router(
+                SWAGGER_ASSETS,
+                directories=[swagger_ui_path],
+                name="swagger-ui",
+                cache_control=CacheControlHeader(max_age=86400),
+            )
+        ]
     plugin = SwaggerRenderPlugin(
-        js_url=SWAGGER_ASSETS + "/swagger-ui-bundle.js", css_url=SWAGGER_ASSETS + "/swagger-ui.css",
+        js_url=SWAGGER_ASSETS + "/swagger-ui-bundle.js",
+        css_url=SWAGGER_ASSETS + "/swagger-ui.css",
         standalone_preset_js_url=SWAGGER_ASSETS + "/swagger-ui-standalone-preset.js",
-        favicon="<link rel='icon' type='image/png' href='%s/favicon-32x32.png'>" % SWAGGER_ASSETS)
+        favicon="<link rel='icon' type='image/png' href='%s/favicon-32x32.png'>" % SWAGGER_ASSETS,
+    )
     return plugin, routes

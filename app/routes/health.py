@@ -6,6 +6,7 @@ the replica not ready (strict readiness: a balancer sends its traffic to replica
 every model) but not dead: a restart would take the other models down with it. `/livez` fails
 only for what a new process mends: the executor thread gone, a pass hung past its bound
 (app/runtime/watchdog.py), or a model that its rebuilds did not bring back."""
+
 from __future__ import annotations
 
 import time
@@ -20,9 +21,15 @@ from models.errors import RequestError
 
 
 def _problem(request: Request, code: str, detail: str, **extra) -> dict:
-    return {"type": "https://system1-omni.dev/problems/" + code.replace("_", "-"), "title": "Service unavailable",
-            "status": 503, "code": code, "detail": detail, "instance": request.scope.get("omni.request_id", ""),
-            **extra}
+    return {
+        "type": "https://system1-omni.dev/problems/" + code.replace("_", "-"),
+        "title": "Service unavailable",
+        "status": 503,
+        "code": code,
+        "detail": detail,
+        "instance": request.scope.get("omni.request_id", ""),
+        **extra,
+    }
 
 
 @get("/livez", summary="The process can serve", tags=["health"])
@@ -35,23 +42,38 @@ async def livez(request: Request) -> Response:
     if not problems:
         return Response(content=b'{"status":"ok"}', media_type="application/json")
     failed = [s for s in o.registry.slots if s.state is SlotState.FAILED]
-    body = _problem(request, "not_live", "; ".join(problems) + "; restart the server",
-                    models=[{"name": s.name, "state": s.state.value, "error": s.error,
-                             "rebuilds": s.recovery.attempts} for s in failed])
-    return Response(content=msgspec.json.encode(body), status_code=503, media_type=PROBLEM_MEDIA_TYPE,
-                    headers={"Retry-After": str(max(1, omni(request).settings.retry_after_s))})
+    body = _problem(
+        request,
+        "not_live",
+        "; ".join(problems) + "; restart the server",
+        models=[
+            {"name": s.name, "state": s.state.value, "error": s.error, "rebuilds": s.recovery.attempts} for s in failed
+        ],
+    )
+    return Response(
+        content=msgspec.json.encode(body),
+        status_code=503,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers={"Retry-After": str(max(1, omni(request).settings.retry_after_s))},
+    )
 
 
 def _model_status(slot) -> dict:
-    out = {"name": slot.name, "state": slot.state.value, **slot.served_by(),
-           "load_ms": slot.load_ms, "warmup_ms": slot.warmup_ms, "cuda_graphs": slot.cuda_graphs(),
-           "limits": slot.model.limits()}
+    out = {
+        "name": slot.name,
+        "state": slot.state.value,
+        **slot.served_by(),
+        "load_ms": slot.load_ms,
+        "warmup_ms": slot.warmup_ms,
+        "cuda_graphs": slot.cuda_graphs(),
+        "limits": slot.model.limits(),
+    }
     if slot.graphs_refused:
         out["cuda_graphs_refused"] = slot.graphs_refused
     if slot.error:
         out["error"] = slot.error
     if slot.state is SlotState.FAILED:
-        out["rebuilds"] = slot.recovery.attempts        # tried since it went out of service
+        out["rebuilds"] = slot.recovery.attempts  # tried since it went out of service
         if slot.recovery.due is not None:
             out["next_rebuild_s"] = round(max(0.0, slot.recovery.due - time.perf_counter()), 1)
     return out
@@ -74,8 +96,7 @@ def _readiness(request: Request, path: str, model: str | None = None) -> Respons
             raise Problem.from_request_error(exc) from None
     statuses = [_model_status(s) for s in slots]
     s = o.settings
-    limits = {"max_body_bytes": s.max_body_bytes, "request_timeout_s": s.request_timeout_s,
-              "queue_size": s.queue_size}
+    limits = {"max_body_bytes": s.max_body_bytes, "request_timeout_s": s.request_timeout_s, "queue_size": s.queue_size}
     # /readyz lists the models; /health keys them by name and adds `compile`, the shape that
     # served-Laya clients read a checkpoint's identity from.
     models = statuses if path == "/readyz" else {m["name"]: m for m in statuses}
@@ -83,11 +104,19 @@ def _readiness(request: Request, path: str, model: str | None = None) -> Respons
     if slots and all(slot.state is SlotState.READY for slot in slots):
         body = {"status": "ready", "models": models, **extra, "limits": limits}
         return Response(content=msgspec.json.encode(body), media_type="application/json")
-    detail = "no models are configured (set OMNI_MODELS)" if not statuses else "not every model is warm: " + ", ".join(
-        "%s is %s" % (m["name"], m["state"]) for m in statuses if m["state"] != "ready")
+    detail = (
+        "no models are configured (set OMNI_MODELS)"
+        if not statuses
+        else "not every model is warm: "
+        + ", ".join("%s is %s" % (m["name"], m["state"]) for m in statuses if m["state"] != "ready")
+    )
     body = _problem(request, "not_ready", detail, models=models, **extra, limits=limits)
-    return Response(content=msgspec.json.encode(body), status_code=503, media_type=PROBLEM_MEDIA_TYPE,
-                    headers={"Retry-After": str(max(1, s.retry_after_s))})
+    return Response(
+        content=msgspec.json.encode(body),
+        status_code=503,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers={"Retry-After": str(max(1, s.retry_after_s))},
+    )
 
 
 @get("/readyz", summary="Every model loaded and warmed up (or the one `model` names)", tags=["health"])

@@ -7,6 +7,7 @@ throughput, and Litestar's per-request machinery (signature parsing, Request and
 objects, router and exception layers) is a large share of it. `direct` answers what those
 layers would: a Problem as problem+json, anything else as a logged 500 `internal_error`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,23 +37,33 @@ def headers_of(scope: HttpScope) -> dict[str, str]:
     return headers if headers is not None else middleware.headers_of(scope["headers"])
 
 
-@asgi("/v1/systemone", copy_scope=False)   # the scope carries what the request-context layer records
+@asgi("/v1/systemone", copy_scope=False)  # the scope carries what the request-context layer records
 async def systemone(scope: HttpScope, receive: Receive, send: Send) -> None:
     if scope["method"] != "POST":
-        raise Problem(405, "method_not_allowed", "%s is not allowed on /v1/systemone" % scope["method"],
-                      headers={"Allow": "POST"})
+        raise Problem(
+            405, "method_not_allowed", "%s is not allowed on /v1/systemone" % scope["method"], headers={"Allow": "POST"}
+        )
     o = scope["litestar_app"].state.omni
     headers = headers_of(scope)
-    content = await answer(o, scope, headers, functools.partial(read_raw, receive, o.settings),
-                           functools.partial(_disconnected, receive))
-    start: HTTPResponseStartEvent = {"type": "http.response.start", "status": 200,
-                                     "headers": [_JSON, (b"content-length", b"%d" % len(content))]}
+    content = await answer(
+        o, scope, headers, functools.partial(read_raw, receive, o.settings), functools.partial(_disconnected, receive)
+    )
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [_JSON, (b"content-length", b"%d" % len(content))],
+    }
     await send(start)
     await send(body_event(content))
 
 
-async def answer(o, scope: dict, headers: Mapping[str, str], read: Callable[[], Awaitable[bytes]],
-                 disconnected: Callable[[], Awaitable[object]]) -> bytes:
+async def answer(
+    o,
+    scope: dict,
+    headers: Mapping[str, str],
+    read: Callable[[], Awaitable[bytes]],
+    disconnected: Callable[[], Awaitable[object]],
+) -> bytes:
     """The JSON answer to one POST, whichever interface Granian speaks: `read()` gives the raw
     body, `disconnected()` returns when the client has gone, and `scope` (the ASGI scope, or
     the RSGI face's dict) carries what the request-context layer records."""
@@ -63,8 +74,9 @@ async def answer(o, scope: dict, headers: Mapping[str, str], read: Callable[[], 
     with timing.stage("decode"):
         body, size = await read_json(headers, read, o.settings)
     # A body past 64 KiB once decompressed is prepared off the event loop.
-    slot, response = await o.engine.decide(body, profile, timing, offload=size > OFFLOAD_BYTES,
-                                           disconnected=disconnected)
+    slot, response = await o.engine.decide(
+        body, profile, timing, offload=size > OFFLOAD_BYTES, disconnected=disconnected
+    )
     scope["omni.model"] = slot.name
     return msgspec.json.encode(response)
 
@@ -94,6 +106,7 @@ def direct(litestar):
             if started:
                 raise
             await _reply(litestar, scope, send, unexpected(scope["method"], scope["path"], exc))
+
     return app
 
 

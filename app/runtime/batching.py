@@ -44,6 +44,7 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   `pack`; the rest become candidates, captured when idle. Start-to-ready stays short, and the
   smallest shapes, which low concurrency brings most, are captured before the first request.
 """
+
 from __future__ import annotations
 
 import collections
@@ -61,10 +62,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("omni.batching")
 
-CHEAP_RATIO = 8     # a job costing at most 1/8 of the oldest's goes first
-QUEUED_PASSES = 8   # the queue holds at most this many passes' tokens (max_tokens each)
+CHEAP_RATIO = 8  # a job costing at most 1/8 of the oldest's goes first
+QUEUED_PASSES = 8  # the queue holds at most this many passes' tokens (max_tokens each)
 PRECAPTURE_S = 2.5  # seconds of captures as a model loads, at most; its other shapes are captured when idle
-CAPTURE_SHARE = 0.05    # the share of the executor thread's time that idle captures take, at most
+CAPTURE_SHARE = 0.05  # the share of the executor thread's time that idle captures take, at most
 
 
 def cost(job) -> int:
@@ -75,15 +76,19 @@ def cost(job) -> int:
 class BatchPolicy:
     def __init__(self, max_rows: int, max_tokens: int, graph_rows: int, window_s: float = 0.0):
         self.max_rows, self.max_tokens, self.graph_rows = max_rows, max_tokens, graph_rows
-        self.window_s = window_s              # a wait for more work while a pass would not be full
+        self.window_s = window_s  # a wait for more work while a pass would not be full
         # What the queue may hold in tokens (and the memory of their prepared rows): a few passes'
         # worth. A request comes in on an empty queue however large it is.
         self.queue_tokens = QUEUED_PASSES * max_tokens
 
     @classmethod
     def from_settings(cls, settings) -> BatchPolicy:
-        return cls(settings.max_batch_rows, settings.max_batch_tokens, settings.cuda_graph_rows,
-                   settings.batch_window_ms / 1000.0)
+        return cls(
+            settings.max_batch_rows,
+            settings.max_batch_tokens,
+            settings.cuda_graph_rows,
+            settings.batch_window_ms / 1000.0,
+        )
 
     def wait_for_more(self, queued: int) -> float:
         """Seconds to wait for more work before taking a pass from `queued` requests: the window
@@ -102,7 +107,7 @@ class BatchPolicy:
             return jobs
         chosen = set(keep)
         rest = [j for i, j in enumerate(jobs) if i not in chosen]
-        older = []          # other models' jobs that arrived before the last of these stay ahead
+        older = []  # other models' jobs that arrived before the last of these stay ahead
         while queue and queue[0].enqueued < rest[-1].enqueued:
             older.append(queue.popleft())
         queue.extendleft(reversed(list(heapq.merge(rest, older, key=lambda j: j.enqueued))))
@@ -127,8 +132,12 @@ class BatchPolicy:
             if job.cancelled:
                 drop(job)
                 continue
-            if (job.slot is head.slot and adapter.compatible(job.prepared) == key
-                    and (bound is None or cost(job) <= bound) and not (alone and cost(job) > large)):
+            if (
+                job.slot is head.slot
+                and adapter.compatible(job.prepared) == key
+                and (bound is None or cost(job) <= bound)
+                and not (alone and cost(job) > large)
+            ):
                 r, n = rows + job.prepared.rows, max(longest, job.prepared.longest)
                 if r <= self.max_rows and r * n <= self.max_tokens:
                     jobs.append(job)
@@ -254,8 +263,9 @@ class IdleCaptures:
 
 
 # -- micro-batches ----------------------------------------------------------------------------
-def micro_batches(lengths: Sequence[int], owners: Sequence[int], bucket: Callable[[int], int],
-                  limits: MicroBatches) -> list[list[int]]:
+def micro_batches(
+    lengths: Sequence[int], owners: Sequence[int], bucket: Callable[[int], int], limits: MicroBatches
+) -> list[list[int]]:
     """Rows of `lengths` (owned by works `owners`, oldest first) cut into micro-batches: row
     indices a part, in run order. Rows go longest first into runs of at most `max_rows` rows and
     `max_tokens` padded tokens, each padded to `bucket` of its longest row; a row that would
@@ -267,8 +277,11 @@ def micro_batches(lengths: Sequence[int], owners: Sequence[int], bucket: Callabl
     chunk: list[int] = []
     for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
         width = bucket(lengths[chunk[0]] if chunk else lengths[i])
-        if chunk and (len(chunk) + 1 > limits.max_rows or (len(chunk) + 1) * width > limits.max_tokens
-                      or width - lengths[i] > limits.max_row_padding):
+        if chunk and (
+            len(chunk) + 1 > limits.max_rows
+            or (len(chunk) + 1) * width > limits.max_tokens
+            or width - lengths[i] > limits.max_row_padding
+        ):
             cut.append(chunk)
             chunk = []
         chunk.append(i)
@@ -292,7 +305,7 @@ def passes(sizes: Sequence[tuple[int, int]], pass_tokens: int) -> list[list[int]
     grid = [_grid(length) for _, length in sizes]
     keys = sorted(set(grid))
     where = {k: i for i, k in enumerate(keys)}
-    prefix = [0] * (len(keys) + 1)             # rows up to each length group
+    prefix = [0] * (len(keys) + 1)  # rows up to each length group
     for (rows, _), g in zip(sizes, grid, strict=True):
         prefix[where[g] + 1] += rows
     for j in range(len(keys)):
@@ -309,8 +322,8 @@ def passes(sizes: Sequence[tuple[int, int]], pass_tokens: int) -> list[list[int]
         best.append(b + pass_tokens)
         cut.append(c)
     pass_of, j, n = {}, len(keys), 0
-    while j:                            # the passes from the longest rows back
-        for k in keys[cut[j]:j]:
+    while j:  # the passes from the longest rows back
+        for k in keys[cut[j] : j]:
             pass_of[k] = n
         n, j = n + 1, cut[j]
     out: list[list[int]] = [[] for _ in range(n)]
@@ -327,7 +340,7 @@ def head_pass(sizes: Sequence[tuple[int, int]], pass_tokens: int) -> list[int] |
         return None
     longest = max(length for _, length in sizes)
     if sum(rows * (longest - length) for rows, length in sizes) <= pass_tokens:
-        return None                     # all the padding a split could save is not worth a pass
+        return None  # all the padding a split could save is not worth a pass
     split = passes(sizes, pass_tokens)
     if len(split) == 1:
         return None

@@ -16,6 +16,7 @@ and is rebuilt after a backoff (app/runtime/recovery.py), as is a model whose se
 created. Nothing a client sends can take a model out of service. A watchdog
 (app/runtime/watchdog.py) sees a pass or capture that hangs.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -55,7 +56,7 @@ class BatchInfo:
     """What one forward pass did, shared by every job it served."""
 
     model: str
-    size: int                 # requests in the batch
+    size: int  # requests in the batch
     rows: int
     real_tokens: int
     padded_tokens: int
@@ -74,15 +75,15 @@ class Job:
     prepared: Prepared
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
-    span: Any = None                       # the request's span, for the batch span's links
+    span: Any = None  # the request's span, for the batch span's links
     enqueued: float = field(default_factory=time.perf_counter)
     enqueued_ns: int = field(default_factory=time.time_ns)
     dispatched: float = 0.0
     dispatched_ns: int = 0
-    ran: float = 0.0                       # when its outputs were ready (its last part's end)
+    ran: float = 0.0  # when its outputs were ready (its last part's end)
     batch: BatchInfo | None = None
-    outcome: str = ""                      # why the future was cancelled: "gone", "expired"
-    passed_over: int = 0                   # tokens of the cheaper, later jobs run before it
+    outcome: str = ""  # why the future was cancelled: "gone", "expired"
+    passed_over: int = 0  # tokens of the cheaper, later jobs run before it
     # The id of the request it serves (submitted within the request's context), for the log.
     request_id: str | None = field(default_factory=logs.current_request.get)
 
@@ -92,11 +93,17 @@ class Job:
 
 
 class Executor:
-    def __init__(self, settings, on_loaded: Callable[[ModelSlot], None] | None = None,
-                 on_batch: Callable[[BatchInfo, list[Job]], None] | None = None, tracer=None,
-                 on_drop: Callable[[Job], None] | None = None, on_fatal: Callable[[ModelSlot], None] | None = None,
-                 on_capture: Callable[[ModelSlot, float], None] | None = None,
-                 on_pass_failed: Callable[[ModelSlot], None] | None = None):
+    def __init__(
+        self,
+        settings,
+        on_loaded: Callable[[ModelSlot], None] | None = None,
+        on_batch: Callable[[BatchInfo, list[Job]], None] | None = None,
+        tracer=None,
+        on_drop: Callable[[Job], None] | None = None,
+        on_fatal: Callable[[ModelSlot], None] | None = None,
+        on_capture: Callable[[ModelSlot, float], None] | None = None,
+        on_pass_failed: Callable[[ModelSlot], None] | None = None,
+    ):
         self.settings = settings
         self.policy = BatchPolicy.from_settings(settings)
         self.captures = IdleCaptures()
@@ -107,7 +114,7 @@ class Executor:
         self.watchdog = Watchdog(settings.pass_timeout_s)
         self.tracer = tracer or trace.NoOpTracer()
         self._queue: collections.deque[Job] = collections.deque()
-        self._queued_cost = 0               # rows × longest row over the queue (batching.cost)
+        self._queued_cost = 0  # rows × longest row over the queue (batching.cost)
         self._cv = threading.Condition()
         self._stopping = False
         self._pending_loads: list[ModelSlot] = []
@@ -147,8 +154,9 @@ class Executor:
             out.append(hung)
         for slot in self._slots:
             if slot.state is SlotState.FAILED and slot.recovery.exhausted:
-                out.append("model %s is out of service after %d rebuilds: %s"
-                           % (slot.name, slot.recovery.attempts, slot.error))
+                out.append(
+                    "model %s is out of service after %d rebuilds: %s" % (slot.name, slot.recovery.attempts, slot.error)
+                )
         return out
 
     def fail_model(self, slot: ModelSlot, reason: str) -> None:
@@ -159,8 +167,13 @@ class Executor:
             slot.state, slot.error, slot.probe = SlotState.FAILED, reason, None
             delay = slot.recovery.schedule(time.perf_counter())
             self._cv.notify()
-        log.critical("model %s is out of service: %s; its sessions are rebuilt in %.0f s (attempt %d)",
-                     slot.name, reason, delay, slot.recovery.attempts + 1)
+        log.critical(
+            "model %s is out of service: %s; its sessions are rebuilt in %.0f s (attempt %d)",
+            slot.name,
+            reason,
+            delay,
+            slot.recovery.attempts + 1,
+        )
         if self._on_fatal:
             self._on_fatal(slot)
 
@@ -175,10 +188,12 @@ class Executor:
                 raise Overloaded("the server is shutting down")
             if len(self._queue) >= self.settings.queue_size:
                 raise Overloaded("%d requests are already waiting" % len(self._queue))
-            bound = self.policy.queue_tokens        # a request comes in on an empty queue however large
+            bound = self.policy.queue_tokens  # a request comes in on an empty queue however large
             if self._queue and self._queued_cost + cost(job) > bound:
-                raise Overloaded("%d tokens are already waiting, and %d more would pass the bound of %d"
-                                 % (self._queued_cost, cost(job), bound))
+                raise Overloaded(
+                    "%d tokens are already waiting, and %d more would pass the bound of %d"
+                    % (self._queued_cost, cost(job), bound)
+                )
             self._queue.append(job)
             self._queued_cost += cost(job)
             self._cv.notify()
@@ -243,9 +258,10 @@ class Executor:
         """New sessions for a model out of service; the engine warms it up again (`on_loaded`)."""
         slot.recovery.attempts += 1
         slot.recovery.due = None
-        log.warning("model %s: rebuilding its sessions (attempt %d) after: %s", slot.name,
-                    slot.recovery.attempts, slot.error)
-        slot.session = None                 # the old session's memory goes before the new one's comes
+        log.warning(
+            "model %s: rebuilding its sessions (attempt %d) after: %s", slot.name, slot.recovery.attempts, slot.error
+        )
+        slot.session = None  # the old session's memory goes before the new one's comes
         slot.static_shapes = slot.bucketed = False
         slot.state = SlotState.LOADING
         self._load(slot)
@@ -256,7 +272,7 @@ class Executor:
         self.watchdog.begin("CUDA graph capture", slot.name)
         try:
             took = slot.session.capture(feeds)
-        except Exception:             # the session logs and refuses a failed capture; this is a bug
+        except Exception:  # the session logs and refuses a failed capture; this is a bug
             log.exception("model %s: capturing a CUDA graph failed", slot.name)
             slot.session.pending.pop(slot.session.shape_key(feeds), None)
             took = None
@@ -278,9 +294,14 @@ class Executor:
             note = gdn_plan.plan_note(slot.model.manifest, self.settings.cuda_gdn_plan, plan)
             if note:
                 log.info("model %s: %s", slot.name, note)
-            info = sessions.create(slot.model.onnx_path, self.settings.device, self.settings.intra_op_threads,
-                                   graphs, capture_after=policy.capture_after if policy is not None else 1,
-                                   gdn_plan=plan)
+            info = sessions.create(
+                slot.model.onnx_path,
+                self.settings.device,
+                self.settings.intra_op_threads,
+                graphs,
+                capture_after=policy.capture_after if policy is not None else 1,
+                gdn_plan=plan,
+            )
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)
             self.fail_model(slot, "session creation failed: %s" % exc)
@@ -297,7 +318,10 @@ class Executor:
                 count, took = self.policy.precapture(slot.session, slot.model, seconds)
                 slot.graphs_captured, slot.capture_s = count, took
                 captured = " (%d CUDA graphs captured in %.0f ms, %d left to capture when idle)" % (
-                    count, took * 1000.0, len(slot.session.pending))
+                    count,
+                    took * 1000.0,
+                    len(slot.session.pending),
+                )
             slot.load_ms = (time.perf_counter() - t0) * 1000.0
             slot.state = SlotState.WARMING
             log.info("model %s loaded on %s in %.0f ms%s", slot.name, info.device, slot.load_ms, captured)
@@ -322,7 +346,7 @@ class Executor:
         if len(jobs) == 1 or not live:
             self._failed_alone(slot, live, error)
         elif len(live) == 1:
-            self._execute(live)               # alone now: does it fail by itself?
+            self._execute(live)  # alone now: does it fail by itself?
         else:
             half = len(live) // 2
             log.debug("model %s: running the %d requests of a failed pass again in halves", slot.name, len(live))
@@ -336,13 +360,21 @@ class Executor:
         probe = self._probe(slot)
         ids = _ids(jobs)
         if probe is None:
-            log.error("model %s: request %s failed alone, and the model's own warm-up request passes, so the "
-                      "request is answered with its error and the model serves on: %s", slot.name, ids, error)
+            log.error(
+                "model %s: request %s failed alone, and the model's own warm-up request passes, so the "
+                "request is answered with its error and the model serves on: %s",
+                slot.name,
+                ids,
+                error,
+            )
             _settle(jobs, _fail, [_failure(error)] * len(jobs))
             return
         if slot.state is SlotState.READY:
-            self.fail_model(slot, "a forward pass failed (%s), and then the model's own warm-up request failed "
-                                  "alone: %s" % (str(error)[:200], str(probe)[:200]))
+            self.fail_model(
+                slot,
+                "a forward pass failed (%s), and then the model's own warm-up request failed "
+                "alone: %s" % (str(error)[:200], str(probe)[:200]),
+            )
             _settle(jobs, _fail, [_unavailable(slot)] * len(jobs))
             return
         # Still warming up: this is the warm-up request, whose failure the engine reports.
@@ -378,20 +410,40 @@ class Executor:
         traced = [j.span for j in jobs if j.span is not None]
         # Untraced work (warm-up, tracing off, requests not sampled) gets no batch span; a batch
         # span is the child of the oldest traced request, linked to every traced one.
-        span = trace.INVALID_SPAN if not traced else self.tracer.start_span(
-            "execute", start_time=started_ns, context=trace.set_span_in_context(traced[0]),
-            links=[trace.Link(s.get_span_context()) for s in traced if s.get_span_context().is_valid],
-            attributes={"omni.model": slot.name, "omni.device": slot.device or "", "omni.batch.requests": len(jobs),
-                        "omni.session.provider": slot.provider or ""})
-        settled: set[int] = set()         # jobs answered already, after their own micro-batch
+        span = (
+            trace.INVALID_SPAN
+            if not traced
+            else self.tracer.start_span(
+                "execute",
+                start_time=started_ns,
+                context=trace.set_span_in_context(traced[0]),
+                links=[trace.Link(s.get_span_context()) for s in traced if s.get_span_context().is_valid],
+                attributes={
+                    "omni.model": slot.name,
+                    "omni.device": slot.device or "",
+                    "omni.batch.requests": len(jobs),
+                    "omni.session.provider": slot.provider or "",
+                },
+            )
+        )
+        settled: set[int] = set()  # jobs answered already, after their own micro-batch
         self.watchdog.begin("forward pass", slot.name, [j.request_id for j in jobs])
         try:
             if slot.session is None:
                 raise InferenceFailed("model %s has no ONNX Runtime session: %s" % (slot.name, slot.error))
             works = [j.prepared.work for j in jobs]
             packed, run = self.policy.pack(slot, [j.prepared for j in jobs])
-            info = BatchInfo(slot.name, len(jobs), packed.rows, packed.real_tokens, packed.padded_tokens,
-                             slot.device or "?", started, 0.0, packed.meta)
+            info = BatchInfo(
+                slot.name,
+                len(jobs),
+                packed.rows,
+                packed.real_tokens,
+                packed.padded_tokens,
+                slot.device or "?",
+                started,
+                0.0,
+                packed.meta,
+            )
             for job in jobs:
                 job.batch = info
             run = _timed(run, info)
@@ -406,8 +458,12 @@ class Executor:
             span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)[:200]))
             span.end()
             if len(jobs) > 1:
-                log.exception("a pass of %d requests for %s failed (requests %s); running them again in halves",
-                              len(jobs), slot.name, _ids(jobs))
+                log.exception(
+                    "a pass of %d requests for %s failed (requests %s); running them again in halves",
+                    len(jobs),
+                    slot.name,
+                    _ids(jobs),
+                )
             else:
                 log.exception("batch of %d requests for %s failed (requests %s)", len(jobs), slot.name, _ids(jobs))
             if self._on_pass_failed:
@@ -415,9 +471,14 @@ class Executor:
             return exc, [job for i, job in enumerate(jobs) if i not in settled]
         self.watchdog.end()
         ended = time.perf_counter()
-        span.set_attributes({"omni.batch.rows": packed.rows, "omni.batch.real_tokens": packed.real_tokens,
-                             "omni.batch.padded_tokens": packed.padded_tokens,
-                             **{"omni.batch." + k: v for k, v in packed.meta.items()}})
+        span.set_attributes(
+            {
+                "omni.batch.rows": packed.rows,
+                "omni.batch.real_tokens": packed.real_tokens,
+                "omni.batch.padded_tokens": packed.padded_tokens,
+                **{"omni.batch." + k: v for k, v in packed.meta.items()},
+            }
+        )
         span.end()
         info.ended = ended
         rest = [job for i, job in enumerate(jobs) if i not in settled]
@@ -429,8 +490,9 @@ class Executor:
         return None, []
 
     @staticmethod
-    def _run_parts(jobs: list[Job], works: list, packed: Packed, parts: list[dict], run: Callable,
-                   settled: set[int]) -> list:
+    def _run_parts(
+        jobs: list[Job], works: list, packed: Packed, parts: list[dict], run: Callable, settled: set[int]
+    ) -> list:
         """Run the micro-batches in turn. Where the adapter says after which part each work is
         complete (`Packed.ready`), answer those jobs then (their indices go into `settled`);
         `parts`: the pass's micro-batches (`packed.parts`, present);
@@ -485,12 +547,14 @@ def _fail(pairs: list) -> None:
 
 def _timed(run: Callable, info: BatchInfo) -> Callable:
     """`run`, adding the seconds each call takes to `info.forward_s`."""
+
     def timed(names, feeds):
         t0 = time.perf_counter()
         try:
             return run(names, feeds)
         finally:
             info.forward_s += time.perf_counter() - t0
+
     return timed
 
 

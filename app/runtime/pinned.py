@@ -8,6 +8,7 @@ pinned buffer per block and one `cudaMemcpy` each way replace that staging and O
 per-call wrapping. Where no CUDA runtime is loaded (the CPU provider, tests) there is none, and
 the copies stay ONNX Runtime's.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -19,7 +20,7 @@ import numpy as np
 log = logging.getLogger("omni.pinned")
 
 _HOST_TO_DEVICE, _DEVICE_TO_HOST = 1, 2
-_runtime: CudaRuntime | None | bool = False       # False: not found yet; None: unusable
+_runtime: CudaRuntime | None | bool = False  # False: not found yet; None: unusable
 
 
 def loaded_cudart(maps: str = "/proc/self/maps") -> str | None:
@@ -85,7 +86,7 @@ def runtime() -> CudaRuntime | None:
     if _runtime is False:
         path = loaded_cudart()
         if path is None:
-            return None                  # looked for again later: a CUDA InferenceSession may load it
+            return None  # looked for again later: a CUDA InferenceSession may load it
         try:
             _runtime = CudaRuntime(path)
         except (OSError, AttributeError) as exc:

@@ -7,6 +7,7 @@ a small request does not prepare at once: it waits for the end of the loop's cur
 every request that arrived in that turn is prepared by one `model.prepare_many`. At c=1 that
 costs one future and one turn.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,16 +28,17 @@ class PrepareBatch:
         """A future of the request's Prepared, or of the error its preparation raised."""
         future = self.loop.create_future()
         if not self.pending:
-            self.loop.call_soon(self._flush)   # after the callbacks already due in this turn
+            self.loop.call_soon(self._flush)  # after the callbacks already due in this turn
         self.pending.append((body, profile, future))
         return future
 
     def _flush(self) -> None:
         pending, self.pending = self.pending, []
         try:
-            results = self.model.prepare_many([body for body, _, _ in pending],
-                                              profiles=[profile for _, profile, _ in pending])
-        except BaseException as exc:          # prepare_many itself broke: every request hears it
+            results = self.model.prepare_many(
+                [body for body, _, _ in pending], profiles=[profile for _, profile, _ in pending]
+            )
+        except BaseException as exc:  # prepare_many itself broke: every request hears it
             results = [exc] * len(pending)
         for (_, _, future), result in zip(pending, results, strict=True):
             if future.done():

@@ -9,23 +9,24 @@ again through the whole path. After `ATTEMPTS` rebuilds in a row that did not br
 `/livez` fails: what a rebuild cannot mend (a device lost, a CUDA context poisoned by a sticky
 error) takes a new process.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-FIRST_S = 1.0       # the first rebuild's delay
-MAX_S = 30.0        # the longest delay between rebuilds
-ATTEMPTS = 3        # rebuilds in a row that did not bring the model back, before /livez fails
+FIRST_S = 1.0  # the first rebuild's delay
+MAX_S = 30.0  # the longest delay between rebuilds
+ATTEMPTS = 3  # rebuilds in a row that did not bring the model back, before /livez fails
 
 
 @dataclass
 class Recovery:
-    attempts: int = 0            # rebuilds since the model was last ready
-    due: float | None = None     # when the next one starts (time.perf_counter()), while out of service
+    attempts: int = 0  # rebuilds since the model was last ready
+    due: float | None = None  # when the next one starts (time.perf_counter()), while out of service
 
     def schedule(self, now: float) -> float:
         """Set the next rebuild's time; returns its delay in seconds."""
-        delay = min(MAX_S, FIRST_S * 2.0 ** self.attempts)
+        delay = min(MAX_S, FIRST_S * 2.0**self.attempts)
         self.due = now + delay
         return delay
 

@@ -3,6 +3,7 @@
 `device=auto` takes the CUDA execution provider when onnxruntime-gpu can use a GPU (after
 `preload_dlls`, which finds the CUDA/cuDNN pip packages) and the CPU provider otherwise.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,12 +24,12 @@ _preloaded = False
 
 @dataclass
 class SessionInfo:
-    session: object         # what the executor calls: `.run(None, feeds)`, like an InferenceSession
-    device: str             # "cuda:0" or "cpu"
+    session: object  # what the executor calls: `.run(None, feeds)`, like an InferenceSession
+    device: str  # "cuda:0" or "cpu"
     provider: str
-    runtime: str            # "onnxruntime 1.31.1"
-    static_shapes: bool = False   # ask adapters for bucketed shapes (CUDA graphs replay per shape)
-    graphs_refused: str | None = None   # why ONNX Runtime would not capture this graph (served without)
+    runtime: str  # "onnxruntime 1.31.1"
+    static_shapes: bool = False  # ask adapters for bucketed shapes (CUDA graphs replay per shape)
+    graphs_refused: str | None = None  # why ONNX Runtime would not capture this graph (served without)
 
 
 class GraphRunner:
@@ -49,17 +50,17 @@ class GraphRunner:
         import onnxruntime as ort
 
         self.ort, self.session, self.device_id, self.max_graphs = ort, session, device_id, max_graphs
-        self.device = device      # where inputs and outputs are bound ("cpu" only in tests: no capture)
+        self.device = device  # where inputs and outputs are bound ("cpu" only in tests: no capture)
         # Replays copy through page-locked host buffers where the CUDA runtime is at hand (pinned.py).
         self.cuda = pinned.runtime() if device == "cuda" else None
         self.capture_after = max(1, capture_after)
         self.outputs = [o.name for o in session.get_outputs()]
         self.graphs: dict[tuple, Captured] = {}
-        self.sightings: dict[tuple, int] = {}     # shapes seen but not captured (bucketed: few)
-        self.pending: dict[tuple, dict] = {}       # shapes to capture, in the order they became due
-        self.refused: set[tuple] = set()           # shapes whose capture failed: never tried again
-        self.capture_s = 0.0                        # time the capturing runs took, in all
-        self._ids = 0                               # graph ids handed out (a failed one is not reused)
+        self.sightings: dict[tuple, int] = {}  # shapes seen but not captured (bucketed: few)
+        self.pending: dict[tuple, dict] = {}  # shapes to capture, in the order they became due
+        self.refused: set[tuple] = set()  # shapes whose capture failed: never tried again
+        self.capture_s = 0.0  # time the capturing runs took, in all
+        self._ids = 0  # graph ids handed out (a failed one is not reused)
 
     def _binding(self, feeds: dict, graph_id: int):
         io = self.session.io_binding()
@@ -87,7 +88,7 @@ class GraphRunner:
         and the shape is not among the captured ones, or where its capture failed, when padding
         it buys nothing."""
         if len(self.graphs) < self.max_graphs and not self.refused:
-            return True          # the common case, every pass: no shape key to build
+            return True  # the common case, every pass: no shape key to build
         key = self.shape_key(feeds)
         return key in self.graphs or (len(self.graphs) < self.max_graphs and key not in self.refused)
 
@@ -126,13 +127,17 @@ class GraphRunner:
             shapes = [(a.dtype, a.shape) for a in self.run_uncaptured(None, feeds)]
             entry = Captured(self, feeds, shapes, self._ids)
             entry.feed(feeds)
-            entry.run()                 # ONNX Runtime runs, captures, replays
+            entry.run()  # ONNX Runtime runs, captures, replays
         except Exception as exc:
             # A graph ONNX Runtime cannot capture (an op that synchronises, say) must not fail
             # every request of its shape, nor take the model out of service with them.
             self.refused.add(key)
-            log.warning("capturing CUDA graph %d failed; that shape runs uncaptured from now on (%s): %s",
-                        self._ids, _shapes(key), str(exc)[:300])
+            log.warning(
+                "capturing CUDA graph %d failed; that shape runs uncaptured from now on (%s): %s",
+                self._ids,
+                _shapes(key),
+                str(exc)[:300],
+            )
             return None
         self.graphs[key] = entry
         took = time.perf_counter() - t0
@@ -140,8 +145,9 @@ class GraphRunner:
         if len(self.graphs) >= self.max_graphs:
             self.pending.clear()
             self.sightings.clear()
-        log.info("captured CUDA graph %d/%d in %.0f ms: %s", len(self.graphs), self.max_graphs,
-                 took * 1000.0, _shapes(key))
+        log.info(
+            "captured CUDA graph %d/%d in %.0f ms: %s", len(self.graphs), self.max_graphs, took * 1000.0, _shapes(key)
+        )
         return took
 
     def run_uncaptured(self, output_names, feeds: dict):
@@ -159,7 +165,7 @@ class Captured:
 
     def __init__(self, runner: GraphRunner, feeds: dict, outputs: list, graph_id: int):
         ort, device, index = runner.ort, runner.device, runner.device_id
-        self.session, self.copy_out = runner.session, device == "cpu"   # a CPU block's numpy() is a view
+        self.session, self.copy_out = runner.session, device == "cpu"  # a CPU block's numpy() is a view
         self.io = io = runner.session.io_binding()
         in_slots, in_size = _layout([(a.dtype, a.shape) for a in feeds.values()])
         out_slots, out_size = _layout(outputs)
@@ -175,13 +181,12 @@ class Captured:
                 self.cuda = runner.cuda
             except RuntimeError as exc:
                 log.warning("graph %d copies through pageable memory: %s", graph_id, exc)
-        self.staging = (self.pinned_in.array if self.pinned_in is not None
-                        else np.zeros(max(1, in_size), np.uint8))
-        self.views = {}           # each feed's place in the host staging buffer
+        self.staging = self.pinned_in.array if self.pinned_in is not None else np.zeros(max(1, in_size), np.uint8)
+        self.views = {}  # each feed's place in the host staging buffer
         self.in_ptr, self.out_ptr = self.inputs.data_ptr(), self.outputs.data_ptr()
         for name, (dtype, shape, offset, size) in zip(feeds, in_slots, strict=True):
             io.bind_input(name, device, index, dtype, list(shape), self.in_ptr + offset)
-            self.views[name] = self.staging[offset:offset + size].view(dtype).reshape(shape)
+            self.views[name] = self.staging[offset : offset + size].view(dtype).reshape(shape)
         for name, (dtype, shape, offset, _) in zip(runner.outputs, out_slots, strict=True):
             io.bind_output(name, device, index, dtype, list(shape), self.out_ptr + offset)
         self.out_slots = out_slots
@@ -203,12 +208,14 @@ class Captured:
         cuda, buffer = self.cuda, self.pinned_out
         if cuda is not None and buffer is not None:
             cuda.to_host(buffer, self.out_ptr, buffer.size)
-            host = buffer.array.copy()                # the next replay writes the same buffer
+            host = buffer.array.copy()  # the next replay writes the same buffer
         else:
             host = self.outputs.numpy()
             if self.copy_out:
                 host = host.copy()
-        return [host[offset:offset + size].view(dtype).reshape(shape) for dtype, shape, offset, size in self.out_slots]
+        return [
+            host[offset : offset + size].view(dtype).reshape(shape) for dtype, shape, offset, size in self.out_slots
+        ]
 
 
 def _layout(tensors) -> tuple[list, int]:
@@ -274,8 +281,14 @@ def without_graphs_if_refused(build: Callable[[dict], Any], cuda: dict, onnx_pat
 SDPA_KERNELS = 1 | 2 | 16
 
 
-def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda_graphs: int = 0,
-           capture_after: int = 1, gdn_plan: str = "auto") -> SessionInfo:
+def create(
+    onnx_path: str,
+    device: str = "auto",
+    intra_op_threads: int = 0,
+    cuda_graphs: int = 0,
+    capture_after: int = 1,
+    gdn_plan: str = "auto",
+) -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
     which sighting a shape becomes due for capture (GraphRunner); `gdn_plan`: the GatedDeltaNet engine."""
     import onnxruntime as ort
@@ -287,8 +300,10 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
         options.intra_op_num_threads = intra_op_threads
     want_cuda = device.startswith("cuda") or (device == "auto" and _cuda_available(ort))
     if want_cuda and device.startswith("cuda") and not _cuda_available(ort):
-        raise RuntimeError("device %r asked for, but onnxruntime has no usable CUDA provider "
-                           "(install the `gpu` extra on a machine with an NVIDIA driver)" % device)
+        raise RuntimeError(
+            "device %r asked for, but onnxruntime has no usable CUDA provider "
+            "(install the `gpu` extra on a machine with an NVIDIA driver)" % device
+        )
     runtime = "onnxruntime %s" % ort.__version__
     if want_cuda:
         index = int(device.split(":", 1)[1]) if ":" in device else 0
@@ -297,17 +312,21 @@ def create(onnx_path: str, device: str = "auto", intra_op_threads: int = 0, cuda
             cuda["enable_cuda_graph"] = "1"
         with gdn_engine(gdn_plan):
             session, refused = without_graphs_if_refused(
-                lambda cuda: ort.InferenceSession(onnx_path, sess_options=options,
-                                                  providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"]),
-                cuda, onnx_path)
+                lambda cuda: ort.InferenceSession(
+                    onnx_path, sess_options=options, providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"]
+                ),
+                cuda,
+                onnx_path,
+            )
         if session.get_providers()[0] != "CUDAExecutionProvider":
             raise RuntimeError("CUDA provider did not initialise for %s" % onnx_path)
         if cuda.get("enable_cuda_graph"):
             runner = GraphRunner(session, index, cuda_graphs, capture_after)
-            log.info("CUDA graph replays copy through %s", "pinned host buffers (%s)" % runner.cuda.path
-                     if runner.cuda is not None else "pageable host memory")
-            return SessionInfo(runner, "cuda:%d" % index,
-                               "CUDAExecutionProvider", runtime, static_shapes=True)
+            log.info(
+                "CUDA graph replays copy through %s",
+                "pinned host buffers (%s)" % runner.cuda.path if runner.cuda is not None else "pageable host memory",
+            )
+            return SessionInfo(runner, "cuda:%d" % index, "CUDAExecutionProvider", runtime, static_shapes=True)
         return SessionInfo(session, "cuda:%d" % index, "CUDAExecutionProvider", runtime, graphs_refused=refused)
     # Spinning intra-op threads burn the cores the event loop and tokenizer need.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")

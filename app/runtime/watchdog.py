@@ -7,6 +7,7 @@ pass ends, and for captures, only the ceiling applies. `/livez` fails while one 
 orchestrator restarts a server whose device stopped answering; the watchdog's own thread logs
 once which requests the hung pass holds, whether or not anything probes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,24 +18,24 @@ from collections.abc import Sequence
 
 log = logging.getLogger("omni.watchdog")
 
-HUNG_FACTOR = 20        # a pass this many times its model's slowest is hung
-HUNG_FLOOR_S = 5.0      # ... but never under this: a first long request or a busy host is not a hang
+HUNG_FACTOR = 20  # a pass this many times its model's slowest is hung
+HUNG_FLOOR_S = 5.0  # ... but never under this: a first long request or a busy host is not a hang
 
 
 @dataclass(frozen=True)
 class Busy:
     """What the executor thread is running now."""
 
-    what: str               # "forward pass" or "CUDA graph capture"
+    what: str  # "forward pass" or "CUDA graph capture"
     model: str
     requests: tuple[str, ...]
-    started: float          # time.perf_counter()
+    started: float  # time.perf_counter()
 
 
 class Watchdog:
     def __init__(self, ceiling_s: float, interval_s: float = 0.25):
         self.ceiling_s, self.interval_s = ceiling_s, interval_s
-        self.slowest: dict[str, float] = {}       # model → its slowest pass that ended, seconds
+        self.slowest: dict[str, float] = {}  # model → its slowest pass that ended, seconds
         self._busy: Busy | None = None
         self._reported: Busy | None = None
         self._stop = threading.Event()
@@ -57,8 +58,12 @@ class Watchdog:
             if took > self.slowest.get(busy.model, 0.0):
                 self.slowest[busy.model] = took
         if busy is not None and busy is self._reported:
-            log.warning("the %s for model %s that was taken as hung ended after %.1f s", busy.what, busy.model,
-                        time.perf_counter() - busy.started)
+            log.warning(
+                "the %s for model %s that was taken as hung ended after %.1f s",
+                busy.what,
+                busy.model,
+                time.perf_counter() - busy.started,
+            )
 
     def bound(self, busy: Busy) -> float:
         """Seconds after which `busy` is hung."""
@@ -75,10 +80,16 @@ class Watchdog:
         took, bound = time.perf_counter() - busy.started, self.bound(busy)
         if took <= bound:
             return None
-        shown = ", ".join(busy.requests[:8]) + ("" if len(busy.requests) <= 8 else " and %d more"
-                                                  % (len(busy.requests) - 8))
+        shown = ", ".join(busy.requests[:8]) + (
+            "" if len(busy.requests) <= 8 else " and %d more" % (len(busy.requests) - 8)
+        )
         return "a %s for model %s has run %.1f s, past its bound of %.1f s (requests: %s)" % (
-            busy.what, busy.model, took, bound, shown or "none")
+            busy.what,
+            busy.model,
+            took,
+            bound,
+            shown or "none",
+        )
 
     def _watch(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -15,6 +15,7 @@ variants), and at the end the parity gate's measures (models.precision) on the l
 
     python -m benchmarks.gpu.drift --checkpoint CK --exports gdn=EX --prompts 8 --out drift.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--exports", default="", help="label=dir,label=dir (ONNX exports of this checkpoint)")
-    ap.add_argument("--adapter", help="PEFT LoRA folder the exports merged (Open-Jev, Cua-S1): merged into the "
-                                      "reference too, or the comparison is between different weights")
+    ap.add_argument(
+        "--adapter",
+        help="PEFT LoRA folder the exports merged (Open-Jev, Cua-S1): merged into the "
+        "reference too, or the comparison is between different weights",
+    )
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--min-tokens", type=int, default=80)
     ap.add_argument("--max-tokens", type=int, default=400)
@@ -88,27 +92,41 @@ def main(argv=None):
     del state
     rng = np.random.default_rng(0)
     lengths = rng.integers(args.min_tokens, args.max_tokens, size=args.prompts)
-    prompts = [torch.from_numpy(rng.integers(0, min(dims.vocab_size, 240000), size=(1, int(n)))).to(device)
-               for n in lengths]
+    prompts = [
+        torch.from_numpy(rng.integers(0, min(dims.vocab_size, 240000), size=(1, int(n)))).to(device) for n in lengths
+    ]
     reference = [run_layers(ref, ids) for ids in prompts]
     probs_ref = [torch.softmax((final @ rows.T).double(), -1) for _, final in reference]
     skip = set(filter(None, args.skip.split(",")))
-    results = {"device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-               "layers": len(dims.layer_types), "hidden": dims.hidden_size, "prompt_tokens": lengths.tolist(),
-               "reference": "our torch module, fp32, no TF32", "variants": {}}
+    results = {
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "layers": len(dims.layer_types),
+        "hidden": dims.hidden_size,
+        "prompt_tokens": lengths.tolist(),
+        "reference": "our torch module, fp32, no TF32",
+        "variants": {},
+    }
 
     def record(label, finals, per_layer=None):
         probs = [torch.softmax((f.to(device).float() @ rows.T).double(), -1).cpu().numpy() for f in finals]
         parity = precision.gate_rows(probs, [p.cpu().numpy() for p in probs_ref])
-        entry = {"final_rel_err": max(_rel(f.to(device).float(), r[1]) for f, r in zip(finals, reference)),
-                 "max_prob_drift": parity["max_prob_drift"], "top_identical": parity["top_choice_identical"],
-                 "passes": parity["passes"]}
+        entry = {
+            "final_rel_err": max(_rel(f.to(device).float(), r[1]) for f, r in zip(finals, reference)),
+            "max_prob_drift": parity["max_prob_drift"],
+            "top_identical": parity["top_choice_identical"],
+            "passes": parity["passes"],
+        }
         if per_layer is not None:
             entry["per_layer_rel_err"] = [round(x, 6) for x in per_layer]
         results["variants"][label] = entry
-        print(label, json.dumps({k: v for k, v in entry.items() if k != "per_layer_rel_err"}),
-              ("layers 1/8/16/last: %s" % [round(per_layer[i], 5) for i in (0, 7, 15, -1) if i < len(per_layer)])
-              if per_layer else "", flush=True)
+        print(
+            label,
+            json.dumps({k: v for k, v in entry.items() if k != "per_layer_rel_err"}),
+            ("layers 1/8/16/last: %s" % [round(per_layer[i], 5) for i in (0, 7, 15, -1) if i < len(per_layer)])
+            if per_layer
+            else "",
+            flush=True,
+        )
 
     def torch_variant(label, module, **kw):
         outs = [run_layers(module, ids, **kw) for ids in prompts]

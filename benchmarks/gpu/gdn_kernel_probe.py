@@ -17,6 +17,7 @@ FLA's per call when 8 calls are replayed as one CUDA graph (launch gaps included
 captured pass). Outputs are compared with each other and, at the first shape, with
 models.qwen35.gdn.recurrence in float32.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,12 @@ from models.qwen35 import random_checkpoint
 def dims(model: str) -> dict:
     """Hk, Dk, Hv, Dv of a full-size Qwen3.5 model's GDN layers (random_checkpoint's configs)."""
     text = random_checkpoint.full_text_config(model)
-    return {"hk": text["linear_num_key_heads"], "dk": text["linear_key_head_dim"],
-            "hv": text["linear_num_value_heads"], "dv": text["linear_value_head_dim"]}
+    return {
+        "hk": text["linear_num_key_heads"],
+        "dk": text["linear_key_head_dim"],
+        "hv": text["linear_num_value_heads"],
+        "dv": text["linear_value_head_dim"],
+    }
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:
@@ -45,12 +50,14 @@ def inputs(rows: int, tokens: int, d: dict, seed: int = 0) -> dict:
     V-major state [B, Hv, Dv, Dk] fp32."""
     rng = np.random.default_rng(seed)
     width = 2 * d["hk"] * d["dk"] + d["hv"] * d["dv"]
-    return {"qkv": (rng.standard_normal((rows, tokens, width), dtype=np.float32) * 0.5).astype(np.float16),
-            "a": rng.standard_normal((rows, tokens, d["hv"]), dtype=np.float32),
-            "b": rng.standard_normal((rows, tokens, d["hv"]), dtype=np.float32),
-            "a_log": rng.uniform(0.0, 1.5, d["hv"]).astype(np.float32),
-            "dt_bias": rng.standard_normal(d["hv"], dtype=np.float32) * 0.5,
-            "state": (rng.standard_normal((rows, d["hv"], d["dv"], d["dk"]), dtype=np.float32) * 0.05)}
+    return {
+        "qkv": (rng.standard_normal((rows, tokens, width), dtype=np.float32) * 0.5).astype(np.float16),
+        "a": rng.standard_normal((rows, tokens, d["hv"]), dtype=np.float32),
+        "b": rng.standard_normal((rows, tokens, d["hv"]), dtype=np.float32),
+        "a_log": rng.uniform(0.0, 1.5, d["hv"]).astype(np.float32),
+        "dt_bias": rng.standard_normal(d["hv"], dtype=np.float32) * 0.5,
+        "state": (rng.standard_normal((rows, d["hv"], d["dv"], d["dk"]), dtype=np.float32) * 0.05),
+    }
 
 
 def graph(d: dict) -> bytes:
@@ -60,25 +67,38 @@ def graph(d: dict) -> bytes:
 
     width = 2 * d["hk"] * d["dk"] + d["hv"] * d["dv"]
     f32, f16 = TensorProto.FLOAT, TensorProto.FLOAT16
-    ins = [helper.make_tensor_value_info("qkv", f16, ["B", "T", width]),
-           helper.make_tensor_value_info("a", f32, ["B", "T", d["hv"]]),
-           helper.make_tensor_value_info("b", f32, ["B", "T", d["hv"]]),
-           helper.make_tensor_value_info("a_log", f32, [d["hv"]]),
-           helper.make_tensor_value_info("dt_bias", f32, [d["hv"]]),
-           helper.make_tensor_value_info("state", f32, ["B", d["hv"], d["dv"], d["dk"]])]
+    ins = [
+        helper.make_tensor_value_info("qkv", f16, ["B", "T", width]),
+        helper.make_tensor_value_info("a", f32, ["B", "T", d["hv"]]),
+        helper.make_tensor_value_info("b", f32, ["B", "T", d["hv"]]),
+        helper.make_tensor_value_info("a_log", f32, [d["hv"]]),
+        helper.make_tensor_value_info("dt_bias", f32, [d["hv"]]),
+        helper.make_tensor_value_info("state", f32, ["B", d["hv"], d["dv"], d["dk"]]),
+    ]
     out = helper.make_tensor_value_info("out", f16, ["B", "T", d["hv"], d["dv"]])
     consts = {"tokens": [-1, width], "per_head": [-1, d["hv"]], "out_tail": [d["hv"], d["dv"]]}
-    nodes = [helper.make_node("Constant", [], [k], value=helper.make_tensor(k, TensorProto.INT64, [len(v)], v))
-             for k, v in consts.items()]
-    nodes += [helper.make_node("Reshape", ["qkv", "tokens"], ["q2"]),
-              helper.make_node("Reshape", ["a", "per_head"], ["a2"]),
-              helper.make_node("Reshape", ["b", "per_head"], ["b2"]),
-              helper.make_node("GatedDeltaNet", ["q2", "", "", "", "a2", "b2", "state", "a_log", "dt_bias"],
-                               ["o2", "final"], domain="com.microsoft", qk_l2_norm=1, update_rule="gated_delta",
-                               gate_activation="qwen", beta_activation="sigmoid"),
-              helper.make_node("Shape", ["qkv"], ["qshape"], end=2),
-              helper.make_node("Concat", ["qshape", "out_tail"], ["oshape"], axis=0),
-              helper.make_node("Reshape", ["o2", "oshape"], ["out"])]
+    nodes = [
+        helper.make_node("Constant", [], [k], value=helper.make_tensor(k, TensorProto.INT64, [len(v)], v))
+        for k, v in consts.items()
+    ]
+    nodes += [
+        helper.make_node("Reshape", ["qkv", "tokens"], ["q2"]),
+        helper.make_node("Reshape", ["a", "per_head"], ["a2"]),
+        helper.make_node("Reshape", ["b", "per_head"], ["b2"]),
+        helper.make_node(
+            "GatedDeltaNet",
+            ["q2", "", "", "", "a2", "b2", "state", "a_log", "dt_bias"],
+            ["o2", "final"],
+            domain="com.microsoft",
+            qk_l2_norm=1,
+            update_rule="gated_delta",
+            gate_activation="qwen",
+            beta_activation="sigmoid",
+        ),
+        helper.make_node("Shape", ["qkv"], ["qshape"], end=2),
+        helper.make_node("Concat", ["qshape", "out_tail"], ["oshape"], axis=0),
+        helper.make_node("Reshape", ["o2", "oshape"], ["out"]),
+    ]
     g = helper.make_graph(nodes, "gdn_layer", ins, [out])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 10
@@ -108,8 +128,10 @@ def fla_call(x: dict, d: dict, dtype: str):
     qkv = torch.from_numpy(x["qkv"]).to(dev, td)
     q, k, v = torch.split(qkv, [d["hk"] * d["dk"], d["hk"] * d["dk"], d["hv"] * d["dv"]], dim=-1)
     b, t = qkv.shape[:2]
-    q, k, v = (z.reshape(b, t, h, w).contiguous() for z, h, w in
-               ((q, d["hk"], d["dk"]), (k, d["hk"], d["dk"]), (v, d["hv"], d["dv"])))
+    q, k, v = (
+        z.reshape(b, t, h, w).contiguous()
+        for z, h, w in ((q, d["hk"], d["dk"]), (k, d["hk"], d["dk"]), (v, d["hv"], d["dv"]))
+    )
     a, beta = (torch.from_numpy(x[n]).to(dev) for n in ("a", "b"))
     a_log, dt_bias, state = (torch.from_numpy(x[n]).to(dev) for n in ("a_log", "dt_bias", "state"))
     holder = {}
@@ -117,9 +139,21 @@ def fla_call(x: dict, d: dict, dtype: str):
     def run():
         with torch.no_grad():
             holder["out"] = chunk_gated_delta_rule(
-                q, k, v, a, beta, initial_state=state, output_final_state=False, use_qk_l2norm_in_kernel=True,
-                use_gate_in_kernel=True, A_log=a_log, dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True,
-                state_v_first=True)[0]
+                q,
+                k,
+                v,
+                a,
+                beta,
+                initial_state=state,
+                output_final_state=False,
+                use_qk_l2norm_in_kernel=True,
+                use_gate_in_kernel=True,
+                A_log=a_log,
+                dt_bias=dt_bias,
+                use_beta_sigmoid_in_kernel=True,
+                state_v_first=True,
+            )[0]
+
     return run, holder
 
 
@@ -191,7 +225,7 @@ def main(argv=None):
                 run()
                 outs["fla:" + dtype] = held["out"].float().cpu().numpy()
                 row["fla"][dtype] = dict(kernel_us(run, args.iters), graph_us=round(graph_replay_us(run), 1))
-            except Exception as exc:       # no FLA on the path, or a shape it refuses: said, not fatal
+            except Exception as exc:  # no FLA on the path, or a shape it refuses: said, not fatal
                 row["fla"][dtype] = {"error": repr(exc)[:300]}
         base = next(iter(outs.values()))
         row["max_abs_diff"] = {k: float(np.abs(v - base).max()) for k, v in outs.items()}
@@ -199,11 +233,20 @@ def main(argv=None):
             ref = reference(x, d)
             row["max_abs_diff_reference"] = {k: float(np.abs(v - ref).max()) for k, v in outs.items()}
         rows.append(row)
-        print("%dx%d  ORT %s  FLA %s  diff %s" % (
-            b, t, {p: (r["gpu_us"], r["kernels"]) for p, r in row["ort"].items()},
-            {p: (r.get("gpu_us"), r.get("graph_us"), r.get("kernels")) if "error" not in r else r["error"][:80]
-             for p, r in row["fla"].items()},
-            {k: "%.1e" % v for k, v in row.get("max_abs_diff_reference", row["max_abs_diff"]).items()}), flush=True)
+        print(
+            "%dx%d  ORT %s  FLA %s  diff %s"
+            % (
+                b,
+                t,
+                {p: (r["gpu_us"], r["kernels"]) for p, r in row["ort"].items()},
+                {
+                    p: (r.get("gpu_us"), r.get("graph_us"), r.get("kernels")) if "error" not in r else r["error"][:80]
+                    for p, r in row["fla"].items()
+                },
+                {k: "%.1e" % v for k, v in row.get("max_abs_diff_reference", row["max_abs_diff"]).items()},
+            ),
+            flush=True,
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=2)

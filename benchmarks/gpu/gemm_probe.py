@@ -20,6 +20,7 @@ its largest value). `--device cpu` times ONNX Runtime's CPU kernels on the host 
 and checks each graph's products against numpy's: a dry run of the script (no CUDA, no torch
 forms, no FP8 forms: ONNX Runtime has no CPU kernel for them at fp16).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,19 +35,27 @@ from benchmarks.gpu import weight_fp8
 # (K, N): how many times a one-row pass of each model runs it (separate projections; graph.py).
 SHAPES = {
     "4b": {  # 24 GatedDeltaNet + 8 attention layers, hidden 2560, MLP 9216
-        (2560, 9216): 64, (9216, 2560): 32,                  # MLP gate, up; down
-        (2560, 8192): 24, (2560, 4096): 24 + 16, (2560, 64): 24, (4096, 2560): 32,   # GDN; attn q, gate; outs
-        (2560, 1024): 16,                                    # attention k, v
+        (2560, 9216): 64,
+        (9216, 2560): 32,  # MLP gate, up; down
+        (2560, 8192): 24,
+        (2560, 4096): 24 + 16,
+        (2560, 64): 24,
+        (4096, 2560): 32,  # GDN; attn q, gate; outs
+        (2560, 1024): 16,  # attention k, v
     },
     "27b": {  # 48 GatedDeltaNet + 16 attention layers, hidden 5120, MLP 17408
-        (5120, 17408): 128, (17408, 5120): 64,               # MLP gate, up; down
-        (5120, 10240): 48, (5120, 6144): 48 + 32, (5120, 96): 48, (6144, 5120): 64,   # GDN; attn q, gate; outs
-        (5120, 1024): 32,                                    # attention k, v
+        (5120, 17408): 128,
+        (17408, 5120): 64,  # MLP gate, up; down
+        (5120, 10240): 48,
+        (5120, 6144): 48 + 32,
+        (5120, 96): 48,
+        (6144, 5120): 64,  # GDN; attn q, gate; outs
+        (5120, 1024): 32,  # attention k, v
     },
-    "tiny": {(128, 256): 2, (256, 128): 1},                  # the CPU dry run's (K a multiple of 128)
+    "tiny": {(128, 256): 2, (256, 128): 1},  # the CPU dry run's (K a multiple of 128)
 }
 FP8_FORMS = ("fp8w", "fp8w_a8", "gemm8")
-E4M3_ACTIVATIONS = ("fp8w_a8", "gemm8")        # the forms that round the activation through E4M3 too
+E4M3_ACTIVATIONS = ("fp8w_a8", "gemm8")  # the forms that round the activation through E4M3 too
 # The activation's E4M3 scale in the W8A8 forms: the probe's inputs are standard normal, so
 # |x| <= 6 (448 × this) holds for all but ~1 in 10^9 of them.
 ACT_SCALE = 6.0 / weight_fp8.E4M3_MAX
@@ -55,7 +64,7 @@ ACT_SCALE = 6.0 / weight_fp8.E4M3_MAX
 def weights(k: int, n: int, copies: int, seed: int = 0) -> list[np.ndarray]:
     """The `copies` fp16 [K, N] weights of one graph (scaled so the products stay near 1)."""
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal((k, n), dtype=np.float32) * k ** -0.5).astype(np.float16) for _ in range(copies)]
+    return [(rng.standard_normal((k, n), dtype=np.float32) * k**-0.5).astype(np.float16) for _ in range(copies)]
 
 
 def weight_bytes(form: str) -> float:
@@ -92,22 +101,39 @@ def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int =
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, rows, k] if three_d(form) else [rows, k])
     if form in E4M3_ACTIVATIONS:
         inits.append(numpy_helper.from_array(np.array(ACT_SCALE, np.float32), "a_scale"))
-    if form == "gemm8":     # one cast of the activation serves every product, as in a layer
-        inits += [numpy_helper.from_array(np.array(ACT_SCALE, np.float16), "a_scale16"),
-                  weight_fp8.initializer("a_zero", np.zeros((), weight_fp8.E4M3))]
+    if form == "gemm8":  # one cast of the activation serves every product, as in a layer
+        inits += [
+            numpy_helper.from_array(np.array(ACT_SCALE, np.float16), "a_scale16"),
+            weight_fp8.initializer("a_zero", np.zeros((), weight_fp8.E4M3)),
+        ]
         nodes.append(helper.make_node("QuantizeLinear", ["x", "a_scale16", "a_zero"], ["x8"]))
     for i, w in enumerate(weights(k, n, copies, seed)):
         if form.startswith("fp8w"):
             q, scale = weight_fp8.quantize_blocks(w)
             inits += [weight_fp8.initializer("w%d" % i, q), numpy_helper.from_array(scale, "s%d" % i)]
             ins = ["x", "w%d" % i, "s%d" % i] + (["a_scale"] if form == "fp8w_a8" else [])
-            nodes.append(helper.make_node("MatMulBlockQuantizedFp8Weight", ins, ["y%d" % i], domain="com.microsoft",
-                                          block_size=weight_fp8.BLOCK))
+            nodes.append(
+                helper.make_node(
+                    "MatMulBlockQuantizedFp8Weight",
+                    ins,
+                    ["y%d" % i],
+                    domain="com.microsoft",
+                    block_size=weight_fp8.BLOCK,
+                )
+            )
         elif form == "gemm8":
             q, scale = weight_fp8.quantize_tensor(w)
             inits += [weight_fp8.initializer("w%d" % i, q), numpy_helper.from_array(np.array(scale), "s%d" % i)]
-            nodes.append(helper.make_node("GemmFloat8", ["x8", "w%d" % i, "", "a_scale", "s%d" % i], ["y%d" % i],
-                                          domain="com.microsoft", transB=1, dtype=TensorProto.FLOAT16))
+            nodes.append(
+                helper.make_node(
+                    "GemmFloat8",
+                    ["x8", "w%d" % i, "", "a_scale", "s%d" % i],
+                    ["y%d" % i],
+                    domain="com.microsoft",
+                    transB=1,
+                    dtype=TensorProto.FLOAT16,
+                )
+            )
         elif form == "gemm_t":
             inits.append(numpy_helper.from_array(np.ascontiguousarray(w.T), "w%d" % i))
             nodes.append(helper.make_node("Gemm", ["x", "w%d" % i], ["y%d" % i], transB=1))
@@ -117,9 +143,10 @@ def onnx_products(rows: int, k: int, n: int, copies: int, form: str, seed: int =
         shape = [1, rows, n] if three_d(form) else [rows, n]
         outs.append(helper.make_tensor_value_info("y%d" % i, TensorProto.FLOAT16, shape))
     graph = helper.make_graph(nodes, "products", [x], outs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 9      # FLOAT8E4M3FN needs IR 9 and opset 19
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)]
+    )
+    model.ir_version = 9  # FLOAT8E4M3FN needs IR 9 and opset 19
     return model.SerializeToString()
 
 
@@ -179,21 +206,26 @@ def time_torch(rows, k, n, copies, iters, layout):
     from benchmarks.gpu.cupti import gpu_kernel_times
 
     x = torch.randn(rows, k, device="cuda", dtype=torch.float16)
-    if layout == "fp8":         # E4M3 operands, one fp32 scale each; the cast of x once a call
+    if layout == "fp8":  # E4M3 operands, one fp32 scale each; the cast of x once a call
         e4m3 = torch.float8_e4m3fn
         inv = torch.tensor(1 / ACT_SCALE, device="cuda", dtype=torch.float16)
         sa = torch.tensor(ACT_SCALE, device="cuda")
-        ws = [(torch.randn(n, k, device="cuda") * k ** -0.5 / (4 * k ** -0.5 / weight_fp8.E4M3_MAX)).to(e4m3)
-              for _ in range(copies)]
-        sb = torch.tensor(4 * k ** -0.5 / weight_fp8.E4M3_MAX, device="cuda")
-        run = lambda: [torch._scaled_mm(x8, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16)  # noqa: E731
-                       for x8 in [(x * inv).to(e4m3)] for w in ws]
-    elif layout == "linear":      # weight [N, K], as nn.Linear keeps it
-        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * k ** -0.5 for _ in range(copies)]
-        run = lambda: [torch.nn.functional.linear(x, w) for w in ws]   # noqa: E731
+        ws = [
+            (torch.randn(n, k, device="cuda") * k**-0.5 / (4 * k**-0.5 / weight_fp8.E4M3_MAX)).to(e4m3)
+            for _ in range(copies)
+        ]
+        sb = torch.tensor(4 * k**-0.5 / weight_fp8.E4M3_MAX, device="cuda")
+        run = lambda: [  # noqa: E731
+            torch._scaled_mm(x8, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16)
+            for x8 in [(x * inv).to(e4m3)]
+            for w in ws
+        ]
+    elif layout == "linear":  # weight [N, K], as nn.Linear keeps it
+        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * k**-0.5 for _ in range(copies)]
+        run = lambda: [torch.nn.functional.linear(x, w) for w in ws]  # noqa: E731
     else:
-        ws = [torch.randn(k, n, device="cuda", dtype=torch.float16) * k ** -0.5 for _ in range(copies)]
-        run = lambda: [x @ w for w in ws]                              # noqa: E731
+        ws = [torch.randn(k, n, device="cuda", dtype=torch.float16) * k**-0.5 for _ in range(copies)]
+        run = lambda: [x @ w for w in ws]  # noqa: E731
     t = gpu_kernel_times(run, iters=iters, top=4)
     return t["gpu_busy_ms"] / copies, t["kernels_per_call"] / copies, t["top"][:2], None
 
@@ -225,11 +257,24 @@ def main(argv=None):
                     ms, kern, top, err = time_ort(rows, k, n, args.copies, form, args.iters)
                 total += ms * count
                 gbs = weight_bytes(form) * k * n / (ms * 1e-3) / 1e9
-                results.append({"rows": rows, "form": form, "k": k, "n": n, "ms": round(ms, 4),
-                                "kernels": kern, "weight_gb_s": round(gbs), "top": top, "max_rel_err": err})
-                print("rows %4d %-13s %5dx%-5d %.4f ms  %s kernels  %5.0f GB/s  err %s  %s"
-                      % (rows, form, k, n, ms, kern, gbs, "-" if err is None else "%.1e" % err, top[0][0][:60]),
-                      flush=True)
+                results.append(
+                    {
+                        "rows": rows,
+                        "form": form,
+                        "k": k,
+                        "n": n,
+                        "ms": round(ms, 4),
+                        "kernels": kern,
+                        "weight_gb_s": round(gbs),
+                        "top": top,
+                        "max_rel_err": err,
+                    }
+                )
+                print(
+                    "rows %4d %-13s %5dx%-5d %.4f ms  %s kernels  %5.0f GB/s  err %s  %s"
+                    % (rows, form, k, n, ms, kern, gbs, "-" if err is None else "%.1e" % err, top[0][0][:60]),
+                    flush=True,
+                )
             results.append({"rows": rows, "form": form, "predicted_model_ms": round(total, 3)})
             print("rows %4d %-13s predicted one-row pass products: %.3f ms" % (rows, form, total), flush=True)
     if args.out:

@@ -9,6 +9,7 @@ Each request is timed end to end in-process (tokenization through answers), one 
 after `--warmup` untimed requests. Open-Jev candidates run one sequence per forward, as upstream's
 9B path does; the head is the same float64 host head we serve.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,9 @@ def main(argv=None):
             prepared = ours.prepare(body)
             hidden = []
             for ids in prepared.work:
-                h = hf.model(input_ids=torch.from_numpy(np.asarray(ids, dtype=np.int64))[None].cuda(),
-                             use_cache=False).last_hidden_state[0, -1]
+                h = hf.model(
+                    input_ids=torch.from_numpy(np.asarray(ids, dtype=np.int64))[None].cuda(), use_cache=False
+                ).last_hidden_state[0, -1]
                 hidden.append(h.float().cpu().numpy())
             return finishing.finish(prepared.context, np.stack(hidden))
     else:
@@ -59,8 +61,9 @@ def main(argv=None):
             head = ref.JointSchemaHead(**json.load(f))
         head.load_state_dict(load_file(args.checkpoint + "/joint_head.safetensors"), strict=True)
         model = ref.ClefModel(hf, head.to(device="cuda", dtype=torch.bfloat16)).eval()
-        tok = PreTrainedTokenizerFast(tokenizer_file=args.export + "/tokenizer.json",
-                                      pad_token="<|endoftext|>", eos_token="<|im_end|>")
+        tok = PreTrainedTokenizerFast(
+            tokenizer_file=args.export + "/tokenizer.json", pad_token="<|endoftext|>", eos_token="<|im_end|>"
+        )
         processor = types.SimpleNamespace(tokenizer=tok)
 
         def answer(body):
@@ -82,8 +85,11 @@ def main(argv=None):
             times.append(time.perf_counter() - t0)
         s = sorted(times)
         results["workloads"][path.rsplit("/", 1)[-1]] = {
-            "n": len(s), "mean_ms": round(statistics.fmean(s) * 1e3, 2),
-            "p50_ms": round(statistics.median(s) * 1e3, 2), "p95_ms": round(s[int(0.95 * (len(s) - 1))] * 1e3, 2)}
+            "n": len(s),
+            "mean_ms": round(statistics.fmean(s) * 1e3, 2),
+            "p50_ms": round(statistics.median(s) * 1e3, 2),
+            "p95_ms": round(s[int(0.95 * (len(s) - 1))] * 1e3, 2),
+        }
         print(path, json.dumps(results["workloads"][path.rsplit("/", 1)[-1]]), flush=True)
     if args.out:
         with open(args.out, "w") as f:

@@ -11,6 +11,7 @@ pass is the rest. Each captured shape's replay is also compared with a plain run
 shape (`replay_max_abs_diff`). Uses the server's settings (OMNI_CUDA_GRAPH_ROWS, OMNI_CUDA_GRAPHS,
 OMNI_CUDA_GDN_PLAN), the same GraphRunner the executor runs and its batching policy's `pack`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,7 +69,7 @@ def _runner(model, device: str, settings) -> tuple:
     from app.runtime import sessions
     from models import gdn_plan
 
-    policy = model.cuda_graphs          # which batches the executor captures (models.base.GraphPolicy)
+    policy = model.cuda_graphs  # which batches the executor captures (models.base.GraphPolicy)
     if device == "cpu":
         info = sessions.create(model.onnx_path, "cpu")
         # As on CUDA: a model with a graph policy runs bound through a GraphRunner, one without
@@ -77,9 +78,13 @@ def _runner(model, device: str, settings) -> tuple:
         return info, runner
     # As the executor builds it (app/runtime/executor.py): the model's graph policy, the served
     # GatedDeltaNet engine.
-    info = sessions.create(model.onnx_path, "cuda", cuda_graphs=settings.cuda_graphs if policy else 0,
-                           capture_after=policy.capture_after if policy else 1,
-                           gdn_plan=gdn_plan.plan_for(settings.cuda_gdn_plan, gdn_plan.gdn_dtype(model.manifest)))
+    info = sessions.create(
+        model.onnx_path,
+        "cuda",
+        cuda_graphs=settings.cuda_graphs if policy else 0,
+        capture_after=policy.capture_after if policy else 1,
+        gdn_plan=gdn_plan.plan_for(settings.cuda_gdn_plan, gdn_plan.gdn_dtype(model.manifest)),
+    )
     return info, info.session
 
 
@@ -106,12 +111,18 @@ def main(argv=None):
     ap.add_argument("--rows", default="1,8,16,26,64")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--workload", help="a JSONL workload to draw each batch's requests from, in turn "
-                    "(default: laya_requests, laya_1q's generator)")
+    ap.add_argument(
+        "--workload",
+        help="a JSONL workload to draw each batch's requests from, in turn "
+        "(default: laya_requests, laya_1q's generator)",
+    )
     ap.add_argument("--no-kernels", action="store_true", help="skip the CUPTI pass")
     ap.add_argument("--top", type=int, default=8, help="kernels listed per batch size, by GPU time")
-    ap.add_argument("--device", default="cuda", help="cpu: the same steps on ONNX Runtime's CPU kernels "
-                    "(a dry run of this script: the binding, no capture)")
+    ap.add_argument(
+        "--device",
+        default="cuda",
+        help="cpu: the same steps on ONNX Runtime's CPU kernels (a dry run of this script: the binding, no capture)",
+    )
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -163,16 +174,29 @@ def main(argv=None):
     for i in range(args.warmup + args.iters):
         for n in cases:
             one(n, timings[n] if i >= args.warmup else None)
-    report = {"export": args.export, "runtime": info.runtime, "graph_rows": settings.cuda_graph_rows,
-              "pinned": getattr(getattr(runner, "cuda", None), "path", None), "iters": args.iters, "cases": {}}
+    report = {
+        "export": args.export,
+        "runtime": info.runtime,
+        "graph_rows": settings.cuda_graph_rows,
+        "pinned": getattr(getattr(runner, "cuda", None), "path", None),
+        "iters": args.iters,
+        "cases": {},
+    }
     for n in cases:
         packed, static = one(n, None)
         # Bucketed for capture is not captured: a capture ONNX Runtime refused (or the budget)
         # leaves the shape running uncaptured, whatever the policy asked.
-        replayed = static and isinstance(runner, sessions.GraphRunner) and all(
-            runner.shape_key(feeds) in runner.graphs for feeds in packed.parts or [packed.feeds])
-        row = {"captured": replayed, "bucketed": static, "shape": list(packed.feeds["input_ids"].shape),
-               "p50_ms": {k: _p50(v) for k, v in timings[n].items()}}
+        replayed = (
+            static
+            and isinstance(runner, sessions.GraphRunner)
+            and all(runner.shape_key(feeds) in runner.graphs for feeds in packed.parts or [packed.feeds])
+        )
+        row = {
+            "captured": replayed,
+            "bucketed": static,
+            "shape": list(packed.feeds["input_ids"].shape),
+            "p50_ms": {k: _p50(v) for k, v in timings[n].items()},
+        }
         if replayed:
             # The replay against a plain run at the same shape, on new data: the captured graph
             # reads and writes through its bound blocks (sessions.Captured), not its own buffers.
@@ -180,22 +204,39 @@ def main(argv=None):
             row["replay_max_abs_diff"] = max(
                 float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
                 for feeds in again.parts or [again.feeds]
-                for a, b in zip(runner.run(None, feeds), runner.run_uncaptured(None, feeds)))
+                for a, b in zip(runner.run(None, feeds), runner.run_uncaptured(None, feeds))
+            )
         if not args.no_kernels and args.device != "cpu":
             from benchmarks.gpu.cupti import gpu_kernel_times
 
             try:
                 k = gpu_kernel_times(lambda n=n: one(n, None), iters=10, top=args.top)
                 row["gpu_busy_ms"], row["kernels_per_pass"], row["top_kernels"] = (
-                    k["gpu_busy_ms"], k["kernels_per_call"], k["top"])
-            except Exception as exc:             # no CUPTI: the host timings still stand
+                    k["gpu_busy_ms"],
+                    k["kernels_per_call"],
+                    k["top"],
+                )
+            except Exception as exc:  # no CUPTI: the host timings still stand
                 row["gpu_error"] = repr(exc)[:300]
         report["cases"][str(n)] = row
         p = row["p50_ms"]
-        print("%3d rows %-10s %s  pass %.3f ms = pack %.3f + in %.3f + run %.3f + out %.3f + unpack %.3f; GPU %s ms%s"
-              % (n, "captured" if replayed else "not captured" if static else "uncaptured", row["shape"], p["pass"],
-                 p["pack"], p["feeds_in"], p["run"], p["outputs_out"], p["unpack"], row.get("gpu_busy_ms"),
-                 "; replay vs plain run max |diff| %.2e" % row["replay_max_abs_diff"] if replayed else ""), flush=True)
+        print(
+            "%3d rows %-10s %s  pass %.3f ms = pack %.3f + in %.3f + run %.3f + out %.3f + unpack %.3f; GPU %s ms%s"
+            % (
+                n,
+                "captured" if replayed else "not captured" if static else "uncaptured",
+                row["shape"],
+                p["pass"],
+                p["pack"],
+                p["feeds_in"],
+                p["run"],
+                p["outputs_out"],
+                p["unpack"],
+                row.get("gpu_busy_ms"),
+                "; replay vs plain run max |diff| %.2e" % row["replay_max_abs_diff"] if replayed else "",
+            ),
+            flush=True,
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)

@@ -11,6 +11,7 @@ the whole prompt's: an export with a baked prompt head (models/qwen35/prefix.py)
 after it, transformers the head and those tokens, as a served request does. The parity gate is
 models.precision's, here over the 26 letter logits of each prompt.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,12 @@ def baked_head(directory: str) -> list[int]:
 
 def _stats(samples):
     s = sorted(samples)
-    return {"p50_ms": round(statistics.median(s) * 1e3, 3), "p95_ms": round(s[int(0.95 * (len(s) - 1))] * 1e3, 3),
-            "mean_ms": round(statistics.fmean(s) * 1e3, 3), "n": len(s)}
+    return {
+        "p50_ms": round(statistics.median(s) * 1e3, 3),
+        "p95_ms": round(s[int(0.95 * (len(s) - 1))] * 1e3, 3),
+        "mean_ms": round(statistics.fmean(s) * 1e3, 3),
+        "n": len(s),
+    }
 
 
 def hf_model(checkpoint: str, dtype, adapter: str | None = None, device: str = "cuda"):
@@ -90,9 +95,10 @@ def _runners(exports: dict, plans: list[str], graphs: bool) -> tuple[dict, dict]
         heads[label] = heads[label + "+graphs"] = baked_head(directory)
         if graphs:
             try:
-                runners[label + "+graphs"] = sessions.create(directory + "/model.onnx", "cuda", cuda_graphs=64,
-                                                             gdn_plan=plan).session
-            except Exception as exc:          # e.g. nodes left on the CPU provider: no graph capture
+                runners[label + "+graphs"] = sessions.create(
+                    directory + "/model.onnx", "cuda", cuda_graphs=64, gdn_plan=plan
+                ).session
+            except Exception as exc:  # e.g. nodes left on the CPU provider: no graph capture
                 print("%s: no CUDA graphs: %s" % (label, str(exc)[:300]), flush=True)
         print("%s: sessions created in %.1f s" % (label, time.perf_counter() - t0), flush=True)
     return runners, heads
@@ -106,8 +112,7 @@ def _timed(calls: dict, key: str, shape: str, warmup: int, iters: int, results: 
         try:
             t0 = time.perf_counter()
             f()
-            results.setdefault("first_call_ms", {}).setdefault(key, {})[k] = round(
-                (time.perf_counter() - t0) * 1e3, 2)
+            results.setdefault("first_call_ms", {}).setdefault(key, {})[k] = round((time.perf_counter() - t0) * 1e3, 2)
         except Exception as exc:
             results.setdefault("errors", {})["%s@%s" % (k, shape)] = repr(exc)[:400]
             print("skipping %s at %s: %r" % (k, shape, exc), flush=True)
@@ -135,9 +140,12 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--no-graphs", action="store_true", help="plain sessions only")
-    ap.add_argument("--gdn-plans", default="auto",
-                    help="ORT_GDN_PLAN values, comma separated (auto, chunked, chunked_split, recurrent): one set "
-                         "of sessions each; the GatedDeltaNet kernel reads it when a session is created")
+    ap.add_argument(
+        "--gdn-plans",
+        default="auto",
+        help="ORT_GDN_PLAN values, comma separated (auto, chunked, chunked_split, recurrent): one set "
+        "of sessions each; the GatedDeltaNet kernel reads it when a session is created",
+    )
     ap.add_argument("--parity-prompts", type=int, default=16)
     ap.add_argument("--profile", help="label of an export to profile per op type (batch 1 and 16, 218 tokens)")
     ap.add_argument("--profile-plan", default="auto", help="the ORT_GDN_PLAN of the profiled sessions")
@@ -157,32 +165,40 @@ def main(argv=None):
     if not args.no_hf:
         try:
             hf = hf_model(args.checkpoint, torch.bfloat16, args.adapter)
-        except Exception as exc:        # an older transformers without qwen3_5: say so, go on
+        except Exception as exc:  # an older transformers without qwen3_5: say so, go on
             print("HF baseline unavailable: %r" % exc, flush=True)
     results = {"lengths": {}, "gpu": torch.cuda.get_device_name(0)}
     for n, batch in [(n, int(b)) for n in lengths for b in args.batch.split(",")]:
         ids = rng.integers(0, 1000, size=(batch, n), dtype=np.int64)
 
-        def after_head(label, ids=ids, batch=batch):   # the feeds of the tokens after this export's baked head
-            rest = ids[:, len(heads[label]):]
+        def after_head(label, ids=ids, batch=batch):  # the feeds of the tokens after this export's baked head
+            rest = ids[:, len(heads[label]) :]
             return {"input_ids": rest, "positions": np.full((batch,), rest.shape[1] - 1, dtype=np.int64)}
+
         calls = {label: functools.partial(_replayed, r, after_head(label)) for label, r in runners.items()}
         if hf is not None:
             # The same prompts, each starting with the baked head where an export has one.
             head = next((h for h in heads.values() if h), [])
-            tids = torch.from_numpy(np.concatenate([np.tile(np.array(head, dtype=np.int64), (batch, 1)),
-                                                    ids[:, len(head):]], axis=1)).cuda()
+            tids = torch.from_numpy(
+                np.concatenate([np.tile(np.array(head, dtype=np.int64), (batch, 1)), ids[:, len(head) :]], axis=1)
+            ).cuda()
 
             def hf_call(tids=tids):
                 with torch.no_grad():
                     out = hf(input_ids=tids, use_cache=False, logits_to_keep=1).logits
                 torch.cuda.synchronize()
                 return out
+
             calls["hf-eager-bf16"] = hf_call
         key = "%d" % n if batch == 1 else "%dx%d" % (batch, n)
         results["lengths"][key] = _timed(calls, key, "%dx%d" % (batch, n), args.warmup, args.iters, results)
-        print(key, json.dumps(results["lengths"][key]), "first call", json.dumps(results["first_call_ms"][key]),
-              flush=True)
+        print(
+            key,
+            json.dumps(results["lengths"][key]),
+            "first call",
+            json.dumps(results["first_call_ms"][key]),
+            flush=True,
+        )
     hf = None
     torch.cuda.empty_cache()
     if args.parity_prompts:
@@ -193,7 +209,7 @@ def main(argv=None):
         print("parity", json.dumps(results["parity"]), flush=True)
     if args.profile:
         try:
-            with sessions.gdn_engine(args.profile_plan):       # profile() builds its own sessions
+            with sessions.gdn_engine(args.profile_plan):  # profile() builds its own sessions
                 results["profile"] = profile(exports[args.profile] + "/model.onnx")
         except Exception as exc:
             results["profile"] = {"error": repr(exc)[:400]}
@@ -219,8 +235,10 @@ def profile(path: str, length: int = 218) -> dict:
         options.enable_profiling = True
         options.log_severity_level = 3
         session = ort.InferenceSession(path, options, providers=["CUDAExecutionProvider"])
-        feeds = {"input_ids": np.random.default_rng(1).integers(0, 1000, (batch, length), dtype=np.int64),
-                 "positions": np.full((batch,), length - 1, dtype=np.int64)}
+        feeds = {
+            "input_ids": np.random.default_rng(1).integers(0, 1000, (batch, length), dtype=np.int64),
+            "positions": np.full((batch,), length - 1, dtype=np.int64),
+        }
         for _ in range(3):
             session.run(None, feeds)
         trace = session.end_profiling()
@@ -237,22 +255,25 @@ def profile(path: str, length: int = 218) -> dict:
         plain = ort.InferenceSession(path, providers=["CUDAExecutionProvider"])
         try:
             gpu = gpu_kernel_times(lambda plain=plain, feeds=feeds: plain.run(None, feeds))
-        except Exception as exc:                 # no CUPTI here: the host-side table still stands
+        except Exception as exc:  # no CUPTI here: the host-side table still stands
             gpu = {"error": repr(exc)[:300]}
         # The last run only: the first ones include allocation and autotuning.
         last = runs[-1]["dur"] / 1e3 if runs else None
         total = sum(by_op.values()) / 3 / 1e3
-        out["batch%d" % batch] = {"model_run_ms": last, "host_kernel_ms_per_run": round(total, 3),
-                                  "top": [(op, round(us / 3 / 1e3, 3)) for op, us in by_op.most_common(16)],
-                                  "nodes": len(by_node),
-                                  "top_nodes": [(n, round(us / 3 / 1e3, 3), *shapes[n]) for n, us in
-                                                by_node.most_common(25)],
-                                  "gpu": gpu}
+        out["batch%d" % batch] = {
+            "model_run_ms": last,
+            "host_kernel_ms_per_run": round(total, 3),
+            "top": [(op, round(us / 3 / 1e3, 3)) for op, us in by_op.most_common(16)],
+            "nodes": len(by_node),
+            "top_nodes": [(n, round(us / 3 / 1e3, 3), *shapes[n]) for n, us in by_node.most_common(25)],
+            "gpu": gpu,
+        }
     return out
 
 
-def parity(checkpoint: str, runners: dict, prompts: int, rng, adapter: str | None = None,
-           heads: dict | None = None) -> dict:
+def parity(
+    checkpoint: str, runners: dict, prompts: int, rng, adapter: str | None = None, heads: dict | None = None
+) -> dict:
     """Reduced-precision exports against transformers fp32 on the letter logits (A-Z rows), each
     prompt run whole by transformers and after its baked head (`heads`, by label) by the export."""
     import numpy as np
@@ -277,6 +298,7 @@ def parity(checkpoint: str, runners: dict, prompts: int, rng, adapter: str | Non
                     h = ref.model(input_ids=torch.from_numpy(whole).cuda()).last_hidden_state[0, -1].float()
                     wants[head].append(torch.softmax(h @ rows.T, -1).double().cpu().numpy())
         return wants[head]
+
     for label, runner in runners.items():
         if label.endswith("+graphs"):
             continue

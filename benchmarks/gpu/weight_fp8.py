@@ -19,6 +19,7 @@ graph of GemmFloat8 products runs 5.8 ms of GPU time a one-row pass against 6.4,
 1.31.1 does not capture it as a CUDA graph (its GemmFloat8 allocates and frees a 32 MB workspace
 on every call) and runs it uncaptured in 39 ms, so no export uses FP8 yet.
 """
+
 from __future__ import annotations
 
 import ml_dtypes

@@ -6,6 +6,7 @@ Each panel's PromQL runs through Prometheus' query_range API and is drawn in the
 grid. This is a preview of the same queries, not Grafana itself: the compose stack serves the
 real dashboard.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,21 +54,22 @@ def main(argv=None) -> None:
     grid = fig.add_gridspec(rows, 24, hspace=2.2, wspace=3)
     for panel in dash["panels"]:
         g = panel["gridPos"]
-        ax = fig.add_subplot(grid[g["y"]:g["y"] + g["h"], g["x"]:g["x"] + g["w"]])
+        ax = fig.add_subplot(grid[g["y"] : g["y"] + g["h"], g["x"] : g["x"] + g["w"]])
         ax.set_title(panel["title"], fontsize=10, loc="left")
         ax.set_facecolor("#181b1f")
         unit = panel["fieldConfig"]["defaults"].get("unit", "")
         drawn = 0
         for target in panel["targets"]:
             expr = target["expr"].replace("$__rate_interval", args.rate_interval)
-            for name, value in every.items():        # template variables at "All"
+            for name, value in every.items():  # template variables at "All"
                 expr = expr.replace("$" + name, value)
             for series in query_range(args.prometheus, expr, start, end, step):
                 xs = [(float(t) - end) / 60 for t, v in series["values"]]
                 ys = [float(v) * SCALE.get(unit, (1, ""))[0] for t, v in series["values"]]
                 metric = series["metric"]
-                label = re.sub(r"\{\{(\w+)\}\}", lambda m, metric=metric: metric.get(m.group(1), ""),
-                               target["legendFormat"])
+                label = re.sub(
+                    r"\{\{(\w+)\}\}", lambda m, metric=metric: metric.get(m.group(1), ""), target["legendFormat"]
+                )
                 ax.plot(xs, ys, linewidth=1.2, label=label)
                 drawn += 1
         ax.set_xlabel("minutes", fontsize=7)
@@ -78,8 +80,9 @@ def main(argv=None) -> None:
             ax.legend(fontsize=6, loc="upper left")
         else:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, alpha=0.5)
-    fig.suptitle("%s — preview from Prometheus, last %g min" % (dash["title"], args.minutes), fontsize=12, x=0.01,
-                 ha="left")
+    fig.suptitle(
+        "%s — preview from Prometheus, last %g min" % (dash["title"], args.minutes), fontsize=12, x=0.01, ha="left"
+    )
     fig.savefig(args.out, dpi=80, bbox_inches="tight")
     print(args.out)
 

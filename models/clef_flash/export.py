@@ -16,6 +16,7 @@ and baked into the graph (models/qwen35/prefix.py; the head's hidden states too,
 head reads with the rest): the graph takes the ids after them, and the positions and spans of
 the whole record.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,14 +68,32 @@ def example_batch(vocab: int, widths=((128, 100, (2, 3, 4)), (128, 90, (3, 2))),
         oq = oq + sum(len(t) for t in types)
         spans, types, o_spans, o_question = spans + [qs + head], types + [qt], o_spans + [os_ + head], o_question + [oq]
         record.append(torch.full((len(qt),), b))
-    return (torch.cat(rows), torch.stack(positions), torch.cat(spans), torch.cat(types), torch.cat(o_spans),
-            torch.cat(o_question), torch.cat(record))
+    return (
+        torch.cat(rows),
+        torch.stack(positions),
+        torch.cat(spans),
+        torch.cat(types),
+        torch.cat(o_spans),
+        torch.cat(o_question),
+        torch.cat(record),
+    )
 
 
-def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
-           name: str | None = None, force: bool = False, dtype: str = "float32",
-           gdn_kernel: str = "linear_attention", parity_gate: str = "enforce", records: str = RECORDS,
-           gdn_plan: str = engines.DEFAULT, progress=print) -> dict:
+def export(
+    checkpoint: str,
+    out: str,
+    *,
+    revision: str | None = None,
+    subfolder: str | None = None,
+    name: str | None = None,
+    force: bool = False,
+    dtype: str = "float32",
+    gdn_kernel: str = "linear_attention",
+    parity_gate: str = "enforce",
+    records: str = RECORDS,
+    gdn_plan: str = engines.DEFAULT,
+    progress=print,
+) -> dict:
     import torch
 
     progress = progress or (lambda m: None)
@@ -89,29 +108,46 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     if missing:
         raise ValueError("%s is not a Clef-Flash checkpoint: no %s" % (src.path, ", ".join(missing)))
     served_name = name or NAME
-    options = qexport.export_options({"name": served_name, "prompt_head": "baked", "token_positions": TOKEN_POSITIONS,
-                                      "records": records}, dtype, gdn_kernel)
+    options = qexport.export_options(
+        {"name": served_name, "prompt_head": "baked", "token_positions": TOKEN_POSITIONS, "records": records},
+        dtype,
+        gdn_kernel,
+    )
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(src.path, qexport.source_files(src.path) + HEAD_FILES, progress)
     if not force and export_dir.up_to_date(out, FAMILY, sources, options, parity_gate):
         return export_dir.reuse(out, progress)
 
     dims = TextDims.from_dir(src.path)
-    progress("[3/5] loading the backbone (%d layers, hidden %d) and the joint head"
-             % (len(dims.layer_types), dims.hidden_size))
-    backbone = qexport.build_module(dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype,
-                                    consume=True)
+    progress(
+        "[3/5] loading the backbone (%d layers, hidden %d) and the joint head"
+        % (len(dims.layer_types), dims.hidden_size)
+    )
+    backbone = qexport.build_module(
+        dims, weights.load_text_state(src.path, _load_dtype(dtype)), "all", dtype, consume=True
+    )
     baked = qbake.bake_for_export(backbone, src.path, head_ids, qgate.reference_device(), progress)
     graph = head_graph.compose(backbone, src.path)
     progress("[4/5] exporting (backbone %s, head fp32, GDN kernel %s)" % (dtype, gdn_kernel))
-    batch, seq, tokens, questions, opts = (torch.export.Dim("batch"), torch.export.Dim("seq_len"),
-                                           torch.export.Dim("tokens"), torch.export.Dim("questions"),
-                                           torch.export.Dim("options"))
-    dynamic = {"input_ids": {1: seq}, "token_positions": {0: tokens}, "question_spans": {0: questions},
-               "question_types": {0: questions}, "option_spans": {0: opts}, "option_question": {0: opts}}
+    batch, seq, tokens, questions, opts = (
+        torch.export.Dim("batch"),
+        torch.export.Dim("seq_len"),
+        torch.export.Dim("tokens"),
+        torch.export.Dim("questions"),
+        torch.export.Dim("options"),
+    )
+    dynamic = {
+        "input_ids": {1: seq},
+        "token_positions": {0: tokens},
+        "question_spans": {0: questions},
+        "question_types": {0: questions},
+        "option_spans": {0: opts},
+        "option_question": {0: opts},
+    }
     if batched:
-        dynamic.update(input_ids={0: batch, 1: seq}, token_positions={0: batch, 1: tokens},
-                       question_record={0: questions})
+        dynamic.update(
+            input_ids={0: batch, 1: seq}, token_positions={0: batch, 1: tokens}, question_record={0: questions}
+        )
     inputs = list(batching.BATCHED_INPUTS if batched else batching.INPUTS)
     info, check = {"gdn_kernel": gdn_kernel, "gdn_dtype": gdn.input_dtype(dtype, gdn_kernel)}, {}
     with export_dir.staged(out) as tmp:
@@ -122,8 +158,9 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
             progress("checking ONNX Runtime (CPU) against torch on an untraced record ...")
             info["check_max_abs_logit_diff"] = _check(graph, path, dims.vocab_size, head, batched)
         if dtype != "float32":
-            check["parity_gate"] = result = gate.run(graph, path, kernel=gdn_kernel, mode=parity_gate,
-                                                     progress=progress, spend=True, gdn_plan=gdn_plan)
+            check["parity_gate"] = result = gate.run(
+                graph, path, kernel=gdn_kernel, mode=parity_gate, progress=progress, spend=True, gdn_plan=gdn_plan
+            )
             progress(precision.summary(result))
         export_dir.copy_present(src.path, qexport.TOKENIZER_FILES, tmp)
     progress("[5/5] writing the manifest")
@@ -133,14 +170,23 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
     with open(os.path.join(src.path, head_graph.HEAD_CONFIG), encoding="utf-8") as f:
         head_config = json.load(f)
     meta = {
-        "family": FAMILY, "name": served_name, "aliases": [REPO] if served_name != REPO else [],
+        "family": FAMILY,
+        "name": served_name,
+        "aliases": [REPO] if served_name != REPO else [],
         "description": "Clef-Flash: every question of a request answered jointly from one sequence "
-                       "by the joint schema head on a Qwen3.5-9B backbone",
-        "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "by the joint schema head on a Qwen3.5-9B backbone",
+        "random_weights": random,
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": qexport.ONNX_NAME,
         "source": {"checkpoint": src.name, "revision": src.revision, "sha256": sources},
-        "dims": dims.as_dict(), "head": head_config, "weights_dtype": dtype, "graph": info, "check": check,
-        "inputs": inputs, "outputs": ["logits"], "signature": "clef-joint-v1" + ("+records" if batched else ""),
+        "dims": dims.as_dict(),
+        "head": head_config,
+        "weights_dtype": dtype,
+        "graph": info,
+        "check": check,
+        "inputs": inputs,
+        "outputs": ["logits"],
+        "signature": "clef-joint-v1" + ("+records" if batched else ""),
         "export_options": options,
         "prefix": baked,
         "exporter": export_dir.exporter_info(qexport.OPSET),
@@ -159,11 +205,11 @@ def _check(graph, path: str, vocab: int, head: int = 0, batched: bool = True) ->
 
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     if batched:
-        feeds = example_batch(vocab, ((192, 130, (5, 2, 3, 2)), (192, 70, (2, 1)), (192, 192, (3,))), seed=3,
-                              head=head)
+        feeds = example_batch(vocab, ((192, 130, (5, 2, 3, 2)), (192, 70, (2, 1)), (192, 192, (3,))), seed=3, head=head)
     else:
-        _, ids, pos, qs, qt, os_, oq = head_graph.example_inputs(8, vocab, seq=192, tokens=130,
-                                                                  options_per_question=(5, 2, 3, 2), seed=3)
+        _, ids, pos, qs, qt, os_, oq = head_graph.example_inputs(
+            8, vocab, seq=192, tokens=130, options_per_question=(5, 2, 3, 2), seed=3
+        )
         feeds = (ids, pos, qs, qt, os_, oq)
     with torch.no_grad():
         want = graph(*feeds).numpy()

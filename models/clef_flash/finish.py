@@ -18,6 +18,7 @@ unrounded probabilities), Clef's own max-p confidence as `x_confidence`, truncat
 `logits` is the graph's float32 [o] in the record's option order; a wrong size or a non-finite
 value raises `InferenceFailed` (500 inference_failed).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,9 @@ def question_probabilities(record: Record, logits: np.ndarray) -> list[dict[str,
     """{option id: p} per question, softmaxed over that question's own options only."""
     logits = np.asarray(logits)
     if logits.shape != (len(record.option_question),):
-        raise InferenceFailed("expected %d option logits, got shape %s"
-                              % (len(record.option_question), tuple(logits.shape)))
+        raise InferenceFailed(
+            "expected %d option logits, got shape %s" % (len(record.option_question), tuple(logits.shape))
+        )
     if not np.isfinite(logits).all():
         raise InferenceFailed("non-finite option logits")
     out, start = [], 0
@@ -56,23 +58,28 @@ def answer(field: Field, probabilities: dict[str, float]) -> dict:
         return {"type": "noul", "noul": round(probabilities["true"], 4)}
     if field.type == "choice":
         keys = field.request_keys
-        choice = max(keys, key=probabilities.__getitem__)       # first maximum, request order
-        return {"type": "choice", "choice": choice, "confidence": round(probabilities[choice], 4),
-                "probabilities": {k: round(probabilities[k], 4) for k in keys}}
+        choice = max(keys, key=probabilities.__getitem__)  # first maximum, request order
+        return {
+            "type": "choice",
+            "choice": choice,
+            "confidence": round(probabilities[choice], 4),
+            "probabilities": {k: round(probabilities[k], 4) for k in keys},
+        }
     levels = field.request_keys
     # Summed left to right in doubles, as upstream's sum() does.
-    return {"type": "score",
-            "score": round(sum(i * probabilities[level] for i, level in enumerate(levels)), 4),
-            "confidence": round(max(probabilities[level] for level in levels), 4),
-            "legend": dict(zip(levels, field.legend, strict=True)),
-            "probabilities": {level: round(probabilities[level], 4) for level in levels}}
+    return {
+        "type": "score",
+        "score": round(sum(i * probabilities[level] for i, level in enumerate(levels)), 4),
+        "confidence": round(max(probabilities[level] for level in levels), 4),
+        "legend": dict(zip(levels, field.legend, strict=True)),
+        "probabilities": {level: round(probabilities[level], 4) for level in levels},
+    }
 
 
 def usage(record: Record) -> dict:
     out = {"input_tokens": record.tokens, "output_tokens": 0}
     if record.truncated:
-        out.update(state_tokens=record.state_tokens, state_tokens_dropped=record.state_tokens_dropped,
-                   truncated=True)
+        out.update(state_tokens=record.state_tokens, state_tokens_dropped=record.state_tokens_dropped, truncated=True)
     return out
 
 
@@ -80,8 +87,12 @@ def _jev_answer(field: Field, probabilities: dict[str, float], a: dict) -> dict:
     if field.type == "noul":
         return a
     p = [probabilities[k] for k in field.request_keys]
-    core = {"type": a["type"], a["type"]: a[a["type"]], "probabilities": a["probabilities"],
-            "confidence": round(jev_confidence(field.type, p), 4)}
+    core = {
+        "type": a["type"],
+        a["type"]: a[a["type"]],
+        "probabilities": a["probabilities"],
+        "confidence": round(jev_confidence(field.type, p), 4),
+    }
     if field.type == "score":
         core["legend"] = a["legend"]
     return {**core, "x_confidence": a["confidence"]}
@@ -93,10 +104,13 @@ def finish(record: Record, logits: np.ndarray, model: str, profile: str = "refer
     answers = {f.qid: answer(f, p) for f, p in zip(record.fields, probabilities, strict=True)}
     if profile != "jev":
         return {"model": model, "answers": answers, "usage": usage(record)}
-    body = {"model": model,
-            "answers": {f.qid: _jev_answer(f, p, answers[f.qid])
-                        for f, p in zip(record.fields, probabilities, strict=True)},
-            "usage": {"input_tokens": record.tokens, "output_tokens": 0}}
+    body = {
+        "model": model,
+        "answers": {
+            f.qid: _jev_answer(f, p, answers[f.qid]) for f, p in zip(record.fields, probabilities, strict=True)
+        },
+        "usage": {"input_tokens": record.tokens, "output_tokens": 0},
+    }
     extra = {k: v for k, v in usage(record).items() if k not in body["usage"]}
     if extra:
         body["x_usage"] = extra

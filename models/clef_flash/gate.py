@@ -7,6 +7,7 @@ the backbone's float32 hidden states (streamed one layer at a time) read by the 
 is float32 in the export too; the distributions are each question's softmax over its own options, as served
 (finish.question_probabilities).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,8 @@ def records(vocab: int, n: int = RECORDS, seed: int = 0, head: int = 0) -> list[
     out = []
     for i, t in enumerate(rng.integers(qgate.MIN_TOKENS, qgate.MAX_TOKENS + 1, size=n)):
         _, ids, positions, q_spans, q_types, o_spans, o_question = head_graph.example_inputs(
-            8, vocab, seq=int(t), tokens=int(t), options_per_question=OPTIONS_PER_QUESTION, seed=seed + i)
+            8, vocab, seq=int(t), tokens=int(t), options_per_question=OPTIONS_PER_QUESTION, seed=seed + i
+        )
         if head:
             positions = torch.arange(head + int(t))
         out.append((ids, positions, q_spans + head, q_types, o_spans + head, o_question))
@@ -51,8 +53,16 @@ def _by_question(logits: np.ndarray, option_question: np.ndarray) -> list[np.nda
     return [precision.softmax(logits[option_question == q]) for q in np.unique(option_question)]
 
 
-def run(graph, onnx_path: str, *, kernel: str, mode: str = "enforce", progress=print, spend: bool = False,
-        gdn_plan: str = engines.DEFAULT) -> dict:
+def run(
+    graph,
+    onnx_path: str,
+    *,
+    kernel: str,
+    mode: str = "enforce",
+    progress=print,
+    spend: bool = False,
+    gdn_plan: str = engines.DEFAULT,
+) -> dict:
     """Gate the export at `onnx_path` of `graph` (head_graph.ClefJointGraph, backbone in half
     precision): the parity measures over every question of every record, where each side ran;
     raises precision.GateFailed under `enforce` when it fails. `spend`: release the backbone's
@@ -68,9 +78,16 @@ def run(graph, onnx_path: str, *, kernel: str, mode: str = "enforce", progress=p
     head = list(backbone.prefix_ids)
     cases = records(backbone.d.vocab_size, head=len(head))
     where = qgate.reference_device()
-    progress("parity gate: float32 reference on %s (%d records of %d-%d tokens, %d questions each) ..."
-             % (where, len(cases), min(c[0].shape[1] for c in cases), max(c[0].shape[1] for c in cases),
-                len(OPTIONS_PER_QUESTION)))
+    progress(
+        "parity gate: float32 reference on %s (%d records of %d-%d tokens, %d questions each) ..."
+        % (
+            where,
+            len(cases),
+            min(c[0].shape[1] for c in cases),
+            max(c[0].shape[1] for c in cases),
+            len(OPTIONS_PER_QUESTION),
+        )
+    )
     hidden = qgate.reference_hidden(backbone, [c[0].numpy() for c in cases], where)
     if spend:
         qgate.release(backbone)
@@ -88,6 +105,11 @@ def run(graph, onnx_path: str, *, kernel: str, mode: str = "enforce", progress=p
         (logits,) = session.run(["logits"], feeds(case, batched))
         probs += _by_question(np.asarray(logits, dtype=np.float64), case[-1].numpy())
     del session
-    result = dict(precision.gate_rows(probs, refs), device=used, reference_device=where,
-                  prompt_tokens=[int(c[0].shape[1]) for c in cases], **engine)
+    result = dict(
+        precision.gate_rows(probs, refs),
+        device=used,
+        reference_device=where,
+        prompt_tokens=[int(c[0].shape[1]) for c in cases],
+        **engine,
+    )
     return precision.judge(result, mode)

@@ -33,6 +33,7 @@ would keep it from capturing the graph as CUDA graphs (models/placement.py).
     compose(backbone, checkpoint_dir) -> ClefJointGraph
     export_head(head_dir, out_path) -> dict               # standalone ClefHeadGraph ONNX, checked
 """
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,15 @@ from torch import nn
 
 HEAD_CONFIG = "joint_head_config.json"
 HEAD_WEIGHTS = "joint_head.safetensors"
-HEAD_INPUTS = ["hidden", "input_ids", "token_positions", "question_spans", "question_types",
-               "option_spans", "option_question"]
+HEAD_INPUTS = [
+    "hidden",
+    "input_ids",
+    "token_positions",
+    "question_spans",
+    "question_types",
+    "option_spans",
+    "option_question",
+]
 OPSET = 18
 _LN100 = math.log(100.0)
 
@@ -67,12 +75,14 @@ class _Attention(nn.Module):
         wq, wk, wv = self.in_proj_weight.chunk(3)
         bq, bk, bv = self.in_proj_bias.chunk(3)
         d = query.shape[-1] // self.heads
-        q, k, v = (F.linear(x, w, b).unflatten(-1, (self.heads, d)).transpose(0, 1)
-                   for x, w, b in ((query, wq, bq), (key_value, wk, bk), (key_value, wv, bv)))
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)        # [heads, L, S]
+        q, k, v = (
+            F.linear(x, w, b).unflatten(-1, (self.heads, d)).transpose(0, 1)
+            for x, w, b in ((query, wq, bq), (key_value, wk, bk), (key_value, wv, bv))
+        )
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)  # [heads, L, S]
         if keep is not None:
             scores = scores.masked_fill(~keep, float("-inf"))
-        out = torch.matmul(torch.softmax(scores, dim=-1), v)                 # [heads, L, d]
+        out = torch.matmul(torch.softmax(scores, dim=-1), v)  # [heads, L, d]
         return self.out_proj(out.transpose(0, 1).flatten(-2))
 
 
@@ -140,14 +150,25 @@ def _span_means(values, spans, positions, record, span_record):
     """Mean of values[start:end] per span: a [spans, B·T] 0/1 matrix times values, over the length.
     `positions`: each row's place in its record; `record`, `span_record`: each row's and each
     span's record (records side by side)."""
-    inside = ((positions[None, :] >= spans[:, :1]) & (positions[None, :] < spans[:, 1:])
-              & (record[None, :] == span_record[:, None])).to(values.dtype)
+    inside = (
+        (positions[None, :] >= spans[:, :1])
+        & (positions[None, :] < spans[:, 1:])
+        & (record[None, :] == span_record[:, None])
+    ).to(values.dtype)
     return torch.matmul(inside, values) / inside.sum(dim=-1, keepdim=True)
 
 
 class ClefJointHead(nn.Module):
-    def __init__(self, hidden_size: int, width: int, routing_layers: int, layers: int, heads: int,
-                 feedforward: int, dropout: float = 0.0):
+    def __init__(
+        self,
+        hidden_size: int,
+        width: int,
+        routing_layers: int,
+        layers: int,
+        heads: int,
+        feedforward: int,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.hidden_norm = nn.LayerNorm(hidden_size)
         self.memory_projection = nn.Linear(hidden_size, width, bias=False)
@@ -157,20 +178,27 @@ class ClefJointHead(nn.Module):
         self.option_context_projection = nn.Linear(hidden_size, width, bias=False)
         self.option_lexical_projection = nn.Linear(hidden_size, width, bias=False)
         self.type_embedding = nn.Embedding(3, width)
-        self.evidence_layers = nn.ModuleList(_RoutingLayer(width, heads, feedforward)
-                                             for _ in range(routing_layers))
+        self.evidence_layers = nn.ModuleList(_RoutingLayer(width, heads, feedforward) for _ in range(routing_layers))
         self.option_summary_norm = nn.LayerNorm(width)
         self.layers = nn.ModuleList(_DecoderLayer(width, heads, feedforward) for _ in range(layers))
         self.field_norm = nn.LayerNorm(width)
         self.option_norm = nn.LayerNorm(width)
-        self.residual_scorer = nn.Sequential(nn.Linear(4 * width, width), nn.GELU(), nn.Identity(),
-                                             nn.Linear(width, 1))
+        self.residual_scorer = nn.Sequential(nn.Linear(4 * width, width), nn.GELU(), nn.Identity(), nn.Linear(width, 1))
         self.prior_logit_scale = nn.Parameter(torch.zeros(()))
         self.joint_logit_scale = nn.Parameter(torch.zeros(()))
         self.residual_gate = nn.Parameter(torch.zeros(()))
 
-    def forward(self, hidden, lexical, token_positions, question_spans, question_types,
-                option_spans, option_question, question_record=None):
+    def forward(
+        self,
+        hidden,
+        lexical,
+        token_positions,
+        question_spans,
+        question_types,
+        option_spans,
+        option_question,
+        question_record=None,
+    ):
         """One record ([1, T, H] hidden, positions [n or T]) or several side by side ([B, T, H],
         positions [B, T], `question_record` [q]: each question's record; spans within a record).
         The records run as one sequence of B·T positions in which every span, mean and attention
@@ -183,42 +211,50 @@ class ClefJointHead(nn.Module):
         option_record = question_record[option_question]
         # n from the values, not the length: positions padded with -1 give the same n, so records
         # padded to one bucketed shape share one CUDA graph (served.py).
-        n = (token_positions >= 0).sum(-1)                                  # [B]
+        n = (token_positions >= 0).sum(-1)  # [B]
         # Each flat position's place in its record and its record, by Range, Expand and Reshape
         # alone: arithmetic between the shape's sizes and data would run on the CPU in ONNX
         # Runtime, and a graph with compute there cannot be captured as a CUDA graph.
         local = torch.arange(width, device=hidden.device)
         rows = torch.arange(batch, device=hidden.device)
-        positions = local[None, :].expand(batch, width).reshape(-1)          # [B·T]
-        record = rows[:, None].expand(batch, width).reshape(-1)              # [B·T]
-        keep = (local[None, :] < n[:, None]).reshape(-1)                     # real tokens
+        positions = local[None, :].expand(batch, width).reshape(-1)  # [B·T]
+        record = rows[:, None].expand(batch, width).reshape(-1)  # [B·T]
+        keep = (local[None, :] < n[:, None]).reshape(-1)  # real tokens
         # Zero the pads first: a weight of 0 times a non-finite pad state would still be NaN.
         x = self.hidden_norm(torch.where(keep[:, None], hidden.reshape(batch * width, -1).float(), 0.0))
-        memory = self.memory_projection(x)                                   # [B·T, W]
-        last = (local[None, :] == (n - 1)[:, None]).float()                  # [B, T], one-hot
-        g = torch.matmul(last[:, None, :], x.reshape(batch, width, -1))[:, 0]   # each last real token
-        question_vectors = _span_means(x, question_spans, positions, record, question_record)   # [q, H]
-        contexts = _span_means(x, option_spans, positions, record, option_record)              # [o, H]
-        lexical = _span_means(lexical.reshape(batch * width, -1).float(), option_spans, positions, record,
-                              option_record)                                                   # [o, H]
-        option_keep = keep[None, :] & (record[None, :] == option_record[:, None])        # [o, B·T]
-        question_keep = keep[None, :] & (record[None, :] == question_record[:, None])    # [q, B·T]
+        memory = self.memory_projection(x)  # [B·T, W]
+        last = (local[None, :] == (n - 1)[:, None]).float()  # [B, T], one-hot
+        g = torch.matmul(last[:, None, :], x.reshape(batch, width, -1))[:, 0]  # each last real token
+        question_vectors = _span_means(x, question_spans, positions, record, question_record)  # [q, H]
+        contexts = _span_means(x, option_spans, positions, record, option_record)  # [o, H]
+        lexical = _span_means(
+            lexical.reshape(batch * width, -1).float(), option_spans, positions, record, option_record
+        )  # [o, H]
+        option_keep = keep[None, :] & (record[None, :] == option_record[:, None])  # [o, B·T]
+        question_keep = keep[None, :] & (record[None, :] == question_record[:, None])  # [q, B·T]
 
-        routed = (self.option_context_projection(contexts) + self.option_lexical_projection(lexical)
-                  + self.option_question_projection(question_vectors)[option_question])
+        routed = (
+            self.option_context_projection(contexts)
+            + self.option_lexical_projection(lexical)
+            + self.option_question_projection(question_vectors)[option_question]
+        )
         for layer in self.evidence_layers:
-            routed = layer(routed, memory, option_keep)                      # [o, W]
+            routed = layer(routed, memory, option_keep)  # [o, W]
 
-        base = self.question_projection(question_vectors)                    # [q, W]
+        base = self.question_projection(question_vectors)  # [q, W]
         own = option_question[None, :] == torch.arange(base.shape[0], device=x.device)[:, None]
         scores = torch.matmul(base, routed.transpose(0, 1)) / math.sqrt(routed.shape[-1])
-        weights = torch.softmax(scores.masked_fill(~own, float("-inf")), dim=-1)   # [q, o]
-        fields = (base + self.option_summary_norm(torch.matmul(weights, routed))
-                  + self.global_projection(g)[question_record] + self.type_embedding(question_types))
+        weights = torch.softmax(scores.masked_fill(~own, float("-inf")), dim=-1)  # [q, o]
+        fields = (
+            base
+            + self.option_summary_norm(torch.matmul(weights, routed))
+            + self.global_projection(g)[question_record]
+            + self.type_embedding(question_types)
+        )
         same = question_record[:, None] == question_record[None, :]
         for layer in self.layers:
             fields = layer(fields, memory, question_keep, same)
-        fields = self.field_norm(fields)[option_question]                    # [o, W], per option
+        fields = self.field_norm(fields)[option_question]  # [o, W], per option
 
         anchor = _normalize(question_vectors + g[question_record])[option_question]
         prior = self.prior_logit_scale.clamp(max=_LN100).exp() * (_normalize(lexical) * anchor).sum(-1)
@@ -238,11 +274,28 @@ class ClefHeadGraph(nn.Module):
         self.head = head
         self.register_buffer("lm_head", lm_head_weight)
 
-    def forward(self, hidden, input_ids, token_positions, question_spans, question_types,
-                option_spans, option_question, question_record=None):
+    def forward(
+        self,
+        hidden,
+        input_ids,
+        token_positions,
+        question_spans,
+        question_types,
+        option_spans,
+        option_question,
+        question_record=None,
+    ):
         lexical = F.embedding(input_ids, self.lm_head).float()
-        return self.head(hidden, lexical, token_positions, question_spans, question_types,
-                         option_spans, option_question, question_record)
+        return self.head(
+            hidden,
+            lexical,
+            token_positions,
+            question_spans,
+            question_types,
+            option_spans,
+            option_question,
+            question_record,
+        )
 
 
 class ClefJointGraph(nn.Module):
@@ -254,14 +307,30 @@ class ClefJointGraph(nn.Module):
         self.backbone = backbone
         self.head_graph = head_graph
 
-    def forward(self, input_ids, token_positions, question_spans, question_types, option_spans,
-                option_question, question_record=None):
+    def forward(
+        self,
+        input_ids,
+        token_positions,
+        question_spans,
+        question_types,
+        option_spans,
+        option_question,
+        question_record=None,
+    ):
         hidden = self.backbone(input_ids)
         # A backbone with a baked prompt head (qwen35.graph.Backbone.full_ids) takes the ids after
         # it and returns every position, the head's included; the head reads the whole record's ids.
         full_ids = getattr(self.backbone, "full_ids", None)
-        return self.head_graph(hidden, input_ids if full_ids is None else full_ids(input_ids), token_positions,
-                               question_spans, question_types, option_spans, option_question, question_record)
+        return self.head_graph(
+            hidden,
+            input_ids if full_ids is None else full_ids(input_ids),
+            token_positions,
+            question_spans,
+            question_types,
+            option_spans,
+            option_question,
+            question_record,
+        )
 
 
 def load_head(head_dir: str) -> ClefJointHead:
@@ -280,8 +349,9 @@ def load_lm_head(checkpoint_dir: str) -> torch.Tensor:
     """`lm_head.weight` [V, H] as stored (the embeddings when tied), from one file or the shards."""
     from models.qwen35 import weights
 
-    head = weights.first_tensor(checkpoint_dir, ("lm_head.weight", "model.language_model.embed_tokens.weight",
-                                                 "model.embed_tokens.weight"))
+    head = weights.first_tensor(
+        checkpoint_dir, ("lm_head.weight", "model.language_model.embed_tokens.weight", "model.embed_tokens.weight")
+    )
     if head is None:
         raise ValueError("no lm_head or embedding weight in %s" % checkpoint_dir)
     return head
@@ -295,8 +365,9 @@ def compose(backbone: nn.Module, checkpoint_dir: str) -> ClefJointGraph:
     return ClefJointGraph(backbone, load_head_graph(checkpoint_dir)).eval()
 
 
-def example_inputs(hidden_size: int, vocab: int, seq: int = 128, tokens: int = 100,
-                   options_per_question=(2, 3, 4), seed: int = 0):
+def example_inputs(
+    hidden_size: int, vocab: int, seq: int = 128, tokens: int = 100, options_per_question=(2, 3, 4), seed: int = 0
+):
     """A valid record (spans inside the real tokens, each question its options) for tracing and
     checks; not 0/1-sized anywhere, so the exporter specialises no dimension."""
     g = torch.Generator().manual_seed(seed)
@@ -313,9 +384,15 @@ def example_inputs(hidden_size: int, vocab: int, seq: int = 128, tokens: int = 1
     if at >= tokens:
         raise ValueError("%d tokens do not hold this record (needs %d)" % (tokens, at + 1))
     as_long = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
-    return (hidden, input_ids, torch.arange(tokens), as_long(q_spans),
-            as_long([qi % 3 for qi in range(len(options_per_question))]), as_long(o_spans),
-            as_long(o_question))
+    return (
+        hidden,
+        input_ids,
+        torch.arange(tokens),
+        as_long(q_spans),
+        as_long([qi % 3 for qi in range(len(options_per_question))]),
+        as_long(o_spans),
+        as_long(o_question),
+    )
 
 
 def export_head(head_dir: str, out_path: str) -> dict:
@@ -323,19 +400,42 @@ def export_head(head_dir: str, out_path: str) -> dict:
     ONNX Runtime against torch on shapes it was not traced at, padded and not."""
     graph = load_head_graph(head_dir)
     hidden_size, vocab = graph.head.hidden_norm.normalized_shape[0], graph.lm_head.shape[0]
-    seq, tokens, questions, options = (torch.export.Dim("seq"), torch.export.Dim("tokens"),
-                                       torch.export.Dim("questions"), torch.export.Dim("options"))
-    dynamic = {"hidden": {1: seq}, "input_ids": {1: seq}, "token_positions": {0: tokens},
-               "question_spans": {0: questions}, "question_types": {0: questions},
-               "option_spans": {0: options}, "option_question": {0: options}}
+    seq, tokens, questions, options = (
+        torch.export.Dim("seq"),
+        torch.export.Dim("tokens"),
+        torch.export.Dim("questions"),
+        torch.export.Dim("options"),
+    )
+    dynamic = {
+        "hidden": {1: seq},
+        "input_ids": {1: seq},
+        "token_positions": {0: tokens},
+        "question_spans": {0: questions},
+        "question_types": {0: questions},
+        "option_spans": {0: options},
+        "option_question": {0: options},
+    }
     with torch.no_grad():
-        program = torch.onnx.export(graph, example_inputs(hidden_size, vocab), input_names=HEAD_INPUTS,
-                                    output_names=["logits"], dynamic_shapes=dynamic, dynamo=True,
-                                    opset_version=OPSET, external_data=True, verbose=False)
+        program = torch.onnx.export(
+            graph,
+            example_inputs(hidden_size, vocab),
+            input_names=HEAD_INPUTS,
+            output_names=["logits"],
+            dynamic_shapes=dynamic,
+            dynamo=True,
+            opset_version=OPSET,
+            external_data=True,
+            verbose=False,
+        )
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     program.save(out_path, external_data=True)
-    return {"onnx": out_path, "inputs": HEAD_INPUTS, "outputs": ["logits"], "opset": OPSET,
-            "max_abs_logit_diff": _check(graph, out_path, hidden_size, vocab)}
+    return {
+        "onnx": out_path,
+        "inputs": HEAD_INPUTS,
+        "outputs": ["logits"],
+        "opset": OPSET,
+        "max_abs_logit_diff": _check(graph, out_path, hidden_size, vocab),
+    }
 
 
 def _check(graph: ClefHeadGraph, onnx_path: str, hidden_size: int, vocab: int) -> float:

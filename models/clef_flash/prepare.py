@@ -15,6 +15,7 @@ questions jointly. The parity tests hold it to identical ids and spans against t
 Errors: `RequestError` (422 invalid_request), `InvalidQuestions` (422 invalid_question, every bad
 question listed), `TooManyQuestions` (413), `InputTooLong` (413 input_too_long).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,25 +28,29 @@ from models.errors import InputTooLong, RequestError, check_questions, questions
 from models.render import json_kind, render as _render
 from models.tokenizer import TokenizerHandle
 
-QTYPES = {"noul": 0, "choice": 1, "score": 2}        # Clef's type ids (never share: §1.1)
-SYSTEM_PROMPT = ("Read the complete state and schema. Decide every field jointly. Each answer "
-                 "must be exactly one of that field's allowed options.")
+QTYPES = {"noul": 0, "choice": 1, "score": 2}  # Clef's type ids (never share: §1.1)
+SYSTEM_PROMPT = (
+    "Read the complete state and schema. Decide every field jointly. Each answer "
+    "must be exactly one of that field's allowed options."
+)
 PREFIX = "<|im_start|>system\n" + SYSTEM_PROMPT + "<|im_end|>\n<|im_start|>user\nSTATE:\n"
 SUFFIX = "\n<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nJOINT SCHEMA DECISIONS:"
 SCHEMA_HEADER = "\n\nSCHEMA FIELDS:\n"
-NOUL_DEFAULTS = {"true": "The proposition is true or the answer is yes.",
-                 "false": "The proposition is false or the answer is no."}
+NOUL_DEFAULTS = {
+    "true": "The proposition is true or the answer is yes.",
+    "false": "The proposition is false or the answer is no.",
+}
 
 
 @dataclass
 class ClefLimits:
     max_questions: int = 64
-    min_options: int = 2            # choice
+    min_options: int = 2  # choice
     max_options: int = 255
-    min_levels: int = 2             # score
+    min_levels: int = 2  # score
     max_levels: int = 10
     max_state_tokens: int = 65_536
-    max_length: int = 16_384        # the whole record; upstream's default, the graph's token limit
+    max_length: int = 16_384  # the whole record; upstream's default, the graph's token limit
 
 
 @dataclass(frozen=True)
@@ -53,23 +58,23 @@ class Field:
     """One question as finishing needs it."""
 
     qid: str
-    type: str                       # "noul" | "choice" | "score"
-    keys: tuple[str, ...]           # option ids in upstream order: the order of its logits
-    request_keys: tuple[str, ...]   # the same ids in request order (ties and output order)
-    legend: tuple | None = None     # score: the raw levels, index order
+    type: str  # "noul" | "choice" | "score"
+    keys: tuple[str, ...]  # option ids in upstream order: the order of its logits
+    request_keys: tuple[str, ...]  # the same ids in request order (ties and output order)
+    legend: tuple | None = None  # score: the raw levels, index order
 
 
 @dataclass
 class Record:
     """One request as the joint graph takes it (§5.5 inputs, unpadded) plus finishing context."""
 
-    input_ids: np.ndarray           # int64 [n]
-    question_spans: np.ndarray      # int64 [q, 2], [start, end) of each rendered instruction
-    question_types: np.ndarray      # int64 [q], noul 0 / choice 1 / score 2
-    option_spans: np.ndarray        # int64 [o, 2], each rendered option object, grouped per question
-    option_question: np.ndarray     # int64 [o], question index of each option
+    input_ids: np.ndarray  # int64 [n]
+    question_spans: np.ndarray  # int64 [q, 2], [start, end) of each rendered instruction
+    question_types: np.ndarray  # int64 [q], noul 0 / choice 1 / score 2
+    option_spans: np.ndarray  # int64 [o, 2], each rendered option object, grouped per question
+    option_question: np.ndarray  # int64 [o], question index of each option
     fields: list[Field]
-    state_tokens: int               # the rendered state's tokens before truncation
+    state_tokens: int  # the rendered state's tokens before truncation
     state_tokens_kept: int
 
     @property
@@ -135,13 +140,15 @@ def check_question(qid: Any, qdef: Any, limits: ClefLimits) -> str | None:
             return "a choice question takes 'criteria' as a non-empty object of option id -> description (or null)"
         if not limits.min_options <= len(crit) <= limits.max_options:
             return "a choice question takes %d to %d options, got %d" % (
-                limits.min_options, limits.max_options, len(crit))
+                limits.min_options,
+                limits.max_options,
+                len(crit),
+            )
     elif t == "score":
         if not isinstance(crit, list) or not crit:
             return "a score question takes 'criteria' as a non-empty list of level descriptions, index 0 first"
         if not limits.min_levels <= len(crit) <= limits.max_levels:
-            return "a score question takes %d to %d levels, got %d" % (
-                limits.min_levels, limits.max_levels, len(crit))
+            return "a score question takes %d to %d levels, got %d" % (limits.min_levels, limits.max_levels, len(crit))
     elif crit is not None:
         if not isinstance(crit, dict):
             return "a noul question takes 'criteria' as an object with optional 'true'/'false' descriptions"
@@ -179,8 +186,11 @@ def _schema_fragments(questions: dict) -> tuple[list[tuple[str, str | None]], li
                 semantics["description"] = description
             frags += [("OPTION %d: " % (j + 1), None), (render(semantics), "option"), ("\n", None)]
         frags.append(("END FIELD\n", None))
-        fields.append(Field(str(qid), t, tuple(k for k, _ in options), request_keys(t, crit),
-                            tuple(crit) if t == "score" else None))
+        fields.append(
+            Field(
+                str(qid), t, tuple(k for k, _ in options), request_keys(t, crit), tuple(crit) if t == "score" else None
+            )
+        )
     return frags, fields
 
 
@@ -190,7 +200,7 @@ _LONGEST_TOKEN: dict[int, tuple[object, int]] = {}
 def _surely_over(tok: TokenizerHandle, text: str, limit: int) -> bool:
     """True when `text` cannot fit in `limit` tokens however it splits: no token covers more bytes
     than the longest vocabulary entry. Spares tokenizing megabytes (seconds) only to refuse them."""
-    if len(text) <= limit:          # short: tokenizing is cheap, the exact count decides
+    if len(text) <= limit:  # short: tokenizing is cheap, the exact count decides
         return False
     entry = _LONGEST_TOKEN.get(id(tok.tokenizer))
     if entry is None or entry[0] is not tok.tokenizer:
@@ -206,8 +216,10 @@ def encode_record(tok: TokenizerHandle, state: Any, questions: dict, limits: Cle
     # Every fragment is at least one token: refuse a hopeless schema before tokenizing it.
     floor = 1 + sum(4 + 3 * len(question_options(q["type"], q.get("criteria"))) for q in questions.values())
     if floor > limits.max_length:
-        raise InputTooLong("the questions alone take at least %d tokens; this model takes at most %d in all"
-                           % (floor, limits.max_length))
+        raise InputTooLong(
+            "the questions alone take at least %d tokens; this model takes at most %d in all"
+            % (floor, limits.max_length)
+        )
     frags, fields = _schema_fragments(questions)
     # Each fragment is encoded on its own (joining them would change the ids). The prompt's fixed
     # text and recurring questions and options come from the tokenizer's shared cache; the rest
@@ -226,24 +238,31 @@ def encode_record(tok: TokenizerHandle, state: Any, questions: dict, limits: Cle
     prefix, suffix = list(enc[PREFIX]), list(enc[SUFFIX])
     fixed = len(prefix) + len(schema) + len(suffix)
     if fixed > limits.max_length:
-        raise InputTooLong("the questions alone take %d tokens; this model takes at most %d in all"
-                           % (fixed, limits.max_length))
+        raise InputTooLong(
+            "the questions alone take %d tokens; this model takes at most %d in all" % (fixed, limits.max_length)
+        )
     text = render(state)
     if _surely_over(tok, text, limits.max_state_tokens):
         raise InputTooLong("the state is over %d tokens, the most this model takes" % limits.max_state_tokens)
     state_ids = tok.encode(text)
     if len(state_ids) > limits.max_state_tokens:
-        raise InputTooLong("the state is %d tokens; this model takes at most %d"
-                           % (len(state_ids), limits.max_state_tokens))
+        raise InputTooLong(
+            "the state is %d tokens; this model takes at most %d" % (len(state_ids), limits.max_state_tokens)
+        )
     kept = state_ids[: limits.max_length - fixed]
     offset = len(prefix) + len(kept)
     ids = np.asarray(prefix + kept + schema + suffix, dtype=np.int64)
     spans = lambda s: np.asarray(s, dtype=np.int64).reshape(-1, 2) + offset  # noqa: E731
     return Record(
-        input_ids=ids, question_spans=spans(q_spans),
+        input_ids=ids,
+        question_spans=spans(q_spans),
         question_types=np.asarray([QTYPES[f.type] for f in fields], dtype=np.int64),
-        option_spans=spans(o_spans), option_question=np.asarray(o_question, dtype=np.int64),
-        fields=fields, state_tokens=len(state_ids), state_tokens_kept=len(kept))
+        option_spans=spans(o_spans),
+        option_question=np.asarray(o_question, dtype=np.int64),
+        fields=fields,
+        state_tokens=len(state_ids),
+        state_tokens_kept=len(kept),
+    )
 
 
 def head_ids(tok: TokenizerHandle) -> list[int]:
@@ -259,5 +278,15 @@ def prepare_record(body: Mapping[str, Any], tok: TokenizerHandle, limits: ClefLi
     return encode_record(tok, state, questions, limits)
 
 
-__all__ = ["ClefLimits", "Field", "Record", "QTYPES", "render", "question_options", "validate",
-           "encode_record", "head_ids", "prepare_record"]
+__all__ = [
+    "ClefLimits",
+    "Field",
+    "Record",
+    "QTYPES",
+    "render",
+    "question_options",
+    "validate",
+    "encode_record",
+    "head_ids",
+    "prepare_record",
+]

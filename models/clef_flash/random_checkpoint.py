@@ -11,6 +11,7 @@ trained Qwen-style tokenizer), plus `joint_head.safetensors` (BF16) of the refer
 
     python -m models.clef_flash.random_checkpoint OUT
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,14 @@ def reference():
 
 
 def tiny_head_config(hidden_size: int, layers: int = 2) -> dict:
-    return {"hidden_size": hidden_size, "width": 32, "routing_layers": 2, "layers": layers, "heads": 2,
-            "feedforward": 64}
+    return {
+        "hidden_size": hidden_size,
+        "width": 32,
+        "routing_layers": 2,
+        "layers": layers,
+        "heads": 2,
+        "feedforward": 64,
+    }
 
 
 def scale_like_trained(head, seed: int) -> None:

@@ -8,6 +8,7 @@ names each question's row. Spans stay within a record. The joint head keeps ever
 attention inside its own record (head_graph.ClefJointHead), and the backbone is causal with the
 pads at the end, so a record's logits do not depend on what it ran with.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -30,16 +31,24 @@ def pack(records: Sequence[Record], width: int, pad_id: int, head: Sequence[int]
     offsets = np.cumsum([0] + [len(r.question_types) for r in records])
     for b, r in enumerate(records):
         row = prefix.cut(r.input_ids, head) if head else r.input_ids
-        ids[b, :len(row)] = row
-        positions[b, :r.tokens] = np.arange(r.tokens)
+        ids[b, : len(row)] = row
+        positions[b, : r.tokens] = np.arange(r.tokens)
     cat = lambda arrays: np.concatenate(arrays).astype(np.int64)  # noqa: E731
-    return dict(zip(BATCHED_INPUTS, (
-        ids, positions,
-        cat([r.question_spans for r in records]).reshape(-1, 2),
-        cat([r.question_types for r in records]),
-        cat([r.option_spans for r in records]).reshape(-1, 2),
-        cat([r.option_question + offsets[b] for b, r in enumerate(records)]),
-        cat([np.full(len(r.question_types), b) for b, r in enumerate(records)])), strict=True))
+    return dict(
+        zip(
+            BATCHED_INPUTS,
+            (
+                ids,
+                positions,
+                cat([r.question_spans for r in records]).reshape(-1, 2),
+                cat([r.question_types for r in records]),
+                cat([r.option_spans for r in records]).reshape(-1, 2),
+                cat([r.option_question + offsets[b] for b, r in enumerate(records)]),
+                cat([np.full(len(r.question_types), b) for b, r in enumerate(records)]),
+            ),
+            strict=True,
+        )
+    )
 
 
 def split(logits: np.ndarray, records: Sequence[Record]) -> list[np.ndarray]:

@@ -3,6 +3,7 @@
 identity (names, pins, letters) · checkpoint (adapter resolution, export marker) · prepare (request → one prompt row per
 question) · finish (letter logits → choice answers) · random_checkpoint (test checkpoints).
 """
+
 from __future__ import annotations
 
 from models.cua_s1.identity import FAMILY, IDENTITY, MODEL_NAME

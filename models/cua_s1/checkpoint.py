@@ -15,6 +15,7 @@ and names its language keys for the image-text model, so PEFT would only *warn* 
 it cannot place. We refuse it up front instead. Reading the config and the tensor names needs
 no torch (safetensors is read with numpy); an `adapter_model.bin` needs torch to list its keys.
 """
+
 from __future__ import annotations
 
 import glob
@@ -23,11 +24,22 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from models.cua_s1.identity import (ADAPTER_REPO, ADAPTER_REVISION, BASE, BASE_REPO, BASE_REVISION,  # noqa: F401
-                                    FAMILY, IDENTITY, LETTER_IDS, LETTERS, MODALITY, MODEL_NAME)
+from models.cua_s1.identity import (
+    ADAPTER_REPO,
+    ADAPTER_REVISION,
+    BASE,
+    BASE_REPO,  # noqa: F401 (re-exported: the checkpoint's public names)
+    BASE_REVISION,  # noqa: F401
+    FAMILY,  # noqa: F401
+    IDENTITY,
+    LETTER_IDS,
+    LETTERS,
+    MODALITY,
+    MODEL_NAME,
+)
 
-ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")     # full-attention layers only
-MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")              # every layer's MLP
+ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # full-attention layers only
+MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")  # every layer's MLP
 TARGETS = frozenset(ATTENTION_TARGETS + MLP_TARGETS)
 # What only the multimodal adapter has: vision-tower MLP targets, image-text key names.
 _MULTIMODAL_TARGETS = ("linear_fc1", "linear_fc2")
@@ -61,17 +73,22 @@ class Adapter:
     """A resolved `text/` adapter."""
 
     directory: str
-    weights: str                    # the weights file, whatever it is named
+    weights: str  # the weights file, whatever it is named
     r: int
     alpha: float
-    scale: float                    # alpha / r (alpha / sqrt(r) under rsLoRA): W' = W + scale·B·A
-    targets: tuple[str, ...]        # module names as adapter_config.json gives them (sorted)
-    layers: int                     # decoder layers the adapter covers
+    scale: float  # alpha / r (alpha / sqrt(r) under rsLoRA): W' = W + scale·B·A
+    targets: tuple[str, ...]  # module names as adapter_config.json gives them (sorted)
+    layers: int  # decoder layers the adapter covers
     attention_layers: tuple[int, ...] = field(default=())
 
     def summary(self) -> dict:
-        return {"r": self.r, "alpha": self.alpha, "scale": self.scale, "targets": list(self.targets),
-                "weights": os.path.basename(self.weights)}
+        return {
+            "r": self.r,
+            "alpha": self.alpha,
+            "scale": self.scale,
+            "targets": list(self.targets),
+            "weights": os.path.basename(self.weights),
+        }
 
 
 def _read_config(directory: str) -> dict:
@@ -93,8 +110,10 @@ def _weights_file(directory: str) -> str:
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
-            raise AdapterError("%s holds several .%s files and no adapter_model.%s; which are the "
-                               "adapter weights?" % (directory, ext, ext))
+            raise AdapterError(
+                "%s holds several .%s files and no adapter_model.%s; which are the "
+                "adapter weights?" % (directory, ext, ext)
+            )
     raise AdapterError("%s has adapter_config.json but no weights file (.safetensors or .bin)" % directory)
 
 
@@ -104,7 +123,7 @@ def _weight_shapes(path: str) -> dict[str, tuple[int, ...]]:
 
         with safe_open(path, framework="numpy") as f:
             return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 - safe_open
-    import torch     # a pickled .bin: only torch reads it (weights_only keeps it data-only)
+    import torch  # a pickled .bin: only torch reads it (weights_only keeps it data-only)
 
     state = torch.load(path, map_location="cpu", weights_only=True)
     return {k: tuple(v.shape) for k, v in state.items()}
@@ -122,42 +141,62 @@ def _targets(config: dict) -> tuple[str, ...]:
 def _is_multimodal(config: dict, keys) -> bool:
     raw = config.get("target_modules")
     names = [raw] if isinstance(raw, str) else list(raw or [])
-    return (any(m in str(n) for n in names for m in _MULTIMODAL_TARGETS)
-            or any(_MULTIMODAL_KEY.search(k) for k in keys))
+    return any(m in str(n) for n in names for m in _MULTIMODAL_TARGETS) or any(_MULTIMODAL_KEY.search(k) for k in keys)
 
 
 def _check_config(directory: str, config: dict) -> tuple[int, float, float]:
     if config.get("peft_type", "LORA") != "LORA":
         raise AdapterError("%s: peft_type %r; the Cua-S1 text adapter is a LoRA" % (directory, config.get("peft_type")))
     # Anything that changes the merge away from `W + scale·B·A` per module is not the adapter we know.
-    for key in ("use_dora", "lora_bias", "fan_in_fan_out", "modules_to_save", "rank_pattern",
-                "alpha_pattern", "layers_to_transform", "target_parameters", "trainable_token_indices"):
+    for key in (
+        "use_dora",
+        "lora_bias",
+        "fan_in_fan_out",
+        "modules_to_save",
+        "rank_pattern",
+        "alpha_pattern",
+        "layers_to_transform",
+        "target_parameters",
+        "trainable_token_indices",
+    ):
         if config.get(key):
-            raise AdapterError("%s: adapter_config.json sets %s=%r, which the text adapter does not use"
-                               % (directory, key, config[key]))
+            raise AdapterError(
+                "%s: adapter_config.json sets %s=%r, which the text adapter does not use"
+                % (directory, key, config[key])
+            )
     if config.get("bias", "none") != "none":
         raise AdapterError("%s: adapter trains biases (bias=%r)" % (directory, config["bias"]))
     r, alpha = config.get("r"), config.get("lora_alpha")
     if not isinstance(r, int) or isinstance(r, bool) or r < 1 or not isinstance(alpha, (int, float)):
-        raise AdapterError("%s: adapter_config.json needs integer r >= 1 and numeric lora_alpha, got r=%r "
-                           "lora_alpha=%r" % (directory, r, alpha))
-    scale = alpha / r ** 0.5 if config.get("use_rslora") else alpha / r
+        raise AdapterError(
+            "%s: adapter_config.json needs integer r >= 1 and numeric lora_alpha, got r=%r "
+            "lora_alpha=%r" % (directory, r, alpha)
+        )
+    scale = alpha / r**0.5 if config.get("use_rslora") else alpha / r
     return r, float(alpha), float(scale)
 
 
-def _check_targets(directory: str, targets: tuple[str, ...], shapes: dict, r: int,
-                   layer_types) -> tuple[int, tuple[int, ...]]:
+def _check_targets(
+    directory: str, targets: tuple[str, ...], shapes: dict, r: int, layer_types
+) -> tuple[int, tuple[int, ...]]:
     """Targets must be q/k/v/o in full-attention layers and gate/up/down in every MLP, nothing else."""
     if len(targets) == 1 and targets[0] not in TARGETS:
-        pattern = re.compile(targets[0])     # PEFT full-matches a string target against module names
-        hits = {t for t in TARGETS if pattern.fullmatch("model.layers.3.%s.%s" % (
-            "self_attn" if t in ATTENTION_TARGETS else "mlp", t))}
+        pattern = re.compile(targets[0])  # PEFT full-matches a string target against module names
+        hits = {
+            t
+            for t in TARGETS
+            if pattern.fullmatch("model.layers.3.%s.%s" % ("self_attn" if t in ATTENTION_TARGETS else "mlp", t))
+        }
         if hits != TARGETS:
-            raise AdapterError("%s: target_modules regex %r does not select exactly %s"
-                               % (directory, targets[0], ", ".join(sorted(TARGETS))))
+            raise AdapterError(
+                "%s: target_modules regex %r does not select exactly %s"
+                % (directory, targets[0], ", ".join(sorted(TARGETS)))
+            )
     elif set(targets) != TARGETS:
-        raise AdapterError("%s: target_modules %s; the text adapter targets exactly %s"
-                           % (directory, ", ".join(targets), ", ".join(sorted(TARGETS))))
+        raise AdapterError(
+            "%s: target_modules %s; the text adapter targets exactly %s"
+            % (directory, ", ".join(targets), ", ".join(sorted(TARGETS)))
+        )
     seen: dict[tuple[int, str], set] = {}
     for key, shape in shapes.items():
         m = _LORA_KEY.match(key)
@@ -165,8 +204,9 @@ def _check_targets(directory: str, targets: tuple[str, ...], shapes: dict, r: in
             raise AdapterError("%s: unexpected tensor %r in the adapter weights" % (directory, key))
         layer, block, module, ab = int(m[1]), m[2], m[3], m[4]
         if module not in TARGETS or (block == "self_attn") != (module in ATTENTION_TARGETS):
-            raise AdapterError("%s: tensor %r adapts %s.%s, which the text adapter leaves alone"
-                               % (directory, key, block, module))
+            raise AdapterError(
+                "%s: tensor %r adapts %s.%s, which the text adapter leaves alone" % (directory, key, block, module)
+            )
         if len(shape) != 2 or (shape[0] if ab == "A" else shape[1]) != r:
             raise AdapterError("%s: tensor %r has shape %s, not rank %d" % (directory, key, list(shape), r))
         seen.setdefault((layer, module), set()).add(ab)
@@ -176,16 +216,22 @@ def _check_targets(directory: str, targets: tuple[str, ...], shapes: dict, r: in
     if incomplete:
         raise AdapterError("%s: LoRA pairs without both A and B: %s" % (directory, incomplete))
     layers = len(layer_types) if layer_types is not None else max(layer for layer, _ in seen) + 1
-    types = list(layer_types) if layer_types is not None else [
-        "full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)]
+    types = (
+        list(layer_types)
+        if layer_types is not None
+        else ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)]
+    )
     attention = full_attention_layers(types)
     expected = {(i, t) for i in range(layers) for t in MLP_TARGETS} | {
-        (i, t) for i in attention for t in ATTENTION_TARGETS}
+        (i, t) for i in attention for t in ATTENTION_TARGETS
+    }
     if set(seen) != expected:
         missing, extra = sorted(expected - set(seen)), sorted(set(seen) - expected)
-        raise AdapterError("%s: adapted modules differ from q/k/v/o in full-attention layers %s and "
-                           "gate/up/down in all %d MLPs (missing %s, unexpected %s)"
-                           % (directory, attention, layers, missing[:6], extra[:6]))
+        raise AdapterError(
+            "%s: adapted modules differ from q/k/v/o in full-attention layers %s and "
+            "gate/up/down in all %d MLPs (missing %s, unexpected %s)"
+            % (directory, attention, layers, missing[:6], extra[:6])
+        )
     return layers, tuple(attention)
 
 
@@ -205,8 +251,10 @@ def resolve_adapter(path: str, layer_types=None) -> Adapter:
     weights = _weights_file(directory)
     shapes = _weight_shapes(weights)
     if _is_multimodal(config, shapes):
-        raise AdapterError("%s is the multimodal adapter (linear_fc1/linear_fc2 targets, "
-                           "model.language_model.* keys); serve the text/ adapter next to it" % directory)
+        raise AdapterError(
+            "%s is the multimodal adapter (linear_fc1/linear_fc2 targets, "
+            "model.language_model.* keys); serve the text/ adapter next to it" % directory
+        )
     r, alpha, scale = _check_config(directory, config)
     targets = _targets(config)
     layers, attention = _check_targets(directory, targets, shapes, r, layer_types)
@@ -215,9 +263,17 @@ def resolve_adapter(path: str, layer_types=None) -> Adapter:
 
 def export_marker(adapter: Adapter | None = None, **extra) -> dict:
     """The marker's content: its format, what was merged into what, plus `extra` fields."""
-    marker = {"format": EXPORT_FORMAT, "model": MODEL_NAME, "identity": IDENTITY, "base": BASE,
-              "adapter": ADAPTER_REPO, "adapter_revision": ADAPTER_REVISION, "modality": MODALITY,
-              "letters": LETTERS, "letter_token_ids": list(LETTER_IDS)}
+    marker = {
+        "format": EXPORT_FORMAT,
+        "model": MODEL_NAME,
+        "identity": IDENTITY,
+        "base": BASE,
+        "adapter": ADAPTER_REPO,
+        "adapter_revision": ADAPTER_REVISION,
+        "modality": MODALITY,
+        "letters": LETTERS,
+        "letter_token_ids": list(LETTER_IDS),
+    }
     if adapter is not None:
         marker["lora"] = adapter.summary()
     marker.update(extra)
@@ -242,6 +298,8 @@ def read_export_marker(directory: str) -> dict:
     with open(path, encoding="utf-8") as f:
         marker = json.load(f)
     if not isinstance(marker, dict) or marker.get("format") != EXPORT_FORMAT:
-        raise ValueError("%s: format %r, expected %r" % (path, marker.get("format") if isinstance(marker, dict)
-                                                          else marker, EXPORT_FORMAT))
+        raise ValueError(
+            "%s: format %r, expected %r"
+            % (path, marker.get("format") if isinstance(marker, dict) else marker, EXPORT_FORMAT)
+        )
     return marker

@@ -12,6 +12,7 @@ The system turn every prompt starts with is computed once here, in float32, and 
 graph (models/qwen35/prefix.py), so a row holds only the tokens after it; the manifest records
 the head's token ids.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,10 +32,21 @@ from models.qwen35.dims import TextDims
 from models.qwen35.export import load_dtype as _load_dtype
 
 
-def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: str | None = None,
-           subfolder: str | None = None, name: str | None = None, force: bool = False,
-           dtype: str = "float32", gdn_kernel: str = "linear_attention", parity_gate: str = "enforce",
-           gdn_plan: str = engines.DEFAULT, progress=print) -> dict:
+def export(
+    checkpoint: str,
+    out: str,
+    *,
+    adapter: str | None = None,
+    revision: str | None = None,
+    subfolder: str | None = None,
+    name: str | None = None,
+    force: bool = False,
+    dtype: str = "float32",
+    gdn_kernel: str = "linear_attention",
+    parity_gate: str = "enforce",
+    gdn_plan: str = engines.DEFAULT,
+    progress=print,
+) -> dict:
     import numpy as np
 
     progress = progress or (lambda m: None)
@@ -47,8 +59,11 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
         # The published adapter repo is pinned to the revision the identity names.
         published = adapter == ck.ADAPTER_REPO or adapter.startswith(ck.ADAPTER_REPO + "/")
         pinned = ck.ADAPTER_REVISION if published else None
-        ad = hub.resolve(adapter, ["adapter_config.json", "adapter_model.safetensors", "adapter_model.bin",
-                                   "text/*"], revision=pinned)
+        ad = hub.resolve(
+            adapter,
+            ["adapter_config.json", "adapter_model.safetensors", "adapter_model.bin", "text/*"],
+            revision=pinned,
+        )
         dims = TextDims.from_dir(base.path)
         lora = ck.resolve_adapter(ad.path, dims.layer_types)
     served_name = name or ck.MODEL_NAME
@@ -56,19 +71,34 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     progress("[2/5] hashing sources")
     sources = qexport.hash_sources(base.path, qexport.source_files(base.path), progress)
     if lora is not None:
-        sources.update({"adapter/" + k: v for k, v in manifests.hash_files(
-            lora.directory, ["adapter_config.json", os.path.basename(lora.weights)]).items()})
+        sources.update(
+            {
+                "adapter/" + k: v
+                for k, v in manifests.hash_files(
+                    lora.directory, ["adapter_config.json", os.path.basename(lora.weights)]
+                ).items()
+            }
+        )
     if not force and export_dir.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
         return export_dir.reuse(out, progress)
 
     dims = TextDims.from_dir(base.path)
     if not dims.tie_word_embeddings:
         progress("note: untied embeddings; the letter rows come from lm_head")
-    progress("[3/5] loading the text stack (%d layers, hidden %d) and merging the adapter"
-             % (len(dims.layer_types), dims.hidden_size))
+    progress(
+        "[3/5] loading the text stack (%d layers, hidden %d) and merging the adapter"
+        % (len(dims.layer_types), dims.hidden_size)
+    )
     state = weights.load_text_state(base.path, _load_dtype(dtype))
-    merged = weights.merge_lora(state, lora.directory, allowed=[
-        "self_attn." + t for t in ck.ATTENTION_TARGETS] + ["mlp." + t for t in ck.MLP_TARGETS]) if lora else []
+    merged = (
+        weights.merge_lora(
+            state,
+            lora.directory,
+            allowed=["self_attn." + t for t in ck.ATTENTION_TARGETS] + ["mlp." + t for t in ck.MLP_TARGETS],
+        )
+        if lora
+        else []
+    )
     rows_from = state["embed_tokens.weight"] if dims.tie_word_embeddings else state["lm_head.weight"]
     letter_rows = rows_from[list(ck.LETTER_IDS)].float().numpy()
     # The checkpoint's tensors map its files: one left referenced keeps its shard's pages resident.
@@ -77,22 +107,38 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     del state
     baked = qbake.bake_for_export(model, base.path, head_ids, qgate.reference_device(), progress)
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
-    gate = functools.partial(qgate.run, distributions=qgate.letter_distributions(letter_rows), kernel=gdn_kernel,
-                             mode=parity_gate, progress=progress, spend=True, gdn_plan=gdn_plan)
+    gate = functools.partial(
+        qgate.run,
+        distributions=qgate.letter_distributions(letter_rows),
+        kernel=gdn_kernel,
+        mode=parity_gate,
+        progress=progress,
+        spend=True,
+        gdn_plan=gdn_plan,
+    )
     graph, check = qexport.write_export(out, model, gdn_kernel, progress, base.path, check=True, gate=gate)
     np.save(os.path.join(out, LETTER_ROWS), letter_rows)
     progress("[5/5] writing the manifest")
     random = export_dir.flagged_random(os.path.join(base.path, "config.json"))
     meta = {
-        "family": ck.FAMILY, "name": served_name, "aliases": [], "identity": ck.IDENTITY,
+        "family": ck.FAMILY,
+        "name": served_name,
+        "aliases": [],
+        "identity": ck.IDENTITY,
         "description": "Cua-S1 4B 0.2 (text adapter): one-pass computer-use decisions over a closed "
-                       "list of lettered options",
-        "random_weights": random, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "list of lettered options",
+        "random_weights": random,
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": qexport.ONNX_NAME,
         "source": {"checkpoint": base.name, "revision": base.revision, "adapter": adapter, "sha256": sources},
-        "dims": dims.as_dict(), "weights_dtype": dtype, "graph": graph, "check": check,
-        "lora": lora.summary() if lora else None, "merged_modules": len(merged),
-        "inputs": ["input_ids", "positions"], "outputs": ["hidden"],
+        "dims": dims.as_dict(),
+        "weights_dtype": dtype,
+        "graph": graph,
+        "check": check,
+        "lora": lora.summary() if lora else None,
+        "merged_modules": len(merged),
+        "inputs": ["input_ids", "positions"],
+        "outputs": ["hidden"],
         "prefix": baked,
         "export_options": options,
         "exporter": export_dir.exporter_info(qexport.OPSET),
@@ -101,4 +147,3 @@ def export(checkpoint: str, out: str, *, adapter: str | None = None, revision: s
     export_dir.finalize(out, meta, hash_data=False)
     progress("exported %s to %s in %.1f s" % (served_name, out, time.perf_counter() - t0))
     return meta
-

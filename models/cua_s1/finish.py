@@ -31,6 +31,7 @@ letter logits (letters A..Z = token ids 32..57; a row uses only its first n):
    request order, unrounded (the float32 values as JSON doubles); `confidence` =
    max(0, 1 − H/ln n) over the float32 probabilities in float64, skipping p = 0; 1 when n = 1.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,11 @@ def letter_logits(hidden, letter_rows) -> np.ndarray:
     float32 rounding boundary.
     """
     h = np.asarray(hidden, dtype=np.float32).astype(np.float64)
-    w = letter_rows if getattr(letter_rows, "dtype", None) == np.float64 else \
-        np.asarray(letter_rows, dtype=np.float32).astype(np.float64)
+    w = (
+        letter_rows
+        if getattr(letter_rows, "dtype", None) == np.float64
+        else np.asarray(letter_rows, dtype=np.float32).astype(np.float64)
+    )
     if h.ndim != 2 or w.ndim != 2 or h.shape[1] != w.shape[1]:
         raise InferenceFailed("hidden %s and letter rows %s do not match" % (h.shape, w.shape))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -84,7 +88,7 @@ def probabilities(logits, bf16: bool = True) -> np.ndarray:
     z = row.astype(np.float64)
     e = np.exp(z - z.max())
     total = 0.0
-    for v in e:                      # left to right, as the native worker sums
+    for v in e:  # left to right, as the native worker sums
         total += float(v)
     p = (e / total).astype(np.float32)
     if not np.isfinite(p).all():
@@ -104,22 +108,26 @@ def entropy_confidence(p) -> float:
 
 def answer(question: Question, p) -> dict:
     values = [float(v) for v in p]
-    best = max(range(len(values)), key=values.__getitem__)    # the first maximum
-    return {"type": "choice", "choice": question.keys[best],
-            "probabilities": dict(zip(question.keys, values, strict=True)),
-            "confidence": entropy_confidence(values)}
+    best = max(range(len(values)), key=values.__getitem__)  # the first maximum
+    return {
+        "type": "choice",
+        "choice": question.keys[best],
+        "probabilities": dict(zip(question.keys, values, strict=True)),
+        "confidence": entropy_confidence(values),
+    }
 
 
 def decode(questions: list[Question], logits, bf16: bool = True) -> dict:
     """Answers in request order from `[n_questions, >= n_options]` letter logits."""
     logits = np.asarray(logits)
     if logits.ndim != 2 or logits.shape[0] != len(questions) or logits.shape[1] < len(LETTERS):
-        raise InferenceFailed("expected letter logits [%d, %d], got %s"
-                              % (len(questions), len(LETTERS), list(logits.shape)))
+        raise InferenceFailed(
+            "expected letter logits [%d, %d], got %s" % (len(questions), len(LETTERS), list(logits.shape))
+        )
     answers = {}
     for row, q in zip(logits, questions, strict=True):
         try:
-            p = probabilities(row[:len(q.keys)], bf16=bf16)
+            p = probabilities(row[: len(q.keys)], bf16=bf16)
         except InferenceFailed as exc:
             raise InferenceFailed("question %r: %s" % (q.qid, exc)) from None
         answers[q.qid] = answer(q, p)
@@ -128,23 +136,31 @@ def decode(questions: list[Question], logits, bf16: bool = True) -> dict:
 
 def reference_response(answers: dict, usage: dict) -> dict:
     """What upstream's worker returns: the identity as `model`, Jev choice answers, usage."""
-    return {"model": IDENTITY, "answers": answers,
-            "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0}}
+    return {"model": IDENTITY, "answers": answers, "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0}}
 
 
 def jev_response(model: str, answers: dict, usage: dict) -> dict:
     """The hosted-Jev core: Jev's confidence; the entropy one and the identity move to `x_`."""
     out = {}
     for qid, a in answers.items():
-        out[qid] = {"type": "choice", "choice": a["choice"], "probabilities": a["probabilities"],
-                    "confidence": jev_confidence(a["probabilities"].values()),
-                    "x_confidence": a["confidence"]}
-    return {"model": model, "answers": out,
-            "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0}, "x_model": IDENTITY}
+        out[qid] = {
+            "type": "choice",
+            "choice": a["choice"],
+            "probabilities": a["probabilities"],
+            "confidence": jev_confidence(a["probabilities"].values()),
+            "x_confidence": a["confidence"],
+        }
+    return {
+        "model": model,
+        "answers": out,
+        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0},
+        "x_model": IDENTITY,
+    }
 
 
-def finish(context: Context, logits, profile: str = "reference", model_name: str = MODEL_NAME,
-           bf16: bool = True) -> dict:
+def finish(
+    context: Context, logits, profile: str = "reference", model_name: str = MODEL_NAME, bf16: bool = True
+) -> dict:
     """The response for one request from its `[n_questions, 26]` letter logits."""
     answers = decode(context.questions, logits, bf16=bf16)
     if profile == "jev":
@@ -152,11 +168,23 @@ def finish(context: Context, logits, profile: str = "reference", model_name: str
     return reference_response(answers, context.usage)
 
 
-def finish_hidden(context: Context, hidden, letter_rows, profile: str = "reference",
-                  model_name: str = MODEL_NAME, bf16: bool = True) -> dict:
+def finish_hidden(
+    context: Context, hidden, letter_rows, profile: str = "reference", model_name: str = MODEL_NAME, bf16: bool = True
+) -> dict:
     """`finish` from the last-position hidden states `[n_questions, H]` and the letter rows `[26, H]`."""
     return finish(context, letter_logits(hidden, letter_rows), profile, model_name, bf16)
 
 
-__all__ = ["round_bf16", "letter_logits", "probabilities", "entropy_confidence", "answer", "decode",
-           "reference_response", "jev_confidence", "jev_response", "finish", "finish_hidden"]
+__all__ = [
+    "round_bf16",
+    "letter_logits",
+    "probabilities",
+    "entropy_confidence",
+    "answer",
+    "decode",
+    "reference_response",
+    "jev_confidence",
+    "jev_response",
+    "finish",
+    "finish_hidden",
+]

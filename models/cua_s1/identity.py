@@ -1,6 +1,7 @@
 """Cua-S1 4B 0.2's identity: its names, the pinned adapter and base, and the answer letters.
 What the served modules need of the checkpoint; reading and checking it is checkpoint.py's.
 """
+
 from __future__ import annotations
 
 FAMILY = "cua_s1"

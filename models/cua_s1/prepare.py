@@ -14,6 +14,7 @@ native worker's `chat_text` (models.md §3.1–3.3). Each question is an indepen
 shared state, so one row (token ids) per question; nothing is truncated, an over-long prompt is
 a 413. Unlike upstream, which stops at the first problem, every invalid question is reported.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,42 +34,44 @@ SYSTEM_PROMPT = (
     "You are a one-pass computer-use decision model. You are shown the current state of a screen "
     "and a fixed, closed list of candidate (element, action) options, each given a single letter. "
     "Choose exactly one option: the single best next action to take. Answer with ONLY that "
-    "option's letter -- no words, no punctuation, no explanation.")
+    "option's letter -- no words, no punctuation, no explanation."
+)
 # The Qwen3.5 chat template around [system, user] with add_generation_prompt=True and *no*
 # enable_thinking argument: the prompt ends in an open `<think>\n` (enable_thinking=False would
 # close it, which the adapter was not trained on). The template trims message content, which
 # never matters here: the user message starts with "Goal: " or "App: " and ends with "letter.".
-_CHAT = ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n"
-         "<|im_start|>assistant\n<think>\n")
+_CHAT = "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n<think>\n"
 # The same prompt cut at special tokens: a fixed head (the system turn) and tail, which
 # TokenizerHandle.encode_framed encodes once.
 _HEAD = "<|im_start|>system\n%s<|im_end|>\n<|im_start|>" % SYSTEM_PROMPT
 _TAIL = "<|im_end|>\n<|im_start|>assistant\n<think>\n"
-_USER = ("%sApp: Cua Driver\nTask family: closed-candidate decision\n\nAccessibility tree:\n%s"
-         "\n\nOptions:\n%s\n\nAnswer with a single letter.")
+_USER = (
+    "%sApp: Cua Driver\nTask family: closed-candidate decision\n\nAccessibility tree:\n%s"
+    "\n\nOptions:\n%s\n\nAnswer with a single letter."
+)
 
 
 @dataclass
 class CuaLimits:
     max_questions: int = 64
-    max_options: int = len(LETTERS)        # one letter each: A..Z
+    max_options: int = len(LETTERS)  # one letter each: A..Z
     max_prompt_tokens: int = 16_384
-    max_body_bytes: int = 4 << 20          # enforced by the server before the body is read
+    max_body_bytes: int = 4 << 20  # enforced by the server before the body is read
 
 
 @dataclass(frozen=True)
 class Question:
     qid: str
-    goal: str                      # rendered instructions; "" means no Goal line
-    keys: tuple[str, ...]          # answer keys, request order (option i has letter LETTERS[i])
-    labels: tuple[str, ...]        # escaped option labels, as they appear in the prompt
+    goal: str  # rendered instructions; "" means no Goal line
+    keys: tuple[str, ...]  # answer keys, request order (option i has letter LETTERS[i])
+    labels: tuple[str, ...]  # escaped option labels, as they appear in the prompt
 
 
 @dataclass
 class Context:
     questions: list[Question]
     usage: dict
-    prompt_tokens: list[int]       # per question, request order
+    prompt_tokens: list[int]  # per question, request order
 
 
 def _text(value: Any) -> str | None:
@@ -115,14 +118,17 @@ def map_question(qid: str, qdef: Any, limits: CuaLimits) -> Question | str:
     for key, value in criteria.items():
         label = key if value is None else _text(value)
         if label is None:
-            return ("option %r: a criteria value must be a string, an object, an array or null, got %s"
-                    % (key, _kind(value)))
+            return "option %r: a criteria value must be a string, an object, an array or null, got %s" % (
+                key,
+                _kind(value),
+            )
         labels.append(_escape(label))
     return Question(qid, goal, tuple(criteria), tuple(labels))
 
 
-def map_request(body: Mapping[str, Any], names: Sequence[str] = (MODEL_NAME,),
-                limits: CuaLimits | None = None) -> tuple[str, list[Question]]:
+def map_request(
+    body: Mapping[str, Any], names: Sequence[str] = (MODEL_NAME,), limits: CuaLimits | None = None
+) -> tuple[str, list[Question]]:
     """Validate the whole request (§3.1); returns the rendered state and the questions in order."""
     limits = limits or CuaLimits()
     if not isinstance(body, Mapping):
@@ -143,15 +149,17 @@ def map_request(body: Mapping[str, Any], names: Sequence[str] = (MODEL_NAME,),
         else:
             mapped.append(q)
     if errors:
-        raise InvalidQuestions("; ".join("question %r: %s" % (e["question"], e["detail"]) for e in errors),
-                               errors=errors)
+        raise InvalidQuestions(
+            "; ".join("question %r: %s" % (e["question"], e["detail"]) for e in errors), errors=errors
+        )
     return text, mapped
 
 
 def user_text(state: str, question: Question) -> str:
     goal = "Goal: %s\n\n" % question.goal if question.goal else ""
-    options = "\n".join('%s. Decision "%s" -> select' % (letter, label)
-                        for letter, label in zip(LETTERS, question.labels, strict=False))   # a letter each
+    options = "\n".join(
+        '%s. Decision "%s" -> select' % (letter, label) for letter, label in zip(LETTERS, question.labels, strict=False)
+    )  # a letter each
     return _USER % (goal, state, options)
 
 
@@ -167,33 +175,57 @@ def head_ids(tok: TokenizerHandle) -> list[int]:
     return tok.encode(_HEAD)
 
 
-def prepare_rows(body: Mapping[str, Any], tok: TokenizerHandle, limits: CuaLimits | None = None,
-                 names: Sequence[str] = (MODEL_NAME,)) -> tuple[list[Question], list[list[int]], dict]:
+def prepare_rows(
+    body: Mapping[str, Any], tok: TokenizerHandle, limits: CuaLimits | None = None, names: Sequence[str] = (MODEL_NAME,)
+) -> tuple[list[Question], list[list[int]], dict]:
     """Validate, render and tokenize every question; raises before any forward pass."""
     limits = limits or CuaLimits()
     state, questions = map_request(body, names, limits)
     # The ids of the whole prompt string: pieces cut anywhere but at special tokens could merge
     # differently at their seams (encode_framed checks its cuts).
     rows = tok.encode_framed(_HEAD, ["user\n" + user_text(state, q) for q in questions], _TAIL)
-    over = [{"question": q.qid, "detail": "%d prompt tokens, over %d" % (len(r), limits.max_prompt_tokens)}
-            for q, r in zip(questions, rows, strict=True) if len(r) > limits.max_prompt_tokens]
+    over = [
+        {"question": q.qid, "detail": "%d prompt tokens, over %d" % (len(r), limits.max_prompt_tokens)}
+        for q, r in zip(questions, rows, strict=True)
+        if len(r) > limits.max_prompt_tokens
+    ]
     if over:
-        raise InputTooLong("; ".join("question %r: %s" % (e["question"], e["detail"]) for e in over),
-                           errors=over)
+        raise InputTooLong("; ".join("question %r: %s" % (e["question"], e["detail"]) for e in over), errors=over)
     usage = {"input_tokens": sum(len(r) for r in rows), "output_tokens": 0}
     return questions, rows, usage
 
 
-def prepare(body: Mapping[str, Any], tok: TokenizerHandle, limits: CuaLimits | None = None,
-            names: Sequence[str] = (MODEL_NAME,), baked: int = 0) -> Prepared:
+def prepare(
+    body: Mapping[str, Any],
+    tok: TokenizerHandle,
+    limits: CuaLimits | None = None,
+    names: Sequence[str] = (MODEL_NAME,),
+    baked: int = 0,
+) -> Prepared:
     """`prepare_rows` as the runtime's `Prepared`: work = rows, context = `Context`. `baked`: the
     length of a prompt head the graph has baked in, which the graph does not run (`longest`
     counts what it runs; usage counts the whole prompt)."""
     questions, rows, usage = prepare_rows(body, tok, limits, names)
     lengths = [len(r) for r in rows]
-    return Prepared(rows=len(rows), tokens=usage["input_tokens"], longest=max(lengths) - baked, work=rows,
-                    context=Context(questions, usage, lengths), questions=len(questions))
+    return Prepared(
+        rows=len(rows),
+        tokens=usage["input_tokens"],
+        longest=max(lengths) - baked,
+        work=rows,
+        context=Context(questions, usage, lengths),
+        questions=len(questions),
+    )
 
 
-__all__ = ["CuaLimits", "Question", "Context", "SYSTEM_PROMPT", "check_model", "map_request", "head_ids",
-           "prompt_text", "prepare_rows", "prepare"]
+__all__ = [
+    "CuaLimits",
+    "Question",
+    "Context",
+    "SYSTEM_PROMPT",
+    "check_model",
+    "map_request",
+    "head_ids",
+    "prompt_text",
+    "prepare_rows",
+    "prepare",
+]

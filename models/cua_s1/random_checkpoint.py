@@ -14,6 +14,7 @@ merging a no-op; here A and B are both random, so a merged model differs from th
 
     python -m models.cua_s1.random_checkpoint OUT
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ MULTIMODAL_TARGETS = TEXT_TARGETS + ["linear_fc1", "linear_fc2"]
 @dataclass(frozen=True)
 class RandomCheckpoint:
     base: str
-    adapter: str           # the repo-like folder holding text/ and multimodal/
+    adapter: str  # the repo-like folder holding text/ and multimodal/
     text: str
     multimodal: str
 
@@ -52,8 +53,7 @@ def _randomize(model, seed: int) -> None:
 def _save_adapter(model, targets: list[str], out: str, seed: int, safe: bool = True) -> str:
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=targets,
-                        task_type="CAUSAL_LM")
+    config = LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
     peft_model = get_peft_model(model, config)
     _randomize(peft_model, seed)
     peft_model.save_pretrained(out, safe_serialization=safe)
@@ -79,8 +79,9 @@ def build(out: str, seed: int = 0, text_weights: str = "safetensors") -> RandomC
     # Upstream loads `text` on the causal LM and `multimodal` on the image-text model; the
     # adapters are fp32 (PEFT keeps them so on a bf16 base too).
     text_model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    text = _save_adapter(text_model, TEXT_TARGETS, os.path.join(adapter, "text"), seed + 1,
-                         safe=text_weights == "safetensors")
+    text = _save_adapter(
+        text_model, TEXT_TARGETS, os.path.join(adapter, "text"), seed + 1, safe=text_weights == "safetensors"
+    )
     image_text = AutoModelForImageTextToText.from_pretrained(base, dtype=torch.float32)
     multimodal = _save_adapter(image_text, MULTIMODAL_TARGETS, os.path.join(adapter, "multimodal"), seed + 2)
     return RandomCheckpoint(base, adapter, text, multimodal)

@@ -1,5 +1,6 @@
 """A Cua-S1 export, served: one row per question through the backbone graph, letter logits on
 the host from the saved letter rows (float64 accumulation, as the native worker), then finish."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,13 @@ LETTER_ROWS = "letter_rows.npy"
 # The models.md §3.3 example request.
 WARMUP_REQUEST = {
     "state": "Dialog: Delete 3 files permanently? Buttons: Delete, Cancel",
-    "questions": {"pick": {"type": "choice", "instructions": "Keep the files.",
-                           "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"}}},
+    "questions": {
+        "pick": {
+            "type": "choice",
+            "instructions": "Keep the files.",
+            "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"},
+        }
+    },
 }
 
 
@@ -37,7 +43,7 @@ class CuaS1Model(QwenServed):
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: CuaLimits | None = None):
         super().__init__(directory, manifest, "Cua-S1")
         self.letter_rows = np.load(os.path.join(directory, LETTER_ROWS)).astype(np.float32)
-        self.letter_rows64 = self.letter_rows.astype(np.float64)      # exact: float32 values, widened once
+        self.letter_rows64 = self.letter_rows.astype(np.float64)  # exact: float32 values, widened once
         # A half-precision export tracks the authors' bfloat16 reference, so its logits are rounded
         # to bfloat16 (finish.py, step 2); a float32 export answers as their float32 reference.
         self.bf16_readout = manifest.get("weights_dtype", "float32") != "float32"
@@ -49,19 +55,25 @@ class CuaS1Model(QwenServed):
     def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
         return prepare(body, self.tok, self.limits_, names=self.names, baked=len(self.adapter.head))
 
-    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
-               requested: str | None = None) -> dict:
+    def finish(
+        self, prepared: Prepared, output: Any, profile: str, model_name: str, requested: str | None = None
+    ) -> dict:
         (hidden,) = output
         if hidden.shape[0] != prepared.questions:
             raise InferenceFailed("expected %d hidden rows, got %d" % (prepared.questions, hidden.shape[0]))
-        return finishing.finish_hidden(prepared.context, hidden, self.letter_rows64, profile, model_name,
-                                       bf16=self.bf16_readout)
+        return finishing.finish_hidden(
+            prepared.context, hidden, self.letter_rows64, profile, model_name, bf16=self.bf16_readout
+        )
 
     def limits(self) -> dict:
         lim = self.limits_
-        return {"max_questions": lim.max_questions, "max_choice_options": lim.max_options,
-                "max_prompt_tokens": lim.max_prompt_tokens, "question_types": ["choice"],
-                "truncates_state": False}
+        return {
+            "max_questions": lim.max_questions,
+            "max_choice_options": lim.max_options,
+            "max_prompt_tokens": lim.max_prompt_tokens,
+            "question_types": ["choice"],
+            "truncates_state": False,
+        }
 
     def describe_extra(self) -> dict:
         return {"identity": IDENTITY}

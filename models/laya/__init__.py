@@ -1,4 +1,5 @@
 """Laya (english, multilingual, typed-decisions): ModernBERT encoder + typed decision head."""
+
 from __future__ import annotations
 
 from models.laya.checkpoint import FAMILY

@@ -9,6 +9,7 @@ answers do not depend on what it was batched with.
 executor thread, vectorised by option count, instead of once per question on the event loop,
 whose CPU every other request needs at high load.
 """
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -33,7 +34,7 @@ class LayaAdapter:
         self.calibration = calibration
 
     def compatible(self, prepared: Prepared) -> Hashable:
-        return "laya"   # any rows of one model can share a batch
+        return "laya"  # any rows of one model can share a batch
 
     def padded_length(self, longest: int, multiple: int) -> int:
         return min(-(-longest // multiple) * multiple, max(self.max_len, longest))
@@ -66,10 +67,14 @@ class LayaAdapter:
             mmask[i, : len(r.markers)] = True
             qtype[i] = r.qtype
             real += len(r.ids)
-        feeds = {"input_ids": ids, "attention_mask": att, "marker_pos": mpos,
-                 "marker_mask": mmask, "qtype": qtype}
-        return Packed(feeds, rows=total, real_tokens=real, padded_tokens=total * length,
-                      meta={"seq_len": length, "marker_columns": k_cols})
+        feeds = {"input_ids": ids, "attention_mask": att, "marker_pos": mpos, "marker_mask": mmask, "qtype": qtype}
+        return Packed(
+            feeds,
+            rows=total,
+            real_tokens=real,
+            padded_tokens=total * length,
+            meta={"seq_len": length, "marker_columns": k_cols},
+        )
 
     def capture_batches(self, graph_rows: int, max_tokens: int) -> list[list[list[Row]]]:
         """One batch (works of one row each) per distinct bucketed shape a captured pass can
@@ -81,7 +86,7 @@ class LayaAdapter:
         for n in range(1, graph_rows + 1):
             bucket = static_rows(n)
             if bucket == prev:
-                continue            # the fewest rows of a bucket have the loosest token bound
+                continue  # the fewest rows of a bucket have the loosest token bound
             prev = bucket
             for length in range(1, self.max_len + 1):
                 if max_tokens and n * length > max_tokens:
@@ -91,8 +96,13 @@ class LayaAdapter:
         order = sorted(shapes, key=lambda shape: (shape[0] * shape[1], shape[0]))
         return [[[Row([self.pad_id] * shapes[s][1], [0], 0)] for _ in range(shapes[s][0])] for s in order]
 
-    def unpack(self, outputs: Sequence[np.ndarray], works: Sequence[list[Row]], packed: Packed,
-               only: Sequence[int] | None = None) -> list:
+    def unpack(
+        self,
+        outputs: Sequence[np.ndarray],
+        works: Sequence[list[Row]],
+        packed: Packed,
+        only: Sequence[int] | None = None,
+    ) -> list:
         """Each work's (logits, act probabilities, calibrated questions); `only`: those works'.
         A bucketed pass's outputs hold its filler rows after the real ones: they are cut off
         first, so nothing below sees a row that no work owns."""
@@ -143,9 +153,9 @@ def merge_spread(logits: np.ndarray, act: np.ndarray, rows: Sequence[Row]):
         col = 0
         for j in range(i, i + span):
             k = len(rows[j].markers)
-            merged[g, col:col + k] = logits[j, :k]
+            merged[g, col : col + k] = logits[j, :k]
             col += k
-        merged_act[g] = act[i:i + span].mean(axis=0)
+        merged_act[g] = act[i : i + span].mean(axis=0)
         out.append(rows[i] if span == 1 else _Merged(col, rows[i].qtype, rows[i].order))
     return merged, merged_act, out
 
@@ -158,7 +168,7 @@ def static_multiple(rows: int, longest: int, pad_to: int, padding_budget: int = 
     mostly arithmetic and every padded column is paid for 16 times. Long rows keep
     coarser steps, so traffic of every length up to 512 still makes few enough shapes for the
     graph budget (OMNI_CUDA_GRAPHS)."""
-    by_budget = _pow2_below(padding_budget // rows)     # a power of two (12 rows: 16, not 21)
+    by_budget = _pow2_below(padding_budget // rows)  # a power of two (12 rows: 16, not 21)
     by_length = _pow2_below(longest // 8)
     return max(pad_to, min(64, max(by_budget, by_length)))
 

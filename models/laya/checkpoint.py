@@ -1,4 +1,5 @@
 """Laya checkpoint facts shared by export and serving: variants, names, calibration (§2.1)."""
+
 from __future__ import annotations
 
 import math
@@ -48,15 +49,25 @@ def calibration(config: dict) -> dict:
     by_options_raw = config.get("temperature_by_options") or {}
     temperature = [clamp_temperature(t) for t in raw]
     by_options = {k: clamp_temperature(v) for k, v in by_options_raw.items()}
-    replaced = ["%s=%r -> %g" % (name, r, a) for name, r, a in
-                [("temperature[%d]" % i, r, a) for i, (r, a) in enumerate(zip(raw, temperature, strict=True))]
-                + [(k, by_options_raw[k], by_options[k]) for k in by_options_raw]
-                if isinstance(r, bool) or not isinstance(r, (int, float)) or float(r) != a]
+    replaced = [
+        "%s=%r -> %g" % (name, r, a)
+        for name, r, a in [("temperature[%d]" % i, r, a) for i, (r, a) in enumerate(zip(raw, temperature, strict=True))]
+        + [(k, by_options_raw[k], by_options[k]) for k in by_options_raw]
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or float(r) != a
+    ]
     if replaced:
-        warnings.warn("laya checkpoint ships temperatures outside [%g, %g] or not numbers; using %s"
-                      % (TEMP_MIN, TEMP_MAX, ", ".join(replaced)), RuntimeWarning, stacklevel=2)
-    return {"temperature": temperature, "temperature_by_options": by_options,
-            "temperature_raw": list(raw), "temperature_by_options_raw": dict(by_options_raw)}
+        warnings.warn(
+            "laya checkpoint ships temperatures outside [%g, %g] or not numbers; using %s"
+            % (TEMP_MIN, TEMP_MAX, ", ".join(replaced)),
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return {
+        "temperature": temperature,
+        "temperature_by_options": by_options,
+        "temperature_raw": list(raw),
+        "temperature_by_options_raw": dict(by_options_raw),
+    }
 
 
 def temp_bucket(qtype: int, k: int) -> str:

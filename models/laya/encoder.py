@@ -10,6 +10,7 @@ of once per layer; it also keeps the exported graph independent of how a transfo
 dispatches attention. The packed projections (Wqkv, the MLP's Wi) run as one matrix product per
 output instead of one product and a split (models/projections.py).
 """
+
 from __future__ import annotations
 
 import torch
@@ -73,21 +74,25 @@ def window_bias(t: int, half_window: int, device) -> torch.Tensor:
     return torch.where(far, fused.MASKED, 0.0)
 
 
-def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torch.Tensor,
-           attention: str) -> torch.Tensor:
+def encode(
+    encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torch.Tensor, attention: str
+) -> torch.Tensor:
     """last_hidden_state of `encoder` (a transformers ModernBertModel) for a padded batch;
     `padding` is key_bias(attention_mask, torch.float32), which the caller reuses."""
     config = encoder.config
     heads = config.num_attention_heads
     head_dim = config.hidden_size // heads
-    scale = head_dim ** -0.5
+    scale = head_dim**-0.5
     attend, gelu, norm, residual = fused.kernels(attention)
     embedded = encoder.embeddings.tok_embeddings(input_ids)
-    zeros = embedded.new_zeros(input_ids.shape[1], config.hidden_size)      # the fused norms' skip
+    zeros = embedded.new_zeros(input_ids.shape[1], config.hidden_size)  # the fused norms' skip
     h = norm(encoder.embeddings.norm, embedded, zeros)
-    biases = {"full_attention": padding.to(h.dtype),
-              "sliding_attention": (padding + window_bias(input_ids.shape[1], config.local_attention // 2,
-                                                          input_ids.device)).to(h.dtype)}
+    biases = {
+        "full_attention": padding.to(h.dtype),
+        "sliding_attention": (
+            padding + window_bias(input_ids.shape[1], config.local_attention // 2, input_ids.device)
+        ).to(h.dtype),
+    }
     types = layer_types(config)
     d, inner = config.hidden_size, config.intermediate_size
     if attention == "mha":
@@ -99,16 +104,21 @@ def encode(encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torc
         tables = {kind: tuple(z.repeat(1, 2 * group).to(h.dtype) for z in caches.get(kind)) for kind in set(types)}
 
         def project(layer, x, kind):
-            qkv = fused.packed_rotary(rows(layer.attn.Wqkv, x, 0, 3 * d, order), *tables[kind], heads // group,
-                                      2 * group * head_dim)
+            qkv = fused.packed_rotary(
+                rows(layer.attn.Wqkv, x, 0, 3 * d, order), *tables[kind], heads // group, 2 * group * head_dim
+            )
             return fused.unpack_qkv(qkv, heads // group)
     else:
+
         def project(layer, x, kind):
-            q, k = (fused.rotary_reference(rows(layer.attn.Wqkv, x, i * d, (i + 1) * d), *caches.get(kind), heads)
-                    for i in range(2))
+            q, k = (
+                fused.rotary_reference(rows(layer.attn.Wqkv, x, i * d, (i + 1) * d), *caches.get(kind), heads)
+                for i in range(2)
+            )
             return q, k, rows(layer.attn.Wqkv, x, 2 * d, 3 * d)
+
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
-    delta = None          # the last MLP's output, added to the stream by the next norm's kernel
+    delta = None  # the last MLP's output, added to the stream by the next norm's kernel
     for layer, kind in zip(encoder.layers, types, strict=True):
         x, h = residual(layer.attn_norm, h, delta, zeros)
         o = attend(*project(layer, x, kind), biases[kind], heads, scale)

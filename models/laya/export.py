@@ -7,6 +7,7 @@ written. `dtype="float16"` runs the encoder and decision layers in fp16 (scorer 
 fp32) and must pass the reduced-precision gate (models.precision) against the fp32 module on
 those shapes, on ONNX Runtime's CUDA provider where it has one, or nothing is written.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,15 +37,20 @@ def _load_graph(path: str, agent_config: dict, encoder_config: dict, attention: 
 
     from models.laya.graph import LayaDecisionGraph, build_encoder
 
-    model = LayaDecisionGraph(build_encoder(encoder_config), agent_config["head_layers"],
-                              len(agent_config.get("act_costs", {})) + 1, attention)
+    model = LayaDecisionGraph(
+        build_encoder(encoder_config),
+        agent_config["head_layers"],
+        len(agent_config.get("act_costs", {})) + 1,
+        attention,
+    )
     # Published weights are fp16 (the temperature buffer fp32); compute in fp32.
     weights = {k: v.to(torch.float32) for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
     missing, unexpected = model.load_state_dict(weights, strict=False)
     missing = [k for k in missing if k != "temperature"]
     if missing or unexpected:
-        raise ValueError("checkpoint does not match Laya's DecisionModel: missing %s, unexpected %s"
-                         % (missing[:8], unexpected[:8]))
+        raise ValueError(
+            "checkpoint does not match Laya's DecisionModel: missing %s, unexpected %s" % (missing[:8], unexpected[:8])
+        )
     return model.eval()
 
 
@@ -56,7 +62,7 @@ def example_batch(vocab: int, batch: int, seq: int, markers: int, seed: int):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(10, max(11, min(vocab, 1000)), (batch, seq), generator=g)
     att = torch.ones(batch, seq, dtype=torch.long)
-    att[-1, seq // 2:] = 0
+    att[-1, seq // 2 :] = 0
     mpos = torch.arange(1, 1 + 2 * markers, 2).repeat(batch, 1)
     mmask = torch.ones(batch, markers, dtype=torch.bool)
     mmask[-1, -1] = False
@@ -64,9 +70,18 @@ def example_batch(vocab: int, batch: int, seq: int, markers: int, seed: int):
     return ids, att, mpos, mmask, qtype
 
 
-def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder: str | None = None,
-           name: str | None = None, force: bool = False, dtype: str = "float32", parity_gate: str = "enforce",
-           progress=print) -> dict:
+def export(
+    checkpoint: str,
+    out: str,
+    *,
+    revision: str | None = None,
+    subfolder: str | None = None,
+    name: str | None = None,
+    force: bool = False,
+    dtype: str = "float32",
+    parity_gate: str = "enforce",
+    progress=print,
+) -> dict:
     """`parity_gate`: enforce (a half-precision graph that fails its gate against float32 is not
     exported) or record (exported, the failure in the manifest); models.precision."""
     import copy
@@ -90,70 +105,103 @@ def export(checkpoint: str, out: str, *, revision: str | None = None, subfolder:
         if key not in agent_config:
             raise ValueError("rl_agent_config.json lacks %r: not a Laya checkpoint" % key)
     if agent_config.get("option_layout", "sequential") != "sequential":
-        raise ValueError("option_layout=%r: only the sequential layout exports (laya runs 'parallel' "
-                         "in torch eager only)" % agent_config["option_layout"])
+        raise ValueError(
+            "option_layout=%r: only the sequential layout exports (laya runs 'parallel' "
+            "in torch eager only)" % agent_config["option_layout"]
+        )
     variant = ck.infer_variant(src.source if src.repo else src.path, encoder_config)
     served_name = name or variant
     attention = fused.attention_for(encoder_config["hidden_size"] // encoder_config["num_attention_heads"])
     options = {"name": served_name, "opset": OPSET, "dtype": dtype, "attention": attention}
     tok_dir = os.path.join(src.path, "tokenizer")
     source_files = ["rl_agent_config.json", "model.safetensors", "encoder/config.json"] + [
-        "tokenizer/" + n for n in ck.TOKENIZER_FILES]
+        "tokenizer/" + n for n in ck.TOKENIZER_FILES
+    ]
     _log(progress, "[2/5] hashing sources")
     sources = manifests.hash_files(src.path, source_files)
     if not force and export_dir.up_to_date(out, ck.FAMILY, sources, options, parity_gate):
         return export_dir.reuse(out, lambda msg: _log(progress, msg))
 
-    _log(progress, "[3/5] building the torch graph (%s, %d layers, hidden %d)"
-         % (variant, encoder_config.get("num_hidden_layers", 0), encoder_config.get("hidden_size", 0)))
+    _log(
+        progress,
+        "[3/5] building the torch graph (%s, %d layers, hidden %d)"
+        % (variant, encoder_config.get("num_hidden_layers", 0), encoder_config.get("hidden_size", 0)),
+    )
     reference = _load_graph(src.path, agent_config, encoder_config, attention)
     model = reference if dtype == "float32" else half_precision(copy.deepcopy(reference), getattr(torch, dtype))
     vocab = encoder_config.get("vocab_size", 1000)
     # Batch >= 2 at trace time, or the head bakes batch 1 in (models.md §2.5).
     example = example_batch(vocab, 2, 48, 3, seed=0)
-    batch, seq, marks = (torch.export.Dim("batch_size"), torch.export.Dim("seq_len"),
-                         torch.export.Dim("num_markers"))
-    dynamic = dict(zip(INPUTS, ({0: batch, 1: seq}, {0: batch, 1: seq}, {0: batch, 1: marks}, {0: batch, 1: marks},
-                                {0: batch}), strict=True))
+    batch, seq, marks = (torch.export.Dim("batch_size"), torch.export.Dim("seq_len"), torch.export.Dim("num_markers"))
+    dynamic = dict(
+        zip(
+            INPUTS,
+            ({0: batch, 1: seq}, {0: batch, 1: seq}, {0: batch, 1: marks}, {0: batch, 1: marks}, {0: batch}),
+            strict=True,
+        )
+    )
     with export_dir.staged(out) as tmp:
         _log(progress, "[4/5] exporting ONNX (opset %d, dynamo, attention %s)" % (OPSET, attention))
         with torch.no_grad():
-            program = torch.onnx.export(model, example, input_names=list(dynamic),
-                                        output_names=["logits", "act_logits"], dynamic_shapes=dynamic,
-                                        dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
-                                        custom_translation_table=fused.translations())
+            program = torch.onnx.export(
+                model,
+                example,
+                input_names=list(dynamic),
+                output_names=["logits", "act_logits"],
+                dynamic_shapes=dynamic,
+                dynamo=True,
+                opset_version=OPSET,
+                external_data=True,
+                verbose=False,
+                custom_translation_table=fused.translations(),
+            )
         save_folded(program, os.path.join(tmp, ONNX_NAME))
         onnx_ops.unname_unused(os.path.join(tmp, ONNX_NAME))
         _log(progress, "[5/5] checking ONNX Runtime against torch (fp32) on untraced shapes")
-        max_diff, parity = _check(reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32",
-                                  mode=parity_gate)
+        max_diff, parity = _check(
+            reference, os.path.join(tmp, ONNX_NAME), vocab, gated=dtype != "float32", mode=parity_gate
+        )
         export_dir.copy_present(tok_dir, ck.TOKENIZER_FILES, tmp)
     meta = {
-        "family": ck.FAMILY, "name": served_name, "variant": variant,
+        "family": ck.FAMILY,
+        "name": served_name,
+        "variant": variant,
         "aliases": list(ck.VARIANTS.get(served_name, ())),
         "description": ck.DESCRIPTIONS.get(variant, "Laya decision model"),
         "random_weights": bool(agent_config.get("random_weights")),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "onnx": ONNX_NAME,
-        "source": {"checkpoint": src.name, "revision": src.revision,
-                   "path": src.path if not src.repo else None, "sha256": sources},
-        "dims": {k: encoder_config.get(k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                                                      "intermediate_size", "vocab_size")},
-        "config": {"max_len": agent_config.get("max_len", 512),
-                   "head_max_len": agent_config.get("head_max_len", 192),
-                   "head_layers": agent_config["head_layers"],
-                   "n_act": len(agent_config.get("act_costs", {})) + 1},
+        "source": {
+            "checkpoint": src.name,
+            "revision": src.revision,
+            "path": src.path if not src.repo else None,
+            "sha256": sources,
+        },
+        "dims": {
+            k: encoder_config.get(k)
+            for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+        },
+        "config": {
+            "max_len": agent_config.get("max_len", 512),
+            "head_max_len": agent_config.get("head_max_len", 192),
+            "head_layers": agent_config["head_layers"],
+            "n_act": len(agent_config.get("act_costs", {})) + 1,
+        },
         "calibration": ck.calibration(agent_config),
-        "inputs": list(dynamic), "outputs": ["logits", "act_logits"],
+        "inputs": list(dynamic),
+        "outputs": ["logits", "act_logits"],
         "weights_dtype": dtype,
         "export_options": options,
         "exporter": export_dir.exporter_info(OPSET),
         "check": dict({"max_abs_logit_diff": max_diff}, **({"parity_gate": parity} if parity else {})),
     }
     export_dir.finalize(out, meta)
-    gate = ("; %s %s" % (dtype, precision.summary(parity)) if parity else "")
-    _log(progress, "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e%s)"
-         % (served_name, out, time.perf_counter() - t0, max_diff, gate))
+    gate = "; %s %s" % (dtype, precision.summary(parity)) if parity else ""
+    _log(
+        progress,
+        "exported %s to %s in %.1f s (max |Δlogit| vs torch %.2e%s)"
+        % (served_name, out, time.perf_counter() - t0, max_diff, gate),
+    )
     return meta
 
 
@@ -182,8 +230,9 @@ def _check(model, onnx_path: str, vocab: int, gated: bool = False, mode: str = "
         probs += option_distributions(got[0], keep)
         refs += option_distributions(ref[0], keep)
     if gated:
-        return worst, precision.judge(precision.with_cuda_failure(dict(precision.gate_rows(probs, refs), device=used),
-                                                                  why), mode)
+        return worst, precision.judge(
+            precision.with_cuda_failure(dict(precision.gate_rows(probs, refs), device=used), why), mode
+        )
     if not worst < 1e-2:
         raise RuntimeError("exported graph disagrees with torch: max |Δ| = %g" % worst)
     return worst, None

@@ -5,6 +5,7 @@ A port of laya 0.4.15's `_decode_answers` (models.md §2.6) in float32 numpy, sp
 response profiles: `reference` (what laya.serve returns, with `x_jev_confidence` and the
 Router's `routing`) and `jev` (the hosted-Jev core, extras prefixed `x_`).
 """
+
 from __future__ import annotations
 
 import math
@@ -52,16 +53,17 @@ def jev_confidence(kind: str, probabilities: list[float]) -> float | None:
 class Calibrated:
     """One question's numbers after calibration, in the request's option order."""
 
-    probs: list[float]          # the float32 probabilities, as Python floats
-    top: int                    # index of the most probable option
-    confidence: float           # entropy_confidence
-    expected: float             # Σ i·p_i (a score question's score)
-    act: float                  # act probability
-    finite: bool                # every logit and act probability finite
+    probs: list[float]  # the float32 probabilities, as Python floats
+    top: int  # index of the most probable option
+    confidence: float  # entropy_confidence
+    expected: float  # Σ i·p_i (a score question's score)
+    act: float  # act probability
+    finite: bool  # every logit and act probability finite
 
 
-def calibrate(logits: np.ndarray, act_p: np.ndarray, rows: Sequence[tuple[int, int, list[int] | None]],
-              calib: dict) -> list[Calibrated]:
+def calibrate(
+    logits: np.ndarray, act_p: np.ndarray, rows: Sequence[tuple[int, int, list[int] | None]], calib: dict
+) -> list[Calibrated]:
     """Temperature softmax, option reorder and confidences for many questions at once.
 
     `rows[i]` = (option count k, qtype, option_order or None) of logits row i. Rows with the same
@@ -76,11 +78,11 @@ def calibrate(logits: np.ndarray, act_p: np.ndarray, rows: Sequence[tuple[int, i
         groups.setdefault(k, []).append(i)
     act_ok = np.isfinite(act_p).all(axis=1).tolist()
     act_first = act_p[:, 0].tolist()
-    with np.errstate(all="ignore"):      # a non-finite row is reported by `answers`, per request
+    with np.errstate(all="ignore"):  # a non-finite row is reported by `answers`, per request
         return _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_options)
 
 
-_max, _sum = np.maximum.reduce, np.add.reduce      # what .max() / .sum() call, without their wrappers
+_max, _sum = np.maximum.reduce, np.add.reduce  # what .max() / .sum() call, without their wrappers
 _ARANGE: dict[int, np.ndarray] = {}
 
 
@@ -111,7 +113,7 @@ def _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_o
                 canonical = np.empty_like(p[j])
                 canonical[np.asarray(order, dtype=int)] = p[j]
                 p[j] = canonical
-        plogp = _sum(p * np.log(np.maximum(p, 1e-12)), axis=1).tolist()      # -entropy, float32
+        plogp = _sum(p * np.log(np.maximum(p, 1e-12)), axis=1).tolist()  # -entropy, float32
         ar = _ARANGE.get(k)
         if ar is None:
             ar = _ARANGE[k] = np.arange(k)
@@ -124,7 +126,7 @@ def _calibrate_groups(logits, rows, groups, act_ok, act_first, temperature, by_o
             if k < 2:
                 conf = 1.0
             else:
-                c = 1.0 - -plogp[j] / log_k                 # as entropy_confidence, op for op
+                c = 1.0 - -plogp[j] / log_k  # as entropy_confidence, op for op
                 conf = 0.0 if c < 0.0 else (1.0 if c > 1.0 else c)
             out[i] = Calibrated(probs[j], top[j], conf, expected[j], act_first[i], finite[j] and act_ok[i])
     return out  # type: ignore[return-value]
@@ -142,24 +144,34 @@ def answers(questions: Sequence[Question], calibrated: Sequence[Calibrated]) -> 
         action = {"act_probability": round(c.act, 4)}
         if q.t == "choice":
             out[q.qid] = {
-                "type": "choice", "choice": q.keys[c.top],
+                "type": "choice",
+                "choice": q.keys[c.top],
                 "probabilities": {json_key(kk): round(v, 4) for kk, v in zip(q.keys, probs, strict=True)},
                 "confidence": round(c.confidence, 4),
-                "answer_confidence": ans_conf, "action": action}
+                "answer_confidence": ans_conf,
+                "action": action,
+            }
             if q.rows > 1:
                 out[q.qid]["option_rows"] = q.rows
         elif q.t == "score":
             out[q.qid] = {
-                "type": "score", "score": round(c.expected, 4),
+                "type": "score",
+                "score": round(c.expected, 4),
                 "legend": {str(i): render_criterion(v) for i, v in enumerate(q.crit)},
                 "probabilities": {str(i): round(v, 4) for i, v in enumerate(probs)},
                 "confidence": round(c.confidence, 4),
-                "answer_confidence": ans_conf, "action": action}
+                "answer_confidence": ans_conf,
+                "action": action,
+            }
         else:
             p1 = probs[1]
             out[q.qid] = {
-                "type": "noul", "noul": round(p1, 4), "confidence": round(max(p1, 1.0 - p1), 4),
-                "answer_confidence": ans_conf, "action": action}
+                "type": "noul",
+                "noul": round(p1, 4),
+                "confidence": round(max(p1, 1.0 - p1), 4),
+                "answer_confidence": ans_conf,
+                "action": action,
+            }
     return out
 
 
@@ -176,16 +188,23 @@ def jev_profile(model: str, answers: dict, usage: dict, routing: dict) -> dict:
     """The hosted-Jev core with Jev's confidence; Laya's own numbers move to `x_` fields."""
     out = {}
     for qid, a in answers.items():
-        extras = {"x_confidence": a["confidence"], "x_answer_confidence": a["answer_confidence"],
-                  "x_action": a["action"]}
-        if "option_rows" in a:          # a choice spread over rows, its logits in one softmax
+        extras = {
+            "x_confidence": a["confidence"],
+            "x_answer_confidence": a["answer_confidence"],
+            "x_action": a["action"],
+        }
+        if "option_rows" in a:  # a choice spread over rows, its logits in one softmax
             extras["x_option_rows"] = a["option_rows"]
         if a["type"] == "noul":
             out[qid] = {"type": "noul", "noul": a["noul"], **extras}
             continue
         probabilities = a["probabilities"]
-        core = {"type": a["type"], a["type"]: a[a["type"]], "probabilities": probabilities,
-                "confidence": jev_confidence(a["type"], list(probabilities.values()))}
+        core = {
+            "type": a["type"],
+            a["type"]: a[a["type"]],
+            "probabilities": probabilities,
+            "confidence": jev_confidence(a["type"], list(probabilities.values())),
+        }
         if a["type"] == "score":
             core["legend"] = a["legend"]
         out[qid] = {**core, **extras}

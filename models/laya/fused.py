@@ -36,13 +36,14 @@ The encoder and decision layers call them when exported with `attention="mha"`, 
 checkpoint whose heads the rotary kernel takes gets (`attention_for`); `"sdpa"` traces the
 reference maths below instead, the same functions the ops run in torch.
 """
+
 from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
 
 ATTENTION = ("sdpa", "mha")
-ROTARY_BLOCK = 1024        # ONNX Runtime's RotaryEmbedding: one thread per element of a "head", ≤ 1024
+ROTARY_BLOCK = 1024  # ONNX Runtime's RotaryEmbedding: one thread per element of a "head", ≤ 1024
 # Additive bias of a masked key: exp(-1e4 + logit) is 0 in fp16 and fp32, and it is finite, so
 # a row whose every key is masked (a pad query outside every real token's window) stays finite
 # and cannot put NaNs into the values real rows read with weight 0.
@@ -64,16 +65,18 @@ def kernels(mode: str) -> tuple:
     return attention_reference, F.gelu, norm_reference, residual_norm_reference
 
 
-def residual_norm_reference(module: torch.nn.Module, h: torch.Tensor, delta: torch.Tensor | None,
-                            zeros: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def residual_norm_reference(
+    module: torch.nn.Module, h: torch.Tensor, delta: torch.Tensor | None, zeros: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(module(h + delta), h + delta): a block's output added to the residual stream `h`, and the
     pre-norm that reads the new stream. `delta` None: nothing to add yet."""
     h = h if delta is None else h + delta
     return module(h), h
 
 
-def residual_norm(module: torch.nn.Module, h: torch.Tensor, delta: torch.Tensor | None,
-                  zeros: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def residual_norm(
+    module: torch.nn.Module, h: torch.Tensor, delta: torch.Tensor | None, zeros: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """residual_norm_reference with the add and a LayerNorm in one `add_norm` kernel."""
     if delta is None:
         return norm(module, h, zeros), h
@@ -106,8 +109,10 @@ def packed_group(heads: int, head_dim: int) -> int:
     """How many heads' q, k and v one block of the rotary kernel holds: the most that divide
     `heads` and fit in ROTARY_BLOCK elements (4 for ModernBERT's heads of 64: 768 elements)."""
     if 3 * head_dim > ROTARY_BLOCK:
-        raise ValueError("heads of %d dims are too wide for ONNX Runtime's rotary kernel (3 x %d > %d elements): "
-                         "they take the traced attention (sdpa)" % (head_dim, head_dim, ROTARY_BLOCK))
+        raise ValueError(
+            "heads of %d dims are too wide for ONNX Runtime's rotary kernel (3 x %d > %d elements): "
+            "they take the traced attention (sdpa)" % (head_dim, head_dim, ROTARY_BLOCK)
+        )
     return max(g for g in range(1, heads + 1) if heads % g == 0 and 3 * g * head_dim <= ROTARY_BLOCK)
 
 
@@ -125,8 +130,9 @@ def packed_order(heads: int, head_dim: int) -> list[int]:
     return out
 
 
-def packed_rotary_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int,
-                            rotated: int) -> torch.Tensor:
+def packed_rotary_reference(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int, rotated: int
+) -> torch.Tensor:
     """x [B, T, W] in packed_order, cut into `groups` blocks of W/groups whose first `rotated`
     elements are rotated in adjacent pairs at positions 0..T-1 (cos/sin [P, rotated/2]) and the
     rest pass through. In fp32, then back to x's dtype, like rotary_reference."""
@@ -152,12 +158,13 @@ def rotary_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, head
     d = hd // heads
     xf = x.float().reshape(b, t, heads, d)
     c, s = (torch.cat([z[:t], z[:t]], -1).float()[None, :, None, :] for z in (cos, sin))
-    rotated = torch.cat([-xf[..., d // 2:], xf[..., : d // 2]], -1)
+    rotated = torch.cat([-xf[..., d // 2 :], xf[..., : d // 2]], -1)
     return (xf * c + rotated * s).to(x.dtype).reshape(b, t, hd)
 
 
-def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
-                        heads: int, scale: float) -> torch.Tensor:
+def attention_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, heads: int, scale: float
+) -> torch.Tensor:
     """Bidirectional attention: q, k, v [B, T, H·D], additive bias [B, 1, T, T] → [B, T, H·D]."""
     b, t, hd = q.shape
     q, k, v = (z.reshape(b, t, heads, hd // heads).transpose(1, 2) for z in (q, k, v))
@@ -176,8 +183,9 @@ def _(x, cos, sin, groups, rotated):
 
 
 @torch.library.custom_op("omni_laya::attention", mutates_args=())
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, heads: int,
-              scale: float) -> torch.Tensor:
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, heads: int, scale: float
+) -> torch.Tensor:
     return attention_reference(q, k, v, bias, heads, scale)
 
 
@@ -187,8 +195,9 @@ def _(q, k, v, bias, heads, scale):
 
 
 @torch.library.custom_op("omni_laya::layer_norm", mutates_args=())
-def layer_norm(x: torch.Tensor, zeros: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-               eps: float) -> torch.Tensor:
+def layer_norm(
+    x: torch.Tensor, zeros: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float
+) -> torch.Tensor:
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
@@ -198,8 +207,9 @@ def _(x, zeros, weight, bias, eps):
 
 
 @torch.library.custom_op("omni_laya::add_norm", mutates_args=())
-def add_norm(delta: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-             eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def add_norm(
+    delta: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     total = delta + h
     return F.layer_norm(total, (total.shape[-1],), weight, bias, eps), total
 
@@ -230,12 +240,12 @@ def translations() -> dict:
     def rotary_embedding(x, cos, sin, groups, rotated):
         # position_ids of shape [1] is the first position: every row starts at 0. The caches come
         # in x's dtype, cast once per pass (encoder.encode), not once per call.
-        return ms.RotaryEmbedding(x, op.Constant(value_ints=[0]), cos, sin, interleaved=1, num_heads=groups,
-                                  rotary_embedding_dim=rotated)
+        return ms.RotaryEmbedding(
+            x, op.Constant(value_ints=[0]), cos, sin, interleaved=1, num_heads=groups, rotary_embedding_dim=rotated
+        )
 
     def multi_head_attention(q, k, v, bias, heads, scale):
-        return ms.MultiHeadAttention(q, k, v, None, None, op.CastLike(bias, q), num_heads=heads,
-                                     scale=float(scale))
+        return ms.MultiHeadAttention(q, k, v, None, None, op.CastLike(bias, q), num_heads=heads, scale=float(scale))
 
     def exact_gelu(x):
         return ms.Gelu(x)
@@ -246,12 +256,13 @@ def translations() -> dict:
         return ms.SkipLayerNormalization(x, zeros, weight, bias, epsilon=float(eps), _outputs=4)[0]
 
     def skip_layer_norm_sum(delta, h, weight, bias, eps):
-        y, _mean, _inv_std, total = ms.SkipLayerNormalization(delta, h, weight, bias, epsilon=float(eps),
-                                                              _outputs=4)
+        y, _mean, _inv_std, total = ms.SkipLayerNormalization(delta, h, weight, bias, epsilon=float(eps), _outputs=4)
         return y, total
 
-    return {torch.ops.omni_laya.packed_rotary.default: rotary_embedding,
-            torch.ops.omni_laya.layer_norm.default: skip_layer_norm,
-            torch.ops.omni_laya.add_norm.default: skip_layer_norm_sum,
-            torch.ops.omni_laya.attention.default: multi_head_attention,
-            torch.ops.omni_laya.gelu.default: exact_gelu}
+    return {
+        torch.ops.omni_laya.packed_rotary.default: rotary_embedding,
+        torch.ops.omni_laya.layer_norm.default: skip_layer_norm,
+        torch.ops.omni_laya.add_norm.default: skip_layer_norm_sum,
+        torch.ops.omni_laya.attention.default: multi_head_attention,
+        torch.ops.omni_laya.gelu.default: exact_gelu,
+    }

@@ -6,6 +6,7 @@ ReLU and key-padding masks, the marker scorer and the act head fed by features o
 option distribution. The head layers are written out instead of `nn.TransformerEncoderLayer`,
 whose fused fast path and traced reshapes do not export with dynamic shapes.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,9 @@ class _HeadLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d)
         self.norm2 = nn.LayerNorm(d)
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor, attend, norm=fused.norm_reference,
-                zeros: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, bias: torch.Tensor, attend, norm=fused.norm_reference, zeros: torch.Tensor | None = None
+    ) -> torch.Tensor:
         x = x + self.self_attn(norm(self.norm1, x, zeros), bias, attend)
         return x + self.linear2(F.relu(self.linear1(norm(self.norm2, x, zeros))))
 
@@ -82,7 +84,7 @@ class LayaDecisionGraph(nn.Module):
         self.register_buffer("temperature", torch.ones(3))
 
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype):
-        padding = key_bias(attention_mask, torch.float32)        # one mask for encoder and head
+        padding = key_bias(attention_mask, torch.float32)  # one mask for encoder and head
         h = encode(self.encoder, self.rotary, input_ids, padding, self.attention)
         h = h + self.type_emb(qtype)[:, None, :]
         attend, _, norm, _ = fused.kernels(self.attention)

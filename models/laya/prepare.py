@@ -9,6 +9,7 @@ without `instructions` (its criteria are its text), and a choice whose option ma
 cannot hold, spread over several rows of the same question (`Row.span`) whose option logits
 finishing puts through one softmax.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from models.laya.checkpoint import QTYPES
 from models.render import json_kind, render
 from models.tokenizer import TokenizerHandle
 
-OPTION_TOKENS = 48          # each option's text is cut to its first 48 tokens
+OPTION_TOKENS = 48  # each option's text is cut to its first 48 tokens
 _NOUL_DEFAULT_FALSE = "no, the statement does not hold"
 _NOUL_DEFAULT_TRUE = "yes, the statement holds"
 
@@ -39,8 +40,8 @@ class Row:
     ids: list[int]
     markers: list[int]
     qtype: int
-    order: list[int] | None = None      # the question's option_order (finishing reorders by it)
-    span: int = 1       # rows of its question this row starts (a spread choice); 0: a later one
+    order: list[int] | None = None  # the question's option_order (finishing reorders by it)
+    span: int = 1  # rows of its question this row starts (a spread choice); 0: a later one
 
 
 @dataclass
@@ -51,8 +52,8 @@ class Question:
     crit: Any
     labels: dict | None = None
     option_order: list[int] | None = None
-    keys: list = field(default_factory=list)     # choice answer keys, request order
-    rows: int = 1                                # rows its options are spread over (jev profile)
+    keys: list = field(default_factory=list)  # choice answer keys, request order
+    rows: int = 1  # rows its options are spread over (jev profile)
 
 
 def render_criterion(value) -> str:
@@ -90,13 +91,17 @@ def check_question(qid: str, qdef: Any, limits: LayaLimits, profile: str = "refe
     t = qdef.get("type")
     if not isinstance(t, str) or t not in QTYPES:
         return "unknown type %r; use one of %s" % (t, sorted(QTYPES))
-    return (_instructions_problem(qdef, t, profile) or _CRITERIA_PROBLEM[t](qdef.get("criteria"), limits)
-            or _options_problem(qdef, t))
+    return (
+        _instructions_problem(qdef, t, profile)
+        or _CRITERIA_PROBLEM[t](qdef.get("criteria"), limits)
+        or _options_problem(qdef, t)
+    )
 
 
 def _instructions_problem(qdef: dict, t: str, profile: str) -> str | None:
     if "instructions" not in qdef and not (
-            profile == "jev" and t == "noul" and isinstance(qdef.get("criteria"), dict) and qdef["criteria"]):
+        profile == "jev" and t == "noul" and isinstance(qdef.get("criteria"), dict) and qdef["criteria"]
+    ):
         return "no 'instructions'; add the text the model should answer"
     ins = qdef.get("instructions", qdef.get("criteria"))
     if ins is None:
@@ -110,8 +115,7 @@ def _instructions_problem(qdef: dict, t: str, profile: str) -> str | None:
 
 def _choice_problem(crit: Any, limits: LayaLimits) -> str | None:
     if not isinstance(crit, (dict, list)):
-        return ("a choice question takes 'criteria' as an object of label -> description "
-                "(or null), or a list of labels")
+        return "a choice question takes 'criteria' as an object of label -> description (or null), or a list of labels"
     if not crit:
         return "a choice question needs at least one option"
     if len(crit) > limits.max_choice_options:
@@ -122,11 +126,15 @@ def _choice_problem(crit: Any, limits: LayaLimits) -> str | None:
             if label is None:
                 return "choice label %d is null; a label must be a string, number or boolean" % i
             if not isinstance(label, (str, int, float, bool)):
-                return ("choice label %d is %s; a label is option text and answer key, so "
-                        "it must be a string, number or boolean" % (i, json_kind(label)))
+                return (
+                    "choice label %d is %s; a label is option text and answer key, so "
+                    "it must be a string, number or boolean" % (i, json_kind(label))
+                )
             if label in seen:
-                return ("choice label %d (%r) repeats label %d; every option needs its own key "
-                        "(1, 1.0 and true are one key)" % (i, label, seen[label]))
+                return (
+                    "choice label %d (%r) repeats label %d; every option needs its own key "
+                    "(1, 1.0 and true are one key)" % (i, label, seen[label])
+                )
             seen[label] = i
     return None
 
@@ -149,8 +157,10 @@ def _noul_problem(crit: Any, limits: LayaLimits) -> str | None:
     if isinstance(crit, dict):
         keys = {str(k).lower() for k in crit}
         if not keys <= {"true", "false"}:
-            return ("a noul question takes 'criteria' keyed only 'true'/'false', got %s; use "
-                    "'labels' to word the answer differently" % sorted(keys))
+            return (
+                "a noul question takes 'criteria' keyed only 'true'/'false', got %s; use "
+                "'labels' to word the answer differently" % sorted(keys)
+            )
     return None
 
 
@@ -161,8 +171,11 @@ def _options_problem(qdef: dict, t: str) -> str | None:
     """`option_order` and `labels`, where given."""
     if "option_order" in qdef:
         order, n = qdef["option_order"], _option_count(qdef)
-        if (not isinstance(order, list) or len(order) != n
-                or sorted(i for i in order if isinstance(i, int) and not isinstance(i, bool)) != list(range(n))):
+        if (
+            not isinstance(order, list)
+            or len(order) != n
+            or sorted(i for i in order if isinstance(i, int) and not isinstance(i, bool)) != list(range(n))
+        ):
             return "'option_order' must be a permutation of range(%d), got %r" % (n, order)
     if "labels" in qdef:
         if t != "noul":
@@ -181,9 +194,15 @@ def to_internal(qid: str, qdef: dict) -> Question:
         crit = {c: None for c in crit}
     elif t == "noul" and isinstance(crit, dict):
         crit = {str(k).lower(): v for k, v in crit.items()}
-    ins = qdef.get("instructions", crit)      # without them, a jev-profile noul: its criteria
-    q = Question(qid, t, render(ins), crit, labels=qdef.get("labels"),
-                 option_order=[int(i) for i in qdef["option_order"]] if "option_order" in qdef else None)
+    ins = qdef.get("instructions", crit)  # without them, a jev-profile noul: its criteria
+    q = Question(
+        qid,
+        t,
+        render(ins),
+        crit,
+        labels=qdef.get("labels"),
+        option_order=[int(i) for i in qdef["option_order"]] if "option_order" in qdef else None,
+    )
     if t == "choice":
         q.keys = list(crit.keys())
     return q
@@ -192,15 +211,16 @@ def to_internal(qid: str, qdef: dict) -> Question:
 def render_options(q: Question) -> list[str]:
     """Option texts in option order; noul is always [false, true]."""
     if q.t == "choice":
-        return [str(k) if v is None or v == "" else "%s: %s" % (k, render_criterion(v))
-                for k, v in q.crit.items()]
+        return [str(k) if v is None or v == "" else "%s: %s" % (k, render_criterion(v)) for k, v in q.crit.items()]
     if q.t == "score":
         return ["level %d: %s" % (i, render_criterion(c)) for i, c in enumerate(q.crit)]
     crit = q.crit or {}
     false_label, true_label = _noul_labels(q.labels)
     f, t = crit.get("false"), crit.get("true")
-    return [false_label + ": " + (render_criterion(f) if f not in (None, "") else _NOUL_DEFAULT_FALSE),
-            true_label + ": " + (render_criterion(t) if t not in (None, "") else _NOUL_DEFAULT_TRUE)]
+    return [
+        false_label + ": " + (render_criterion(f) if f not in (None, "") else _NOUL_DEFAULT_FALSE),
+        true_label + ": " + (render_criterion(t) if t not in (None, "") else _NOUL_DEFAULT_TRUE),
+    ]
 
 
 def serialize_state(state) -> str:
@@ -223,8 +243,9 @@ class RowBuilder:
         ids = self.tok.encode_shared_many(texts)
         return [[self.mask_id, *ids[t][:OPTION_TOKENS]] for t in texts]
 
-    def head(self, q: Question, part: Sequence[int] | None = None,
-             options: list[list[int]] | None = None) -> tuple[list[int], list[int], dict]:
+    def head(
+        self, q: Question, part: Sequence[int] | None = None, options: list[list[int]] | None = None
+    ) -> tuple[list[int], list[int], dict]:
         """`part`: the positions (in the row order of the question's options) this row holds;
         `options`: its option_ids, where the caller has them."""
         enc = self.tok.encode_shared
@@ -251,22 +272,32 @@ class RowBuilder:
             markers.append(len(ids))
             ids.extend(o)
         ids.append(self.sep)
-        stats = {"options": len(opt_ids), "options_distinct": len({tuple(o) for o in opt_ids}),
-                 "tokens_per_option": per_option}
+        stats = {
+            "options": len(opt_ids),
+            "options_distinct": len({tuple(o) for o in opt_ids}),
+            "tokens_per_option": per_option,
+        }
         return ids, markers, stats
 
-    def row(self, q: Question, state_ids: list[int], truncate_left: bool, part: Sequence[int] | None = None,
-            options: list[list[int]] | None = None):
+    def row(
+        self,
+        q: Question,
+        state_ids: list[int],
+        truncate_left: bool,
+        part: Sequence[int] | None = None,
+        options: list[list[int]] | None = None,
+    ):
         ids, markers, stats = self.head(q, part, options)
         room = max(0, self.max_len - len(ids) - 1)
-        st = state_ids[max(0, len(state_ids) - room):] if truncate_left else state_ids[:room]
+        st = state_ids[max(0, len(state_ids) - room) :] if truncate_left else state_ids[:room]
         ids = (ids + st + [self.sep])[: self.max_len]
         markers = [m for m in markers if m < self.max_len]
         if len(markers) != stats["options"]:
             raise ValueError(
                 "only %d of its %d option markers fit in max_len=%d with head_max_len=%d spent on "
                 "the question; use fewer or shorter options"
-                % (len(markers), stats["options"], self.max_len, self.head_max_len))
+                % (len(markers), stats["options"], self.max_len, self.head_max_len)
+            )
         dropped = len(state_ids) - len(st)
         return Row(ids, markers, QTYPES[q.t], q.option_order), stats, dropped
 
@@ -282,15 +313,16 @@ class RowBuilder:
         def build(parts: int):
             bounds = [n * i // parts for i in range(parts + 1)]
             try:
-                built = [self.row(q, state_ids, truncate_left, range(bounds[i], bounds[i + 1]), options)
-                         for i in range(parts)]
+                built = [
+                    self.row(q, state_ids, truncate_left, range(bounds[i], bounds[i + 1]), options)
+                    for i in range(parts)
+                ]
             except ValueError:
                 return None
-            kept = all(st["options_distinct"] == st["options"] or st["tokens_per_option"] is None
-                       for _, st, _ in built)
+            kept = all(st["options_distinct"] == st["options"] or st["tokens_per_option"] is None for _, st, _ in built)
             return built if kept else None
 
-        low, high, best = 1, n, None        # one row (low) did not hold them
+        low, high, best = 1, n, None  # one row (low) did not hold them
         while high - low > 1:
             middle = (low + high) // 2
             built = build(middle)
@@ -305,9 +337,13 @@ class RowBuilder:
         rows[0].span = len(rows)
         for r in rows[1:]:
             r.span = 0
-        stats = {"options": n, "options_distinct": sum(st["options_distinct"] for _, st, _ in best),
-                 "tokens_per_option": min((st["tokens_per_option"] for _, st, _ in best
-                                           if st["tokens_per_option"] is not None), default=None)}
+        stats = {
+            "options": n,
+            "options_distinct": sum(st["options_distinct"] for _, st, _ in best),
+            "tokens_per_option": min(
+                (st["tokens_per_option"] for _, st, _ in best if st["tokens_per_option"] is not None), default=None
+            ),
+        }
         return rows, stats, max(d for _, _, d in best)
 
 
@@ -325,11 +361,12 @@ def validate_envelope(body: Mapping[str, Any], limits: LayaLimits) -> tuple[Any,
 @dataclass
 class Parsed:
     """A request validated and rendered, waiting for its state's token ids."""
+
     questions: Mapping[str, Any]
     internal: list[Question]
-    text: str                  # the state as the tokenizer reads it
+    text: str  # the state as the tokenizer reads it
     truncate_left: bool
-    spread: bool = False       # a choice one row cannot hold is spread over rows (jev profile)
+    spread: bool = False  # a choice one row cannot hold is spread over rows (jev profile)
 
 
 def parse_request(body: Mapping[str, Any], limits: LayaLimits, mask: str, profile: str = "reference") -> Parsed:
@@ -338,12 +375,12 @@ def parse_request(body: Mapping[str, Any], limits: LayaLimits, mask: str, profil
     check_questions(questions, lambda qid, qdef: check_question(qid, qdef, limits, profile))
     total = sum(_option_count(q) for q in questions.values())
     if total > limits.max_options_total:
-        raise TooLarge("%d options across questions; this model takes at most %d per request"
-                       % (total, limits.max_options_total))
+        raise TooLarge(
+            "%d options across questions; this model takes at most %d per request" % (total, limits.max_options_total)
+        )
     text = serialize_state(state)
     if len(text) > limits.max_state_chars:
-        raise TooLarge("state is %d characters; this model takes at most %d"
-                       % (len(text), limits.max_state_chars))
+        raise TooLarge("state is %d characters; this model takes at most %d" % (len(text), limits.max_state_chars))
     internal = [to_internal(qid, qdef) for qid, qdef in questions.items()]
     return Parsed(questions, internal, text.replace(mask, " "), isinstance(state, list), profile == "jev")
 
@@ -370,8 +407,9 @@ def build_rows(parsed: Parsed, state_ids: list[int], builder: RowBuilder):
         stats.append(st)
         dropped.append(d)
     if errors:
-        raise InvalidQuestions("%d of %d questions do not fit the model's window"
-                               % (len(errors), len(parsed.questions)), errors=errors)
+        raise InvalidQuestions(
+            "%d of %d questions do not fit the model's window" % (len(errors), len(parsed.questions)), errors=errors
+        )
     usage = {
         "input_tokens": sum(len(r.ids) for r in rows),
         "output_tokens": 0,
@@ -380,9 +418,11 @@ def build_rows(parsed: Parsed, state_ids: list[int], builder: RowBuilder):
         "truncated": max(dropped) > 0,
         "truncated_questions": [q.qid for q, d in zip(internal, dropped, strict=True) if d > 0],
     }
-    collapsed = {q.qid: {"total": s["options"], "distinct": s["options_distinct"],
-                         "tokens_per_option": s["tokens_per_option"]}
-                 for q, s in zip(internal, stats, strict=True) if s["options_distinct"] < s["options"]}
+    collapsed = {
+        q.qid: {"total": s["options"], "distinct": s["options_distinct"], "tokens_per_option": s["tokens_per_option"]}
+        for q, s in zip(internal, stats, strict=True)
+        if s["options_distinct"] < s["options"]
+    }
     if collapsed:
         usage["options"] = collapsed
     return internal, rows, usage

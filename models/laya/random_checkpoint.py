@@ -7,6 +7,7 @@ is trained locally (no downloads), with the variant's special-token strings.
 
     python -m models.laya.random_checkpoint OUT --variant english --size tiny
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,10 +20,12 @@ from models.tokenizer_training import save_hf_tokenizer, train_bpe
 _DIMS = {
     "tiny": dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=1, intermediate_size=96),
     "demo": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=192),
-    "full-english": dict(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
-                         intermediate_size=2624, vocab_size=50368),
-    "full-multilingual": dict(hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
-                              intermediate_size=1152, vocab_size=256000),
+    "full-english": dict(
+        hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, intermediate_size=2624, vocab_size=50368
+    ),
+    "full-multilingual": dict(
+        hidden_size=768, num_hidden_layers=22, num_attention_heads=12, intermediate_size=1152, vocab_size=256000
+    ),
 }
 
 # Special-token strings: ModernBERT's for english/typed-decisions, Gemma-style for mmBERT.
@@ -31,18 +34,37 @@ _SPECIALS = {
     "multilingual": ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"],
 }
 _SPECIAL_ROLES = {
-    "english": {"unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-                "pad_token": "[PAD]", "mask_token": "[MASK]"},
-    "multilingual": {"unk_token": "<unk>", "cls_token": "<bos>", "sep_token": "<eos>",
-                     "pad_token": "<pad>", "mask_token": "<mask>", "bos_token": "<bos>",
-                     "eos_token": "<eos>"},
+    "english": {
+        "unk_token": "[UNK]",
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "pad_token": "[PAD]",
+        "mask_token": "[MASK]",
+    },
+    "multilingual": {
+        "unk_token": "<unk>",
+        "cls_token": "<bos>",
+        "sep_token": "<eos>",
+        "pad_token": "<pad>",
+        "mask_token": "<mask>",
+        "bos_token": "<bos>",
+        "eos_token": "<eos>",
+    },
 }
 # Published calibration (english from a third-party mirror, models.md §2.1); `choice:11+` is
 # deliberately below the clamp so the loader's clamp path is exercised.
 _TEMPERATURES = {
-    "english": ([1.6369, 1.2514, 1.9834],
-                {"choice:2": 1.9064, "choice:3-5": 1.7602, "choice:6-10": 1.0,
-                 "choice:11+": 0.1006, "score:3-5": 1.2514, "noul:2": 1.9834}),
+    "english": (
+        [1.6369, 1.2514, 1.9834],
+        {
+            "choice:2": 1.9064,
+            "choice:3-5": 1.7602,
+            "choice:6-10": 1.0,
+            "choice:11+": 0.1006,
+            "score:3-5": 1.2514,
+            "noul:2": 1.9834,
+        },
+    ),
     "multilingual": ([1.0, 1.0, 1.0], {}),
 }
 _LENGTHS = {"english": (512, 192), "multilingual": (1024, 256), "typed-decisions": (1024, 256)}
@@ -65,22 +87,37 @@ def build(out: str, variant: str = "english", size: str = "tiny", seed: int = 0)
     max_len, head_max_len = _LENGTHS[variant]
     theta_local = 160000.0 if family == "multilingual" else 10000.0
     encoder_config = {
-        "architectures": ["ModernBertModel"], "model_type": "modernbert", **dims,
-        "hidden_activation": "gelu", "max_position_embeddings": 8192, "norm_eps": 1e-5,
-        "norm_bias": False, "local_attention": 128, "global_attn_every_n_layers": 3,
-        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
-                            "sliding_attention": {"rope_type": "default", "rope_theta": theta_local}},
-        "pad_token_id": ids[roles["pad_token"]], "cls_token_id": ids[roles["cls_token"]],
-        "sep_token_id": ids[roles["sep_token"]], "bos_token_id": ids[roles["cls_token"]],
+        "architectures": ["ModernBertModel"],
+        "model_type": "modernbert",
+        **dims,
+        "hidden_activation": "gelu",
+        "max_position_embeddings": 8192,
+        "norm_eps": 1e-5,
+        "norm_bias": False,
+        "local_attention": 128,
+        "global_attn_every_n_layers": 3,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": theta_local},
+        },
+        "pad_token_id": ids[roles["pad_token"]],
+        "cls_token_id": ids[roles["cls_token"]],
+        "sep_token_id": ids[roles["sep_token"]],
+        "bos_token_id": ids[roles["cls_token"]],
         "eos_token_id": ids[roles["sep_token"]],
     }
     temperature, by_options = _TEMPERATURES[family]
     agent_config = {
         # The published configs name a Kaggle path here; loaders build from encoder/config.json.
         "encoder": "/kaggle/input/modernbert-large" if family == "english" else "jhu-clsp/mmBERT-base",
-        "head_layers": 2, "act_costs": {"escalate": 0.5}, "max_len": max_len,
-        "head_max_len": head_max_len, "amp_dtype": "bf16", "temperature": temperature,
-        "temperature_by_options": by_options, "random_weights": True,
+        "head_layers": 2,
+        "act_costs": {"escalate": 0.5},
+        "max_len": max_len,
+        "head_max_len": head_max_len,
+        "amp_dtype": "bf16",
+        "temperature": temperature,
+        "temperature_by_options": by_options,
+        "random_weights": True,
     }
 
     torch.manual_seed(seed)

@@ -1,4 +1,5 @@
 """A Laya export, served: preparation, the batch adapter and finishing around one ONNX graph."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,40 +42,61 @@ class LayaModel(ExportedModel):
     def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
         return _prepared(*prepare_rows(body, self.builder, self.limits_, profile))
 
-    def prepare_many(self, bodies: Sequence[Mapping[str, Any]],
-                     profiles: Sequence[str] | None = None) -> list[Prepared | BaseException]:
+    def prepare_many(
+        self, bodies: Sequence[Mapping[str, Any]], profiles: Sequence[str] | None = None
+    ) -> list[Prepared | BaseException]:
         """As `prepare` for each body, with every state tokenized in one tokenizer call."""
-        parsed = each(lambda pair: parse_request(pair[0], self.limits_, self.builder.mask, pair[1]),
-                      zip(bodies, profiles or ["reference"] * len(bodies), strict=True))
+        parsed = each(
+            lambda pair: parse_request(pair[0], self.limits_, self.builder.mask, pair[1]),
+            zip(bodies, profiles or ["reference"] * len(bodies), strict=True),
+        )
         valid = [p for p in parsed if not isinstance(p, BaseException)]
         ids = self.tok.encode_batch([p.text for p in valid]) if valid else []
         built = iter(each(lambda pair: _prepared(*build_rows(*pair, self.builder)), zip(valid, ids, strict=True)))
         return [p if isinstance(p, BaseException) else next(built) for p in parsed]
 
-    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
-               requested: str | None = None) -> dict:
+    def finish(
+        self, prepared: Prepared, output: Any, profile: str, model_name: str, requested: str | None = None
+    ) -> dict:
         questions, usage = prepared.context
-        logits, _, calibrated = output          # the adapter calibrated the whole batch
+        logits, _, calibrated = output  # the adapter calibrated the whole batch
         if logits.shape[0] != len(questions):
             raise InferenceFailed("expected %d rows of logits, got %d" % (len(questions), logits.shape[0]))
         answers = finishing.answers(questions, calibrated)
-        routing = {"model": self.name, "repo": self.repo,
-                   "reason": ("explicit model=%r" % requested) if requested else
-                   "the request named no model; %r is the default" % self.name,
-                   "detection": None, "workflow": None}
+        routing = {
+            "model": self.name,
+            "repo": self.repo,
+            "reason": ("explicit model=%r" % requested)
+            if requested
+            else "the request named no model; %r is the default" % self.name,
+            "detection": None,
+            "workflow": None,
+        }
         shape = finishing.jev_profile if profile == "jev" else finishing.reference_profile
         return shape(model_name, answers, dict(usage), routing)
 
     def limits(self) -> dict:
         cfg = self.manifest["config"]
         lim = self.limits_
-        return {"max_questions": lim.max_questions, "max_choice_options": lim.max_choice_options,
-                "max_score_levels": lim.max_score_levels, "max_options_total": lim.max_options_total,
-                "max_state_chars": lim.max_state_chars, "max_len": cfg["max_len"],
-                "head_max_len": cfg["head_max_len"], "question_types": ["choice", "score", "noul"],
-                "truncates_state": True}
+        return {
+            "max_questions": lim.max_questions,
+            "max_choice_options": lim.max_choice_options,
+            "max_score_levels": lim.max_score_levels,
+            "max_options_total": lim.max_options_total,
+            "max_state_chars": lim.max_state_chars,
+            "max_len": cfg["max_len"],
+            "head_max_len": cfg["head_max_len"],
+            "question_types": ["choice", "score", "noul"],
+            "truncates_state": True,
+        }
 
 
 def _prepared(questions, rows, usage) -> Prepared:
-    return Prepared(rows=len(rows), tokens=usage["input_tokens"], longest=max(len(r.ids) for r in rows),
-                    work=rows, context=(questions, usage), questions=len(questions))
+    return Prepared(
+        rows=len(rows),
+        tokens=usage["input_tokens"],
+        longest=max(len(r.ids) for r in rows),
+        work=rows,
+        context=(questions, usage),
+        questions=len(questions),
+    )

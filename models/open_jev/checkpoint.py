@@ -11,6 +11,7 @@ package layout, and the merged-export metadata `open_jev_export.json` (models.md
 Reading the package's scalar head (`head.pt`, torch) is head.py's, at export; serving reads
 nothing but the JSON metadata.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,15 +37,15 @@ PACKAGE_FILES = ("model.json", "temperature.json", "head.pt", "adapter")
 
 @dataclass(frozen=True)
 class Variant:
-    name: str                 # upstream's name for the checkpoint
-    alias: str                # the served name
-    repo: str                 # Hugging Face repo of the upstream package
-    revision: str             # its pinned commit
-    model_id: str             # the base model; also the response `model`
+    name: str  # upstream's name for the checkpoint
+    alias: str  # the served name
+    repo: str  # Hugging Face repo of the upstream package
+    revision: str  # its pinned commit
+    model_id: str  # the base model; also the response `model`
     base_revision: str
-    temperature: float        # the published calibration, for reference and random packages
+    temperature: float  # the published calibration, for reference and random packages
     backbone: tuple[int, ...]  # hidden, FFN, layers, heads, KV heads, linear K heads, linear V heads
-    pack_candidates: bool     # candidates may share one batch (upstream allows it on 27B only)
+    pack_candidates: bool  # candidates may share one batch (upstream allows it on 27B only)
 
     @property
     def hidden_size(self) -> int:
@@ -72,15 +73,27 @@ class Variant:
 
 VARIANTS = {
     "27b-v1.1": Variant(
-        name="Open-Jev-27B-v1.1", alias="open-jev-27b-v1.1", repo="ZefanCai/Open-Jev-27B-v1.1",
-        revision="28cf73067d5b337860bbef3c85b8b82ba8730956", model_id="Qwen/Qwen3.8-27B",
-        base_revision="1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0", temperature=2.5343690298472983,
-        backbone=(5120, 17408, 64, 24, 4, 16, 48), pack_candidates=True),
+        name="Open-Jev-27B-v1.1",
+        alias="open-jev-27b-v1.1",
+        repo="ZefanCai/Open-Jev-27B-v1.1",
+        revision="28cf73067d5b337860bbef3c85b8b82ba8730956",
+        model_id="Qwen/Qwen3.8-27B",
+        base_revision="1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0",
+        temperature=2.5343690298472983,
+        backbone=(5120, 17408, 64, 24, 4, 16, 48),
+        pack_candidates=True,
+    ),
     "9b": Variant(
-        name="Open-Jev-9B", alias="open-jev-9b", repo="ZefanCai/Open-Jev-9B",
-        revision="47e966881e489511c0c7f5633a9e1960a676a551", model_id="Qwen/Qwen3.5-9B",
-        base_revision="c202236235762e1c871ad0ccb60c8ee5ba337b9a", temperature=1.8969118766347646,
-        backbone=(4096, 12288, 32, 16, 4, 16, 32), pack_candidates=False),
+        name="Open-Jev-9B",
+        alias="open-jev-9b",
+        repo="ZefanCai/Open-Jev-9B",
+        revision="47e966881e489511c0c7f5633a9e1960a676a551",
+        model_id="Qwen/Qwen3.5-9B",
+        base_revision="c202236235762e1c871ad0ccb60c8ee5ba337b9a",
+        temperature=1.8969118766347646,
+        backbone=(4096, 12288, 32, 16, 4, 16, 32),
+        pack_candidates=False,
+    ),
 }
 
 
@@ -89,11 +102,13 @@ def variant_for(model_id: str, base_revision: str | None = None) -> Variant:
     for variant in VARIANTS.values():
         if variant.model_id == model_id:
             if base_revision is not None and base_revision != variant.base_revision:
-                raise ValueError("%s is pinned to base revision %s, got %s"
-                                 % (variant.name, variant.base_revision, base_revision))
+                raise ValueError(
+                    "%s is pinned to base revision %s, got %s" % (variant.name, variant.base_revision, base_revision)
+                )
             return variant
-    raise ValueError("no Open-Jev variant is built on %r (known: %s)"
-                     % (model_id, ", ".join(v.model_id for v in VARIANTS.values())))
+    raise ValueError(
+        "no Open-Jev variant is built on %r (known: %s)" % (model_id, ", ".join(v.model_id for v in VARIANTS.values()))
+    )
 
 
 def _positive_temperature(value, where: str) -> float:
@@ -115,9 +130,9 @@ class Package:
     """An upstream `package/checkpoint/` directory."""
 
     path: str
-    model_id: str             # the base model it was trained on (model.json)
+    model_id: str  # the base model it was trained on (model.json)
     base_revision: str
-    temperature: float        # temperature.json
+    temperature: float  # temperature.json
     variant: Variant
 
     @property
@@ -133,16 +148,16 @@ def read_package(path: str) -> Package:
     """Check the layout and read the small JSON files; the weights are left to the exporter."""
     missing = [n for n in PACKAGE_FILES if not os.path.exists(os.path.join(path, n))]
     if missing:
-        raise FileNotFoundError("%s is not an Open-Jev checkpoint package: no %s"
-                                % (path, ", ".join(missing)))
+        raise FileNotFoundError("%s is not an Open-Jev checkpoint package: no %s" % (path, ", ".join(missing)))
     if not os.path.exists(os.path.join(path, "adapter", "adapter_config.json")):
         raise FileNotFoundError("%s/adapter is not a PEFT adapter: no adapter_config.json" % path)
     model = _read_json(os.path.join(path, "model.json"))
     model_id, revision = model.get("model_id"), model.get("revision")
     if not isinstance(model_id, str) or not isinstance(revision, str):
-        raise ValueError("%s/model.json must name the base as {\"model_id\", \"revision\"}" % path)
+        raise ValueError('%s/model.json must name the base as {"model_id", "revision"}' % path)
     temperature = _positive_temperature(
-        _read_json(os.path.join(path, "temperature.json")).get("temperature"), path + "/temperature.json")
+        _read_json(os.path.join(path, "temperature.json")).get("temperature"), path + "/temperature.json"
+    )
     return Package(path, model_id, revision, temperature, variant_for(model_id, revision))
 
 
@@ -153,8 +168,9 @@ def chat_parts(tokenizer) -> tuple[str, str]:
     template (the marker missing or repeated) is refused.
     """
     marker = "\x00OMNI_OPEN_JEV\x00"
-    chat = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
-                                         add_generation_prompt=True, enable_thinking=False)
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
     if chat.count(marker) != 1:
         raise ValueError("expected a single-user text chat template")
     prefix, suffix = chat.split(marker)
@@ -172,20 +188,27 @@ class MergedExport:
     max_length: int
     chat_prefix: str
     chat_suffix: str
-    head_weight: np.ndarray   # float32 [H]
-    head_bias: float          # a float32 value
+    head_weight: np.ndarray  # float32 [H]
+    head_bias: float  # a float32 value
 
     @property
     def variant(self) -> Variant:
         return variant_for(self.model_id, self.base_revision)
 
     def as_json(self) -> dict:
-        return {"format": EXPORT_FORMAT, "model_id": self.model_id, "base_revision": self.base_revision,
-                "checkpoint_revision": self.checkpoint_revision, "temperature": self.temperature,
-                "max_length": self.max_length, "chat_prefix": self.chat_prefix,
-                "chat_suffix": self.chat_suffix,
-                # float32 values written as doubles: repr round-trips them exactly.
-                "head_weight": [float(v) for v in self.head_weight], "head_bias": float(self.head_bias)}
+        return {
+            "format": EXPORT_FORMAT,
+            "model_id": self.model_id,
+            "base_revision": self.base_revision,
+            "checkpoint_revision": self.checkpoint_revision,
+            "temperature": self.temperature,
+            "max_length": self.max_length,
+            "chat_prefix": self.chat_prefix,
+            "chat_suffix": self.chat_suffix,
+            # float32 values written as doubles: repr round-trips them exactly.
+            "head_weight": [float(v) for v in self.head_weight],
+            "head_bias": float(self.head_bias),
+        }
 
 
 def check_max_length(value) -> int:
@@ -217,9 +240,13 @@ def read_export_metadata(directory: str) -> MergedExport:
     if not isinstance(prefix, str) or not isinstance(suffix, str):
         raise ValueError("%s: chat_prefix and chat_suffix must be strings" % path)
     raw_weight, raw_bias = data.get("head_weight"), data.get("head_bias")
-    if (not isinstance(raw_weight, list) or not raw_weight
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw_weight)
-            or isinstance(raw_bias, bool) or not isinstance(raw_bias, (int, float))):
+    if (
+        not isinstance(raw_weight, list)
+        or not raw_weight
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw_weight)
+        or isinstance(raw_bias, bool)
+        or not isinstance(raw_bias, (int, float))
+    ):
         raise ValueError("%s: head_weight must be a list of numbers and head_bias a number" % path)
     # Rounded to float32 as the native worker loads them (exact for what export wrote).
     with np.errstate(over="ignore"):
@@ -229,8 +256,13 @@ def read_export_metadata(directory: str) -> MergedExport:
         raise ValueError("%s: non-finite scalar head" % path)
     revision = data.get("checkpoint_revision")
     return MergedExport(
-        model_id=variant.model_id, base_revision=variant.base_revision,
+        model_id=variant.model_id,
+        base_revision=variant.base_revision,
         checkpoint_revision=revision if isinstance(revision, str) else None,
         temperature=_positive_temperature(data.get("temperature"), path),
         max_length=check_max_length(data.get("max_length", MAX_LENGTH_DEFAULT)),
-        chat_prefix=prefix, chat_suffix=suffix, head_weight=weight, head_bias=bias)
+        chat_prefix=prefix,
+        chat_suffix=suffix,
+        head_weight=weight,
+        head_bias=bias,
+    )

@@ -13,6 +13,7 @@ the envelope (models.md §4.3-4.4), as system1-omni's native worker computes the
 Pure functions of their arguments (the clock aside), so a served model can call them from any
 thread. Non-finite scores raise InferenceFailed (500 inference_failed).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,7 @@ from models.errors import InferenceFailed
 from models.open_jev.prepare import Context, Question
 
 METHOD = "native_merged_lora_decision_head"
-_HEAD_CHUNK_VALUES = 1 << 22     # float64 products held at once while scoring
+_HEAD_CHUNK_VALUES = 1 << 22  # float64 products held at once while scoring
 
 
 def head_scores(hidden: np.ndarray, weight: np.ndarray, bias: float) -> np.ndarray:
@@ -38,14 +39,13 @@ def head_scores(hidden: np.ndarray, weight: np.ndarray, bias: float) -> np.ndarr
     h = np.asarray(hidden, dtype=np.float32)
     w = np.asarray(weight, dtype=np.float32).astype(np.float64)
     if h.ndim != 2 or h.shape[1] != w.shape[0] or w.shape[0] == 0:
-        raise InferenceFailed("hidden states of shape %s do not fit a head of width %d"
-                              % (tuple(h.shape), w.shape[0]))
+        raise InferenceFailed("hidden states of shape %s do not fit a head of width %d" % (tuple(h.shape), w.shape[0]))
     out = np.empty(h.shape[0], dtype=np.float32)
     step = max(1, _HEAD_CHUNK_VALUES // w.shape[0])
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, h.shape[0], step):
-            sums = np.cumsum(h[start:start + step].astype(np.float64) * w, axis=1)[:, -1]
-            out[start:start + step] = sums.astype(np.float32) + np.float32(bias)
+            sums = np.cumsum(h[start : start + step].astype(np.float64) * w, axis=1)[:, -1]
+            out[start : start + step] = sums.astype(np.float32) + np.float32(bias)
     return out
 
 
@@ -76,10 +76,19 @@ def answer(question: Question, p: list[float]) -> dict:
     mode = _mode(p)
     probabilities = dict(zip(question.keys, p, strict=True))
     if question.kind == "choice":
-        return {"type": "choice", "choice": question.keys[mode], "probabilities": probabilities,
-                "confidence": jev_choice(p)}
-    return {"type": "score", "score": sum(i * v for i, v in enumerate(p)), "probabilities": probabilities,
-            "confidence": jev_score(p), "legend": question.legend}
+        return {
+            "type": "choice",
+            "choice": question.keys[mode],
+            "probabilities": probabilities,
+            "confidence": jev_choice(p),
+        }
+    return {
+        "type": "score",
+        "score": sum(i * v for i, v in enumerate(p)),
+        "probabilities": probabilities,
+        "confidence": jev_score(p),
+        "legend": question.legend,
+    }
 
 
 def question_logits(context: Context, scores: np.ndarray) -> list[list[float]]:
@@ -88,7 +97,7 @@ def question_logits(context: Context, scores: np.ndarray) -> list[list[float]]:
         raise InferenceFailed("expected %d candidate scores, got %d" % (context.candidates, len(scores)))
     rows, at = [], 0
     for q in context.questions:
-        row = [float(s) for s in scores[at:at + q.candidates]]
+        row = [float(s) for s in scores[at : at + q.candidates]]
         at += q.candidates
         bad = [i for i, v in enumerate(row) if not math.isfinite(v)]
         if bad:
@@ -97,17 +106,30 @@ def question_logits(context: Context, scores: np.ndarray) -> list[list[float]]:
     return rows
 
 
-def finish_scores(context: Context, scores: np.ndarray, *, inference_seconds: float | None = None,
-                  model: str | None = None, profile: str = "reference") -> dict:
+def finish_scores(
+    context: Context,
+    scores: np.ndarray,
+    *,
+    inference_seconds: float | None = None,
+    model: str | None = None,
+    profile: str = "reference",
+) -> dict:
     export = context.export
-    answers = {q.qid: answer(q, calibrate(row, export.temperature))
-               for q, row in zip(context.questions, question_logits(context, scores), strict=True)}
+    answers = {
+        q.qid: answer(q, calibrate(row, export.temperature))
+        for q, row in zip(context.questions, question_logits(context, scores), strict=True)
+    }
     if inference_seconds is None:
         inference_seconds = time.perf_counter() - context.started
-    metadata = {"method": METHOD, "temperature": export.temperature,
-                "candidate_sequences": context.candidates, "inference_seconds": inference_seconds,
-                "base_revision": export.base_revision, "max_length": export.max_length,
-                "prefix_cache": {"enabled": False, "mode": "independent_candidates"}}
+    metadata = {
+        "method": METHOD,
+        "temperature": export.temperature,
+        "candidate_sequences": context.candidates,
+        "inference_seconds": inference_seconds,
+        "base_revision": export.base_revision,
+        "max_length": export.max_length,
+        "prefix_cache": {"enabled": False, "mode": "independent_candidates"},
+    }
     usage = {"input_tokens": context.input_tokens, "output_tokens": 0}
     # The answers already are the Jev core (Jev's confidences, no noul confidence); the jev
     # profile only moves the extra `metadata` under an `x_` name.
@@ -115,12 +137,17 @@ def finish_scores(context: Context, scores: np.ndarray, *, inference_seconds: fl
     return {"model": model or export.model_id, "answers": answers, "usage": usage, extra: metadata}
 
 
-def finish(context: Context, hidden: np.ndarray, *, inference_seconds: float | None = None,
-           model: str | None = None, profile: str = "reference") -> dict:
+def finish(
+    context: Context,
+    hidden: np.ndarray,
+    *,
+    inference_seconds: float | None = None,
+    model: str | None = None,
+    profile: str = "reference",
+) -> dict:
     """The response body for one request from its candidates' last hidden states."""
     if np.shape(hidden)[0] != context.candidates:
-        raise InferenceFailed("expected %d rows of hidden states, got %d"
-                              % (context.candidates, np.shape(hidden)[0]))
+        raise InferenceFailed("expected %d rows of hidden states, got %d" % (context.candidates, np.shape(hidden)[0]))
     scores = head_scores(hidden, context.export.head_weight, context.export.head_bias)
     return finish_scores(context, scores, inference_seconds=inference_seconds, model=model, profile=profile)
 

@@ -20,6 +20,7 @@ candidate is checked against max_length before any forward pass. The `jev` profi
 as the hosted Jev API does, one-sided noul criteria (the missing side in Laya's default words)
 and a noul without `instructions` (its criteria are its text).
 """
+
 from __future__ import annotations
 
 import time
@@ -37,7 +38,7 @@ from models.tokenizer import TokenizerHandle
 KINDS = ("choice", "score", "noul")
 # A one-sided noul's missing side, in the jev profile: Laya's words for it (models/laya/prepare.py).
 NOUL_DEFAULTS = {"true": "yes, the statement holds", "false": "no, the statement does not hold"}
-ENCODE_CHUNK = 256          # prompts per encode_batch call: bounds the memory held as Encodings
+ENCODE_CHUNK = 256  # prompts per encode_batch call: bounds the memory held as Encodings
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,10 @@ def render_value(value: Any) -> str:
 @dataclass
 class Question:
     qid: str
-    kind: str                  # "choice" | "score" | "noul"
-    keys: list[str]            # answer keys in request order; noul: ["false", "true"]
-    instructions: str          # rendered; a noul's criteria already appended
-    options: list[str]         # one rendered option per choice/score candidate; noul: []
+    kind: str  # "choice" | "score" | "noul"
+    keys: list[str]  # answer keys in request order; noul: ["false", "true"]
+    instructions: str  # rendered; a noul's criteria already appended
+    options: list[str]  # one rendered option per choice/score candidate; noul: []
     legend: dict | None = None  # score: {"i": the raw level}
 
     @property
@@ -73,17 +74,17 @@ class Question:
 
 @dataclass
 class CandidateRow:
-    ids: np.ndarray            # int32 token ids of one chat-wrapped candidate, unpadded
-    question: int              # index into Context.questions
+    ids: np.ndarray  # int32 token ids of one chat-wrapped candidate, unpadded
+    question: int  # index into Context.questions
 
 
 @dataclass
 class Context:
     questions: list[Question]
-    export: MergedExport       # shared, not copied: temperature, max_length, head, identity
+    export: MergedExport  # shared, not copied: temperature, max_length, head, identity
     input_tokens: int
     candidates: int
-    started: float             # time.perf_counter() when tokenization began (upstream's clock)
+    started: float  # time.perf_counter() when tokenization began (upstream's clock)
 
 
 def _description(value: Any, what: str) -> str:
@@ -109,25 +110,30 @@ def compile_question(qid: str, qdef: Any, limits: OpenJevLimits = LIMITS, profil
         raise ValueError("'instructions' is required: text, an object, or an array")
     if kind == "choice":
         if not isinstance(criteria, dict):
-            raise ValueError("a choice question takes 'criteria' as an object of option -> "
-                             "description (or null), got %s" % _kind(criteria))
+            raise ValueError(
+                "a choice question takes 'criteria' as an object of option -> "
+                "description (or null), got %s" % _kind(criteria)
+            )
         if not 1 <= len(criteria) <= limits.max_choice_options:
-            raise ValueError("a choice question takes 1 to %d options, got %d"
-                             % (limits.max_choice_options, len(criteria)))
+            raise ValueError(
+                "a choice question takes 1 to %d options, got %d" % (limits.max_choice_options, len(criteria))
+            )
         keys, options = [], []
         for key, value in criteria.items():
             key = json_key(key)
             keys.append(key)
-            options.append(key if value is None else
-                           "%s: %s" % (key, _description(value, "option %r" % key)))
+            options.append(key if value is None else "%s: %s" % (key, _description(value, "option %r" % key)))
         return Question(qid, kind, keys, instructions, options)
     if kind == "score":
         if not isinstance(criteria, list):
-            raise ValueError("a score question takes 'criteria' as an array of level "
-                             "descriptions, got %s" % _kind(criteria))
+            raise ValueError(
+                "a score question takes 'criteria' as an array of level descriptions, got %s" % _kind(criteria)
+            )
         if not limits.min_score_levels <= len(criteria) <= limits.max_score_levels:
-            raise ValueError("a score question takes %d to %d levels, got %d"
-                             % (limits.min_score_levels, limits.max_score_levels, len(criteria)))
+            raise ValueError(
+                "a score question takes %d to %d levels, got %d"
+                % (limits.min_score_levels, limits.max_score_levels, len(criteria))
+            )
         # No "level i:" prefix: the option is the level's text itself.
         options = [_description(level, "level %d" % i) for i, level in enumerate(criteria)]
         keys = [str(i) for i in range(len(criteria))]
@@ -137,13 +143,16 @@ def compile_question(qid: str, qdef: Any, limits: OpenJevLimits = LIMITS, profil
         sides = {"true", "false"}
         given = set(criteria) if isinstance(criteria, dict) else None
         if given is None or not (given == sides or jev_noul and given and given <= sides):
-            raise ValueError("noul criteria must contain exactly the keys 'true' and 'false'"
-                             + (" (or one of them)" if jev_noul else ""))
+            raise ValueError(
+                "noul criteria must contain exactly the keys 'true' and 'false'"
+                + (" (or one of them)" if jev_noul else "")
+            )
         if jev_noul:
             criteria = {k: NOUL_DEFAULTS[k] if criteria.get(k) in (None, "") else criteria[k] for k in sides}
         instructions += "\nYes means: %s\nNo means: %s" % (
             _description(criteria["true"], "noul criterion 'true'"),
-            _description(criteria["false"], "noul criterion 'false'"))
+            _description(criteria["false"], "noul criterion 'false'"),
+        )
     return Question(qid, kind, ["false", "true"], instructions, [])
 
 
@@ -155,12 +164,19 @@ def check_model(body: Mapping[str, Any], variant: Variant, names: Sequence[str] 
         return
     if isinstance(model, str) and model.strip().lower() in {n.lower() for n in names}:
         return
-    raise UnknownModel("requested model %r is not loaded; this server answers as %s"
-                       % (model, ", ".join(dict.fromkeys((*names, *variant.names)))))
+    raise UnknownModel(
+        "requested model %r is not loaded; this server answers as %s"
+        % (model, ", ".join(dict.fromkeys((*names, *variant.names))))
+    )
 
 
-def compile_request(body: Mapping[str, Any], variant: Variant, limits: OpenJevLimits = LIMITS,
-                    names: Sequence[str] = (), profile: str = "reference") -> tuple[str, list[Question]]:
+def compile_request(
+    body: Mapping[str, Any],
+    variant: Variant,
+    limits: OpenJevLimits = LIMITS,
+    names: Sequence[str] = (),
+    profile: str = "reference",
+) -> tuple[str, list[Question]]:
     """Validate the whole request; (rendered state, questions). Raises RequestError subclasses."""
     if not isinstance(body, Mapping):
         raise RequestError("the request must be a JSON object")
@@ -178,12 +194,12 @@ def compile_request(body: Mapping[str, Any], variant: Variant, limits: OpenJevLi
         except ValueError as exc:
             errors.append({"question": json_key(qid), "detail": str(exc)})
     if errors:
-        raise InvalidQuestions("%d of %d questions are invalid" % (len(errors), len(questions)),
-                               errors=errors)
+        raise InvalidQuestions("%d of %d questions are invalid" % (len(errors), len(questions)), errors=errors)
     total = sum(q.candidates for q in compiled)
     if total > limits.max_candidates:
-        raise TooLarge("%d candidate sequences; this model takes at most %d per request"
-                       % (total, limits.max_candidates))
+        raise TooLarge(
+            "%d candidate sequences; this model takes at most %d per request" % (total, limits.max_candidates)
+        )
     return render_value(state), compiled
 
 
@@ -192,32 +208,43 @@ def prompts(state_text: str, question: Question) -> list[str]:
     context = "Context:\n%s\n\nQuestion: %s\n" % (state_text, question.instructions)
     if question.kind == "noul":
         return [context + "Is the answer to this question yes? Answer Yes or No."]
-    return [context + "Proposed answer: %s\nIs this proposed answer correct? Answer Yes or No." % option
-            for option in question.options]
+    return [
+        context + "Proposed answer: %s\nIs this proposed answer correct? Answer Yes or No." % option
+        for option in question.options
+    ]
 
 
 def wrap(prompt: str, export: MergedExport) -> str:
     return export.chat_prefix + prompt.strip() + export.chat_suffix
 
 
-def encode_question(state_text: str, question: Question, tokenizer: TokenizerHandle,
-                    export: MergedExport) -> list[np.ndarray]:
+def encode_question(
+    state_text: str, question: Question, tokenizer: TokenizerHandle, export: MergedExport
+) -> list[np.ndarray]:
     """Token ids of each chat-wrapped candidate; InputTooLong on the first one over max_length."""
     texts = [wrap(p, export) for p in prompts(state_text, question)]
     rows = []
     for start in range(0, len(texts), ENCODE_CHUNK):
-        for ids in tokenizer.encode_batch(texts[start:start + ENCODE_CHUNK]):
+        for ids in tokenizer.encode_batch(texts[start : start + ENCODE_CHUNK]):
             if len(ids) > export.max_length:
-                detail = ("question %s: %d tokens exceeds max_length=%d; no silent truncation"
-                          % (question.qid, len(ids), export.max_length))
+                detail = "question %s: %d tokens exceeds max_length=%d; no silent truncation" % (
+                    question.qid,
+                    len(ids),
+                    export.max_length,
+                )
                 raise InputTooLong(detail, errors=[{"question": question.qid, "detail": detail}])
             rows.append(np.asarray(ids, dtype=np.int32))
     return rows
 
 
-def prepare(body: Mapping[str, Any], tokenizer: TokenizerHandle, export: MergedExport,
-            limits: OpenJevLimits = LIMITS, names: Sequence[str] = (),
-            profile: str = "reference") -> tuple[list[CandidateRow], Context, dict]:
+def prepare(
+    body: Mapping[str, Any],
+    tokenizer: TokenizerHandle,
+    export: MergedExport,
+    limits: OpenJevLimits = LIMITS,
+    names: Sequence[str] = (),
+    profile: str = "reference",
+) -> tuple[list[CandidateRow], Context, dict]:
     """Validate, then tokenize question by question; the whole request fails on the first
     over-long candidate, before any forward pass and without tokenizing later questions."""
     state_text, questions = compile_request(body, export.variant, limits, names, profile)
@@ -230,5 +257,16 @@ def prepare(body: Mapping[str, Any], tokenizer: TokenizerHandle, export: MergedE
     return rows, context, {"input_tokens": input_tokens, "output_tokens": 0}
 
 
-__all__ = ["OpenJevLimits", "LIMITS", "Question", "CandidateRow", "Context", "render_value",
-           "compile_question", "compile_request", "prompts", "wrap", "prepare"]
+__all__ = [
+    "OpenJevLimits",
+    "LIMITS",
+    "Question",
+    "CandidateRow",
+    "Context",
+    "render_value",
+    "compile_question",
+    "compile_request",
+    "prompts",
+    "wrap",
+    "prepare",
+]

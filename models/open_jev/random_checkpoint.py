@@ -9,6 +9,7 @@ changes the weights (a freshly initialised LoRA has B = 0 and merges to a no-op)
 
     python -m models.open_jev.random_checkpoint OUT --variant 9b
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,7 @@ def build(out: str, variant: str = "9b", seed: int = 0, rank: int = LORA_RANK) -
     full = AutoModelForImageTextToText.from_pretrained(base, dtype=torch.bfloat16)
     language_model = full.model.language_model
     hidden = language_model.config.hidden_size
-    config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=LORA_TARGETS,
-                        bias="none")
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=LORA_TARGETS, bias="none")
     lora = get_peft_model(language_model, config)
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
@@ -57,13 +57,20 @@ def build(out: str, variant: str = "9b", seed: int = 0, rank: int = LORA_RANK) -
     with open(config_path, "w", encoding="utf-8") as f:
         json.dump(adapter_config, f, indent=2)
 
-    head = {"weight": torch.randn(1, hidden, generator=gen) * hidden ** -0.5,
-            "bias": torch.randn(1, generator=gen) * 0.1}
+    head = {"weight": torch.randn(1, hidden, generator=gen) * hidden**-0.5, "bias": torch.randn(1, generator=gen) * 0.1}
     torch.save(head, os.path.join(package, "head.pt"))
     with open(os.path.join(package, "model.json"), "w", encoding="utf-8") as f:
-        json.dump({"model_id": pinned.model_id, "revision": pinned.base_revision,
-                   "method": "independent_candidate_lora_nll_brier", "lora_rank": rank,
-                   "random_weights": True}, f, indent=2)
+        json.dump(
+            {
+                "model_id": pinned.model_id,
+                "revision": pinned.base_revision,
+                "method": "independent_candidate_lora_nll_brier",
+                "lora_rank": rank,
+                "random_weights": True,
+            },
+            f,
+            indent=2,
+        )
     with open(os.path.join(package, "temperature.json"), "w", encoding="utf-8") as f:
         json.dump({"temperature": pinned.temperature}, f)
     return package
@@ -88,20 +95,35 @@ def build_full(base: str, out: str, variant: str = "9b", seed: int = 0, rank: in
             targets.append(("self_attn.q_proj", 2 * dims.num_attention_heads * dims.head_dim))
         for module, out_features in targets:
             key = "base_model.model.layers.%d.%s" % (i, module)
-            tensors[key + ".lora_A.weight"] = torch.randn(rank, h, generator=gen) * h ** -0.5
+            tensors[key + ".lora_A.weight"] = torch.randn(rank, h, generator=gen) * h**-0.5
             tensors[key + ".lora_B.weight"] = torch.randn(out_features, rank, generator=gen) * 0.01
     package = os.path.join(out, "checkpoint")
     adapter = os.path.join(package, "adapter")
     os.makedirs(adapter, exist_ok=True)
     save_file(tensors, os.path.join(adapter, "adapter_model.safetensors"))
     with open(os.path.join(adapter, "adapter_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank, "target_modules": ["q_proj", "gate_proj"],
-                   "base_model_name_or_path": pinned.model_id, "bias": "none"}, f, indent=2)
-    torch.save({"weight": torch.randn(1, h, generator=gen) * h ** -0.5, "bias": torch.randn(1, generator=gen) * 0.1},
-               os.path.join(package, "head.pt"))
+        json.dump(
+            {
+                "peft_type": "LORA",
+                "r": rank,
+                "lora_alpha": 2 * rank,
+                "target_modules": ["q_proj", "gate_proj"],
+                "base_model_name_or_path": pinned.model_id,
+                "bias": "none",
+            },
+            f,
+            indent=2,
+        )
+    torch.save(
+        {"weight": torch.randn(1, h, generator=gen) * h**-0.5, "bias": torch.randn(1, generator=gen) * 0.1},
+        os.path.join(package, "head.pt"),
+    )
     with open(os.path.join(package, "model.json"), "w", encoding="utf-8") as f:
-        json.dump({"model_id": pinned.model_id, "revision": pinned.base_revision, "lora_rank": rank,
-                   "random_weights": True}, f, indent=2)
+        json.dump(
+            {"model_id": pinned.model_id, "revision": pinned.base_revision, "lora_rank": rank, "random_weights": True},
+            f,
+            indent=2,
+        )
     with open(os.path.join(package, "temperature.json"), "w", encoding="utf-8") as f:
         json.dump({"temperature": pinned.temperature}, f)
     return package

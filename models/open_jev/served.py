@@ -1,5 +1,6 @@
 """An Open-Jev export, served: one row per candidate through the backbone graph (batched with
 other requests' candidates), the scalar head on the host in float64, calibration per question."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,12 +17,21 @@ from models.qwen35.served import QwenServed
 WARMUP_REQUEST = {
     "state": {"ticket": "I was charged twice for my order. Please refund the duplicate today.", "tier": "gold"},
     "questions": {
-        "route": {"type": "choice", "instructions": "Which team should handle this?",
-                  "criteria": {"billing": "Charges and refunds", "security": None, "technical": "Software problems"}},
-        "refund_review": {"type": "noul", "instructions": "Does the customer ask for a refund?",
-                          "criteria": {"true": "The customer asks for money back", "false": "No refund is requested"}},
-        "urgency": {"type": "score", "instructions": "How urgent is the request?",
-                    "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"]},
+        "route": {
+            "type": "choice",
+            "instructions": "Which team should handle this?",
+            "criteria": {"billing": "Charges and refunds", "security": None, "technical": "Software problems"},
+        },
+        "refund_review": {
+            "type": "noul",
+            "instructions": "Does the customer ask for a refund?",
+            "criteria": {"true": "The customer asks for money back", "false": "No refund is requested"},
+        },
+        "urgency": {
+            "type": "score",
+            "instructions": "How urgent is the request?",
+            "criteria": ["Not urgent", "Needs attention soon", "Needs attention immediately"],
+        },
     },
 }
 
@@ -29,15 +39,17 @@ WARMUP_REQUEST = {
 class OpenJevModel(QwenServed):
     family = "open_jev"
     warmup_request = WARMUP_REQUEST
-    cuda_graphs = QwenServed.one_row_graphs        # a noul question is one row
+    cuda_graphs = QwenServed.one_row_graphs  # a noul question is one row
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: OpenJevLimits | None = None):
         super().__init__(directory, manifest, "Open-Jev")
         self.export = ck.read_export_metadata(directory)
         hidden = manifest.get("dims", {}).get("hidden_size")
         if hidden is not None and len(self.export.head_weight) != hidden:
-            raise ValueError("%s: head width %d does not match the backbone's hidden size %d"
-                             % (directory, len(self.export.head_weight), hidden))
+            raise ValueError(
+                "%s: head width %d does not match the backbone's hidden size %d"
+                % (directory, len(self.export.head_weight), hidden)
+            )
         self.limits_ = limits or LIMITS
         self.adapter = LastTokenAdapter(self.pad_id, key=self.family)
         # The export's own names (its `--name` and aliases) pass besides upstream's.
@@ -46,11 +58,18 @@ class OpenJevModel(QwenServed):
     def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
         rows, context, usage = prepare(body, self.tok, self.export, self.limits_, names=self.names, profile=profile)
         work = [r.ids for r in rows]
-        return Prepared(rows=len(work), tokens=usage["input_tokens"], longest=max(len(r) for r in work),
-                        work=work, context=context, questions=len(context.questions))
+        return Prepared(
+            rows=len(work),
+            tokens=usage["input_tokens"],
+            longest=max(len(r) for r in work),
+            work=work,
+            context=context,
+            questions=len(context.questions),
+        )
 
-    def finish(self, prepared: Prepared, output: Any, profile: str, model_name: str,
-               requested: str | None = None) -> dict:
+    def finish(
+        self, prepared: Prepared, output: Any, profile: str, model_name: str, requested: str | None = None
+    ) -> dict:
         (hidden,) = output
         if hidden.shape[0] != prepared.rows:
             raise InferenceFailed("expected %d hidden rows, got %d" % (prepared.rows, hidden.shape[0]))
@@ -58,9 +77,14 @@ class OpenJevModel(QwenServed):
 
     def limits(self) -> dict:
         lim = self.limits_
-        return {"max_questions": lim.max_questions, "max_candidates": lim.max_candidates,
-                "max_choice_options": lim.max_choice_options, "max_length": self.export.max_length,
-                "question_types": ["choice", "score", "noul"], "truncates_state": False}
+        return {
+            "max_questions": lim.max_questions,
+            "max_candidates": lim.max_candidates,
+            "max_choice_options": lim.max_choice_options,
+            "max_length": self.export.max_length,
+            "question_types": ["choice", "score", "noul"],
+            "truncates_state": False,
+        }
 
     def describe_extra(self) -> dict:
         return {"base": self.export.model_id, "temperature": self.export.temperature}

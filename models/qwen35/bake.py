@@ -6,6 +6,7 @@ Public:
     bake(module, ids, device="cpu") -> None                      # capture, then module.set_prefix
     bake_for_export(module, tokenizer_dir, head_ids, device, progress) -> manifest "prefix"
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ def capture(module, ids: Sequence[int], device: str = "cpu") -> tuple[list[tuple
             h = ref.input_layernorm(x)
             x = x + (ref.linear_attn(h, capture=taken) if gdn else ref.self_attn(h, cos, sin, capture=taken))
             x = x + ref.mlp(ref.post_attention_layernorm(x))
-            first, second = taken           # GDN: conv inputs, state; attention: keys, values
+            first, second = taken  # GDN: conv inputs, state; attention: keys, values
             out.append((first.to(dtype).cpu(), (second.float() if gdn else second.to(dtype)).cpu()))
         hidden = float32_copy(module.norm, device)(x).cpu()
     if device == "cuda":

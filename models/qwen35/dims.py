@@ -1,4 +1,5 @@
 """Backbone dimensions read from a Hugging Face `config.json` (text-only or multimodal)."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ class TextDims:
     vocab_size: int
     hidden_size: int
     intermediate_size: int
-    layer_types: tuple[str, ...]          # "linear_attention" | "full_attention", one per layer
+    layer_types: tuple[str, ...]  # "linear_attention" | "full_attention", one per layer
     num_attention_heads: int
     num_key_value_heads: int
     head_dim: int
@@ -44,14 +45,18 @@ class TextDims:
         layers = text["num_hidden_layers"]
         types = text.get("layer_types") or [
             "full_attention" if (i + 1) % text.get("full_attention_interval", 4) == 0 else "linear_attention"
-            for i in range(layers)]
+            for i in range(layers)
+        ]
         rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
         tied = config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
         return cls(
-            vocab_size=text["vocab_size"], hidden_size=text["hidden_size"],
-            intermediate_size=text["intermediate_size"], layer_types=tuple(types[:layers]),
+            vocab_size=text["vocab_size"],
+            hidden_size=text["hidden_size"],
+            intermediate_size=text["intermediate_size"],
+            layer_types=tuple(types[:layers]),
             num_attention_heads=text["num_attention_heads"],
-            num_key_value_heads=text["num_key_value_heads"], head_dim=text.get("head_dim", 256),
+            num_key_value_heads=text["num_key_value_heads"],
+            head_dim=text.get("head_dim", 256),
             linear_num_key_heads=text["linear_num_key_heads"],
             linear_num_value_heads=text["linear_num_value_heads"],
             linear_key_head_dim=text["linear_key_head_dim"],

@@ -6,6 +6,7 @@ in batch and sequence, with the GDN recurrence lowered to an ONNX Runtime kernel
 Weights go to external data next to the graph (`model.onnx.data`), so graphs over 2 GB work.
 `check_graph` compares ONNX Runtime (CPU) with the torch module on shapes not traced at.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,15 @@ def load_dtype(dtype: str):
     return torch.float32 if dtype == "float32" else None
 
 
-def build_module(dims: TextDims, state: dict, readout: str, dtype: str = "float32",
-                 letter_ids: list[int] | None = None, attention: str | None = None, consume: bool = False):
+def build_module(
+    dims: TextDims,
+    state: dict,
+    readout: str,
+    dtype: str = "float32",
+    letter_ids: list[int] | None = None,
+    attention: str | None = None,
+    consume: bool = False,
+):
     """The backbone in `dtype` with `state` loaded. `attention`: "sdpa" (traced) or "gqa"
     (GroupQueryAttention); by default the dtype's (fused.attention_for). `consume` empties `state`
     as its tensors are loaded (an exporter that needs the weights only once)."""
@@ -86,7 +94,7 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
     from models.qwen35.graph import GatedDeltaNet
 
     gdn.check_kernel(kernel)
-    for layer in module.modules():      # the fused kernel takes the layer from the conv output on
+    for layer in module.modules():  # the fused kernel takes the layer from the conv output on
         if isinstance(layer, GatedDeltaNet):
             layer.fused = kernel == "gated_delta_net_fused"
             dtype = str(layer.out_proj.weight.dtype).replace("torch.", "")
@@ -96,12 +104,22 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
     progress("exporting ONNX (opset %d, dynamo, GDN kernel %s) ..." % (OPSET, kernel))
     with torch.no_grad():
         program = torch.onnx.export(
-            module, tuple(args), input_names=input_names, output_names=output_names_,
-            dynamic_shapes=dynamic, dynamo=True, opset_version=OPSET, external_data=True, verbose=False,
-            custom_translation_table={torch.ops.omni_qwen35.gated_delta.default: gdn.translation(),
-                                      torch.ops.omni_qwen35.gated_delta_fused.default: gdn.fused_translation(),
-                                      torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation(),
-                                      **fused.translations()})
+            module,
+            tuple(args),
+            input_names=input_names,
+            output_names=output_names_,
+            dynamic_shapes=dynamic,
+            dynamo=True,
+            opset_version=OPSET,
+            external_data=True,
+            verbose=False,
+            custom_translation_table={
+                torch.ops.omni_qwen35.gated_delta.default: gdn.translation(),
+                torch.ops.omni_qwen35.gated_delta_fused.default: gdn.fused_translation(),
+                torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation(),
+                **fused.translations(),
+            },
+        )
     path = os.path.join(out_dir, ONNX_NAME)
     progress("traced and translated in %.1f s" % (time.perf_counter() - t0))
     save_folded(program, path, progress)
@@ -153,8 +171,16 @@ def check_graph(model, onnx_path: str, tolerance: float = 1e-3) -> float:
     return worst
 
 
-BASE_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors",
-              "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"]
+BASE_FILES = [
+    "config.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "model-*.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "generation_config.json",
+]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -162,7 +188,7 @@ def source_files(directory: str) -> list[str]:
     """The files an export reads from a base checkpoint directory (what its manifest hashes)."""
     names = ["config.json", *[n for n in TOKENIZER_FILES if os.path.exists(os.path.join(directory, n))]]
     index = os.path.join(directory, "model.safetensors.index.json")
-    if os.path.exists(os.path.join(directory, DESCRIBED)):      # drawn as it loads: no shards
+    if os.path.exists(os.path.join(directory, DESCRIBED)):  # drawn as it loads: no shards
         names.append(DESCRIBED)
     elif os.path.exists(index):
         import json
@@ -186,14 +212,18 @@ def hash_sources(directory: str, names: list[str], progress=print) -> dict[str, 
     return out
 
 
-def write_export(out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool,
-                 gate=None) -> tuple[dict, dict]:
+def write_export(
+    out: str, model, kernel: str, progress, tokenizer_dir: str, check: bool, gate=None
+) -> tuple[dict, dict]:
     """Export `model` into `out` (staged, so a failure leaves no half export), copy the tokenizer,
     and return what the manifest records: about the graph, and its `check` (`parity_gate`, from
     `gate(model, onnx_path) -> dict`, the parity gate of a half-precision graph: gate.run). A gate
     that refuses raises, and nothing is written."""
-    info = {"gdn_kernel": kernel, "gdn_dtype": gdn.input_dtype(model_dtype(model), kernel),
-            "attention": model.attention}
+    info = {
+        "gdn_kernel": kernel,
+        "gdn_dtype": gdn.input_dtype(model_dtype(model), kernel),
+        "attention": model.attention,
+    }
     checked = {}
     with export_dir.staged(out) as tmp:
         path = export_graph(model, tmp, kernel=kernel, progress=progress)
@@ -228,7 +258,14 @@ def export_options(options: dict, dtype: str, kernel: str) -> dict:
     revision, the attention kernel its dtype gets, "separate" projections (one matrix product per
     part; the up-to-date check compares these options, and export manifests carry the key) and,
     where it is not the graph's, the dtype the GDN kernel reads."""
-    options = dict(options, dtype=dtype, gdn_kernel=kernel, attention=fused.attention_for(dtype),
-                   projections="separate", opset=OPSET, graph_revision=GRAPH_REVISION)
+    options = dict(
+        options,
+        dtype=dtype,
+        gdn_kernel=kernel,
+        attention=fused.attention_for(dtype),
+        projections="separate",
+        opset=OPSET,
+        graph_revision=GRAPH_REVISION,
+    )
     gdn_in = gdn.input_dtype(dtype, kernel)
     return options if gdn_in == dtype else dict(options, gdn_dtype=gdn_in)

@@ -24,10 +24,12 @@ take most of the kernel time. Emitting the kernels directly:
 
 The torch implementations are the reference maths the tests compare against.
 """
+
 from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
+
 
 def attention_for(dtype: str) -> str:
     """The fused kernel ("gqa") where the CUDA provider has it (fp16/bf16), else traced SDPA."""
@@ -48,8 +50,9 @@ def _(x, scale, eps):
 
 
 @torch.library.custom_op("omni_qwen35::add_rms_norm", mutates_args=())
-def add_rms_norm(delta: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
-                 eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(
+    delta: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(rms_norm(x + delta), x + delta): a residual add and the norm after it, the sum in x's dtype."""
     total = x + delta
     return rms_norm(total, scale, eps), total
@@ -85,8 +88,9 @@ def _(x, head=0):
 
 
 @torch.library.custom_op("omni_qwen35::causal_attention", mutates_args=())
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
-                     scale: float) -> torch.Tensor:
+def causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float
+) -> torch.Tensor:
     """attention_reference as one op, exported as GroupQueryAttention; `lengths` is `seqlens_k`
     (every row is full length in torch)."""
     return attention_reference(q, k, v, scale)
@@ -103,7 +107,7 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     i + rot/2); cos and sin [T, rot/2] in x's dtype. The rest of each head passes through."""
     half = cos.shape[-1]
     cos, sin = torch.cat((cos, cos), dim=-1)[:, None], torch.cat((sin, sin), dim=-1)[:, None]
-    xr, rest = x[..., : 2 * half], x[..., 2 * half:]
+    xr, rest = x[..., : 2 * half], x[..., 2 * half :]
     rotated = torch.cat((-xr[..., half:], xr[..., :half]), dim=-1)
     return torch.cat((xr * cos + rotated * sin, rest), dim=-1)
 
@@ -129,8 +133,9 @@ def translations() -> dict:
 
     def norm(x, scale, eps):
         # Declared outputs are all produced by the tracer; the optional statistics go unused.
-        y, _inv_std = ort.SimplifiedLayerNormalization(x, op.CastLike(scale, x), axis=-1, epsilon=eps,
-                                                       stash_type=1, _outputs=2)
+        y, _inv_std = ort.SimplifiedLayerNormalization(
+            x, op.CastLike(scale, x), axis=-1, epsilon=eps, stash_type=1, _outputs=2
+        )
         return y
 
     def lengths(x, head=0):
@@ -139,10 +144,12 @@ def translations() -> dict:
         # device from x itself: computed on the host from Shape it would need a host-to-device
         # copy, and ONNX Runtime refuses CUDA-graph capture with one (it also moves integer ops
         # fed by shapes to the host, hence a float count).
-        first = op.Slice(x, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]),
-                         op.Constant(value_ints=[2]))                         # [B, T, 1]
-        count = op.ReduceSum(op.Cast(op.Not(op.IsNaN(first)), to=1), op.Constant(value_ints=[1, 2]),
-                             keepdims=0)                                     # [B] = T
+        first = op.Slice(
+            x, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]), op.Constant(value_ints=[2])
+        )  # [B, T, 1]
+        count = op.ReduceSum(
+            op.Cast(op.Not(op.IsNaN(first)), to=1), op.Constant(value_ints=[1, 2]), keepdims=0
+        )  # [B] = T
         return op.Cast(op.Add(count, op.Constant(value_float=float(head - 1))), to=6)
 
     def attention(q, k, v, seqlens_k, scale):
@@ -156,8 +163,19 @@ def translations() -> dict:
         def packed(x, heads):
             return op.Reshape(x, op.Concat(bt, op.Constant(value_ints=[heads * d]), axis=0))
 
-        outputs = ms.GroupQueryAttention(packed(q, hq), packed(k, hkv), packed(v, hkv), None, None, seqlens_k,
-                                         total, num_heads=hq, kv_num_heads=hkv, scale=float(scale), _outputs=3)
+        outputs = ms.GroupQueryAttention(
+            packed(q, hq),
+            packed(k, hkv),
+            packed(v, hkv),
+            None,
+            None,
+            seqlens_k,
+            total,
+            num_heads=hq,
+            kv_num_heads=hkv,
+            scale=float(scale),
+            _outputs=3,
+        )
         return outputs[0]
 
     def rotary_embedding(x, cos, sin):
@@ -166,21 +184,37 @@ def translations() -> dict:
         # (which CUDA-graph capture refuses). The tables are per pass, T rows.
         heads, d = x.shape[2], x.shape[3]
         shape = op.Shape(x)
-        packed = op.Reshape(x, op.Concat(op.Slice(shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[2])),
-                                         op.Constant(value_ints=[heads * d]), axis=0))
-        y = ms.RotaryEmbedding(packed, op.Constant(value_ints=[0]), cos, sin, num_heads=heads,
-                               rotary_embedding_dim=2 * cos.shape[-1], interleaved=0)
+        packed = op.Reshape(
+            x,
+            op.Concat(
+                op.Slice(shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[2])),
+                op.Constant(value_ints=[heads * d]),
+                axis=0,
+            ),
+        )
+        y = ms.RotaryEmbedding(
+            packed,
+            op.Constant(value_ints=[0]),
+            cos,
+            sin,
+            num_heads=heads,
+            rotary_embedding_dim=2 * cos.shape[-1],
+            interleaved=0,
+        )
         return op.Reshape(y, shape)
 
     def add_norm(delta, x, scale, eps):
         # Output 3 is the sum, which carries the residual stream on; the statistics go unused and
         # are unnamed after the export (onnx_ops.unname_unused).
-        y, _mean, _inv_std, total = ms.SkipSimplifiedLayerNormalization(delta, x, op.CastLike(scale, x),
-                                                                         epsilon=eps, _outputs=4)
+        y, _mean, _inv_std, total = ms.SkipSimplifiedLayerNormalization(
+            delta, x, op.CastLike(scale, x), epsilon=eps, _outputs=4
+        )
         return y, total
 
-    return {torch.ops.omni_qwen35.rms_norm.default: norm,
-            torch.ops.omni_qwen35.add_rms_norm.default: add_norm,
-            torch.ops.omni_qwen35.causal_attention.default: attention,
-            torch.ops.omni_qwen35.seqlens_k.default: lengths,
-            torch.ops.omni_qwen35.rotary.default: rotary_embedding}
+    return {
+        torch.ops.omni_qwen35.rms_norm.default: norm,
+        torch.ops.omni_qwen35.add_rms_norm.default: add_norm,
+        torch.ops.omni_qwen35.causal_attention.default: attention,
+        torch.ops.omni_qwen35.seqlens_k.default: lengths,
+        torch.ops.omni_qwen35.rotary.default: rotary_embedding,
+    }

@@ -12,6 +12,7 @@ torch has a GPU, else on the CPU. Its weights are the exported ones upcast: fp16
 checkpoint's bf16 weights exactly except values below fp16's normal range (|w| < 6.1e-5), so the
 gate measures the arithmetic, which is what differs between providers and dtypes.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,8 +33,9 @@ CUDA_ONLY_KERNELS = gdn.CUDA_KERNELS
 Distributions = Callable[[np.ndarray], Sequence[np.ndarray]]
 
 
-def prompts(vocab: int, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS,
-            seed: int = 0) -> list[np.ndarray]:
+def prompts(
+    vocab: int, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS, seed: int = 0
+) -> list[np.ndarray]:
     """`n` random id rows of lo..hi tokens (int64, [1, T])."""
     rng = np.random.default_rng(seed)
     return [rng.integers(0, vocab, size=(1, int(t)), dtype=np.int64) for t in rng.integers(lo, hi + 1, size=n)]
@@ -73,7 +75,7 @@ def float32_layers(module, device: str):
         ref = float32_copy(layer, device)
         (ref.linear_attn if ref.kind == "linear_attention" else ref.self_attn).set_prefix(None, None)
         if ref.kind == "linear_attention":
-            ref.linear_attn.gdn_dtype = None        # the reference reads float32 throughout
+            ref.linear_attn.gdn_dtype = None  # the reference reads float32 throughout
         yield ref
         del ref
 
@@ -88,10 +90,12 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
     head = list(module.prefix_ids)
     with torch.no_grad(), _exact_float32():
         weight = module.embed_tokens.weight
-        xs = [weight[torch.tensor(head + r[0].tolist(), dtype=torch.long)].to(device=device, dtype=torch.float32)[None]
-              for r in rows]
+        xs = [
+            weight[torch.tensor(head + r[0].tolist(), dtype=torch.long)].to(device=device, dtype=torch.float32)[None]
+            for r in rows
+        ]
         rope = [module.rope(x.shape[1], device, torch.float32) for x in xs]
-        for ref in float32_layers(module, device):      # Layer.forward: the reference maths, unfused
+        for ref in float32_layers(module, device):  # Layer.forward: the reference maths, unfused
             xs = [ref(x, cos, sin) for x, (cos, sin) in zip(xs, rope, strict=True)]
         norm = float32_copy(module.norm, device)
         start = 0 if module.readout == "all" else len(head)
@@ -141,9 +145,20 @@ def release(module) -> None:
     gc.collect()
 
 
-def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, mode: str = "enforce",
-        progress=print, n: int = PROMPTS, lo: int = MIN_TOKENS, hi: int = MAX_TOKENS, spend: bool = False,
-        gdn_plan: str = engines.DEFAULT) -> dict:
+def run(
+    module,
+    onnx_path: str,
+    distributions: Distributions,
+    *,
+    kernel: str,
+    mode: str = "enforce",
+    progress=print,
+    n: int = PROMPTS,
+    lo: int = MIN_TOKENS,
+    hi: int = MAX_TOKENS,
+    spend: bool = False,
+    gdn_plan: str = engines.DEFAULT,
+) -> dict:
     """Gate the export at `onnx_path` of `module` (the module it was traced from): the parity
     measures, where each side ran, and the hidden states' relative error; raises
     precision.GateFailed under `enforce` when it fails. `spend`: release the module's weights
@@ -155,8 +170,10 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, mo
         return not_run(reason, mode)
     rows = prompts(module.d.vocab_size, n, lo, hi)
     where = reference_device()
-    progress("parity gate: float32 reference on %s (%d prompts of %d-%d tokens, one layer at a time) ..."
-             % (where, n, min(r.shape[1] for r in rows), max(r.shape[1] for r in rows)))
+    progress(
+        "parity gate: float32 reference on %s (%d prompts of %d-%d tokens, one layer at a time) ..."
+        % (where, n, min(r.shape[1] for r in rows), max(r.shape[1] for r in rows))
+    )
     want = [h[-1] for h in reference_hidden(module, rows, where)]
     readout = module.readout
     if spend:
@@ -168,8 +185,14 @@ def run(module, onnx_path: str, distributions: Distributions, *, kernel: str, mo
     rel = max(float(np.linalg.norm(g - w) / np.linalg.norm(w)) for g, w in zip(got, want, strict=True))
     probs = [p for h in got for p in distributions(h[None])]
     refs = [p for h in want for p in distributions(h[None])]
-    result = dict(precision.gate_rows(probs, refs), device=used, reference_device=where,
-                  prompt_tokens=[int(r.shape[1]) for r in rows], final_hidden_rel_err=rel, **engine)
+    result = dict(
+        precision.gate_rows(probs, refs),
+        device=used,
+        reference_device=where,
+        prompt_tokens=[int(r.shape[1]) for r in rows],
+        final_hidden_rel_err=rel,
+        **engine,
+    )
     return precision.judge(result, mode)
 
 
@@ -200,7 +223,8 @@ def check_options(dtype: str, kernel: str, mode: str) -> None:
     if reason and mode == "enforce":
         raise precision.GateUnavailable(
             "a %s export's parity gate cannot run here: %s. Export where ONNX Runtime has CUDA, or pass "
-            "--parity-gate record to export without the gate (the manifest says it did not run)" % (dtype, reason))
+            "--parity-gate record to export without the gate (the manifest says it did not run)" % (dtype, reason)
+        )
 
 
 def not_run(reason: str, mode: str) -> dict:
@@ -220,4 +244,5 @@ def noul_distributions(weight: np.ndarray, bias: float, temperature: float) -> D
 
     def dist(hidden):
         return [precision.softmax(np.array([0.0, float(h @ w) + bias]) / temperature) for h in hidden]
+
     return dist

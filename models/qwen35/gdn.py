@@ -19,6 +19,7 @@ directly; LinearAttention gets them cast). The state starts at zero, or at a giv
 fixed prompt head's, computed once at export (prefix.py). A state is V-major, [B, Hv, Dv, Dk]
 float32, as ONNX Runtime's GatedDeltaNet holds it.
 """
+
 from __future__ import annotations
 
 
@@ -49,15 +50,21 @@ def _l2norm(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + EPS)
 
 
-def recurrence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-               state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def recurrence(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-by-token reference recurrence (models.md §6.2 step 5) from `state` (V-major; None:
     zeros): the output [B, T, Hv, Dv] in v's dtype and the state after the last token (fp32)."""
     b, t, hk, dk = q.shape
     hv, dv = v.shape[-2:]
     rep = hv // hk
     dtype = v.dtype
-    q = _l2norm(q.float()).repeat_interleave(rep, dim=2) * dk ** -0.5
+    q = _l2norm(q.float()).repeat_interleave(rep, dim=2) * dk**-0.5
     k = _l2norm(k.float()).repeat_interleave(rep, dim=2)
     v, g, beta = v.float(), g.float(), beta.float()
     # Held K-major here ([B, Hv, Dk, Dv]): the sums below read it that way.
@@ -65,7 +72,7 @@ def recurrence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tenso
     out = q.new_empty(b, t, hv, dv)
     for i in range(t):
         state = state * g[:, i].exp()[..., None, None]
-        memory = (state * k[:, i, :, :, None]).sum(-2)                    # S^T k   [B, Hv, Dv]
+        memory = (state * k[:, i, :, :, None]).sum(-2)  # S^T k   [B, Hv, Dv]
         delta = (v[:, i] - memory) * beta[:, i, :, None]
         state = state + k[:, i, :, :, None] * delta[:, :, None, :]
         out[:, i] = (state * q[:, i, :, :, None]).sum(-2)
@@ -73,8 +80,14 @@ def recurrence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tenso
 
 
 @torch.library.custom_op("omni_qwen35::gated_delta", mutates_args=())
-def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
-                beta: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
+def gated_delta(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The recurrence's output (what torch runs; exported as `translation()`)."""
     return recurrence(q, k, v, g, beta, state)[0]
 
@@ -88,8 +101,11 @@ def split_qkv(qkv: torch.Tensor, key_heads: int, key_dim: int, value_heads: int,
     """q, k [B, T, Hk, Dk] and v [B, T, Hv, Dv] from the conv output [B, T, 2·Hk·Dk + Hv·Dv]."""
     bsz, t = qkv.shape[:2]
     q, k, v = torch.split(qkv, [key_heads * key_dim, key_heads * key_dim, value_heads * value_dim], dim=-1)
-    return (q.reshape(bsz, t, key_heads, key_dim), k.reshape(bsz, t, key_heads, key_dim),
-            v.reshape(bsz, t, value_heads, value_dim))
+    return (
+        q.reshape(bsz, t, key_heads, key_dim),
+        k.reshape(bsz, t, key_heads, key_dim),
+        v.reshape(bsz, t, value_heads, value_dim),
+    )
 
 
 def gates(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor):
@@ -100,9 +116,18 @@ def gates(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.
 
 
 @torch.library.custom_op("omni_qwen35::gated_delta_fused", mutates_args=())
-def gated_delta_fused(qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor,
-                      dt_bias: torch.Tensor, key_heads: int, key_dim: int, value_heads: int,
-                      value_dim: int, state: torch.Tensor | None = None) -> torch.Tensor:
+def gated_delta_fused(
+    qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    key_heads: int,
+    key_dim: int,
+    value_heads: int,
+    value_dim: int,
+    state: torch.Tensor | None = None,
+) -> torch.Tensor:
     """`gated_delta` over the conv output [B, T, 2·Hk·Dk + Hv·Dv] (q | k | v) and the raw gate
     logits a, b [B, T, Hv]; returns [B, T, Hv, Dv]. The same maths as splitting, gating and
     calling `gated_delta`, which is what torch runs."""
@@ -124,8 +149,7 @@ def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor 
     if state is None:
         state = x.new_zeros(x.shape[0], weight.shape[-1] - 1, x.shape[2])
     # K-1 inputs ahead and no padding: exactly T outputs.
-    y = torch.nn.functional.conv1d(torch.cat([state.to(x.dtype), x], 1).transpose(1, 2), weight,
-                                   groups=weight.shape[0])
+    y = torch.nn.functional.conv1d(torch.cat([state.to(x.dtype), x], 1).transpose(1, 2), weight, groups=weight.shape[0])
     return torch.nn.functional.silu(y).transpose(1, 2).contiguous()
 
 
@@ -140,8 +164,7 @@ def conv_translation():
     ms, _ = onnx_ops.opsets()
 
     def causal_conv(x, weight, state=None):
-        outputs = ms.CausalConvWithState(x, weight, None, state, activation="silu", channels_last=1, ndim=1,
-                                         _outputs=2)
+        outputs = ms.CausalConvWithState(x, weight, None, state, activation="silu", channels_last=1, ndim=1, _outputs=2)
         return outputs[0]
 
     return causal_conv
@@ -178,18 +201,37 @@ def translation():
         bt = _leading(op, q, 2)
 
         def expand(x):
-            x = op.Mul(x, op.Reciprocal(op.Sqrt(op.Add(op.ReduceSum(op.Mul(x, x), op.Constant(value_ints=[-1]),
-                                                                    keepdims=1), op.Constant(value_float=EPS)))))
-            x = op.Unsqueeze(x, op.Constant(value_ints=[3]))                 # [B, T, Hk, 1, Dk]
+            x = op.Mul(
+                x,
+                op.Reciprocal(
+                    op.Sqrt(
+                        op.Add(
+                            op.ReduceSum(op.Mul(x, x), op.Constant(value_ints=[-1]), keepdims=1),
+                            op.Constant(value_float=EPS),
+                        )
+                    )
+                ),
+            )
+            x = op.Unsqueeze(x, op.Constant(value_ints=[3]))  # [B, T, Hk, 1, Dk]
             x = op.Expand(x, op.Concat(bt, op.Constant(value_ints=[hk, rep, dk]), axis=0))
             return op.Reshape(x, op.Concat(bt, op.Constant(value_ints=[hv * dk]), axis=0))
 
-        q, k, v32 = (op.Cast(x, to=1) for x in (q, k, v))                 # LinearAttention: one dtype, fp32
+        q, k, v32 = (op.Cast(x, to=1) for x in (q, k, v))  # LinearAttention: one dtype, fp32
         packed_v = op.Reshape(v32, op.Concat(bt, op.Constant(value_ints=[hv * dv]), axis=0))
-        past = None if state is None else op.Transpose(state, perm=[0, 1, 3, 2])       # K-major here
-        out, _state = ms.LinearAttention(expand(q), expand(k), packed_v, past, g, beta,
-                                         q_num_heads=hv, kv_num_heads=hv, update_rule="gated_delta",
-                                         scale=float(dk ** -0.5), _outputs=2)
+        past = None if state is None else op.Transpose(state, perm=[0, 1, 3, 2])  # K-major here
+        out, _state = ms.LinearAttention(
+            expand(q),
+            expand(k),
+            packed_v,
+            past,
+            g,
+            beta,
+            q_num_heads=hv,
+            kv_num_heads=hv,
+            update_rule="gated_delta",
+            scale=float(dk**-0.5),
+            _outputs=2,
+        )
         return op.CastLike(op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0)), v)
 
     return linear_attention
@@ -208,13 +250,24 @@ def fused_translation():
     def gated_delta_net_fused(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, state=None):
         tokens = op.Constant(value_ints=[-1, 2 * key_heads * key_dim + value_heads * value_dim])
         per_head = op.Constant(value_ints=[-1, value_heads])
-        outputs = ms.GatedDeltaNet(op.Reshape(qkv, tokens), None, None, None,
-                                   op.Reshape(op.Cast(a, to=1), per_head), op.Reshape(op.Cast(b, to=1), per_head),
-                                   _zero_state(op, qkv, value_heads, value_dim, key_dim, state), op.Cast(a_log, to=1),
-                                   op.Cast(dt_bias, to=1), qk_l2_norm=1,
-                                   update_rule="gated_delta", gate_activation="qwen", beta_activation="sigmoid",
-                                   _outputs=2)
-        return op.Reshape(outputs[0], op.Concat(_leading(op, qkv, 2), op.Constant(value_ints=[value_heads, value_dim]),
-                                                axis=0))
+        outputs = ms.GatedDeltaNet(
+            op.Reshape(qkv, tokens),
+            None,
+            None,
+            None,
+            op.Reshape(op.Cast(a, to=1), per_head),
+            op.Reshape(op.Cast(b, to=1), per_head),
+            _zero_state(op, qkv, value_heads, value_dim, key_dim, state),
+            op.Cast(a_log, to=1),
+            op.Cast(dt_bias, to=1),
+            qk_l2_norm=1,
+            update_rule="gated_delta",
+            gate_activation="qwen",
+            beta_activation="sigmoid",
+            _outputs=2,
+        )
+        return op.Reshape(
+            outputs[0], op.Concat(_leading(op, qkv, 2), op.Constant(value_ints=[value_heads, value_dim]), axis=0)
+        )
 
     return gated_delta_net_fused

@@ -18,6 +18,7 @@ Readouts (what the decision models read, §6.4):
 * "all": `hidden_states [B, T, H]`, every position (Clef-Flash's joint head reads them all;
   a baked head's positions included, from constants).
 """
+
 from __future__ import annotations
 
 import torch
@@ -44,7 +45,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -
 def _merged(*linears: nn.Linear) -> nn.Linear:
     """One bias-free Linear whose weight is the given ones' stacked (read part by part)."""
     weight = torch.cat([m.weight.detach() for m in linears], 0)
-    merged = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")    # no init
+    merged = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")  # no init
     merged.weight = nn.Parameter(weight, requires_grad=False)
     return merged
 
@@ -85,15 +86,21 @@ class GatedDeltaNet(nn.Module):
         self.in_proj_z = nn.Linear(d.hidden_size, d.value_dim, bias=False)
         self.in_proj_b = nn.Linear(d.hidden_size, d.linear_num_value_heads, bias=False)
         self.in_proj_a = nn.Linear(d.hidden_size, d.linear_num_value_heads, bias=False)
-        self.conv1d = nn.Conv1d(conv_dim, conv_dim, d.linear_conv_kernel_dim, groups=conv_dim, bias=False,
-                                padding=d.linear_conv_kernel_dim - 1)
+        self.conv1d = nn.Conv1d(
+            conv_dim,
+            conv_dim,
+            d.linear_conv_kernel_dim,
+            groups=conv_dim,
+            bias=False,
+            padding=d.linear_conv_kernel_dim - 1,
+        )
         self.dt_bias = nn.Parameter(torch.ones(d.linear_num_value_heads))
         self.A_log = nn.Parameter(torch.zeros(d.linear_num_value_heads))
-        self.norm = Norm(d.linear_value_head_dim, d.rms_norm_eps, offset=0.0)   # plain w, no +1
+        self.norm = Norm(d.linear_value_head_dim, d.rms_norm_eps, offset=0.0)  # plain w, no +1
         self.out_proj = nn.Linear(d.value_dim, d.hidden_size, bias=False)
-        self.fused = False         # one `gated_delta_fused` op from the conv output on (export_program)
-        self.gdn_dtype = None      # a dtype the recurrence's inputs are cast to (export_program; gdn.input_dtype)
-        self.headed = False        # rows start after a prompt head (set_prefix)
+        self.fused = False  # one `gated_delta_fused` op from the conv output on (export_program)
+        self.gdn_dtype = None  # a dtype the recurrence's inputs are cast to (export_program; gdn.input_dtype)
+        self.headed = False  # rows start after a prompt head (set_prefix)
 
     def set_prefix(self, conv, state) -> None:
         """Start every row after a prompt head whose last K-1 conv inputs and recurrent state
@@ -123,17 +130,16 @@ class GatedDeltaNet(nn.Module):
         qkv, z, ba = parts(self.in_proj, x, [nqkv, nz, nb + na])
         b_logits, a_logits = ba.float().split([nb, na], dim=-1)
         if capture is not None:
-            capture.append(_last(qkv, self.conv1d.weight.shape[-1] - 1))      # of a layer with no head
-        qkv = causal_conv_silu(qkv, self.conv1d.weight, conv_state)          # causal depthwise conv
+            capture.append(_last(qkv, self.conv1d.weight.shape[-1] - 1))  # of a layer with no head
+        qkv = causal_conv_silu(qkv, self.conv1d.weight, conv_state)  # causal depthwise conv
         # q, k, v stay in the model's dtype (the kernels accumulate in fp32 and return that dtype,
         # as transformers' own GDN does); the gates are fp32.
         heads = (d.linear_num_key_heads, d.linear_key_head_dim, d.linear_num_value_heads, d.linear_value_head_dim)
         dtype = qkv.dtype
         if self.gdn_dtype is not None:
             qkv = qkv.to(self.gdn_dtype)
-        if capture is not None:         # the reference recurrence, for its final state
-            o, final = recurrence(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias),
-                                  state)
+        if capture is not None:  # the reference recurrence, for its final state
+            o, final = recurrence(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias), state)
             capture.append(final)
         elif self.fused:
             o = gated_delta_fused(qkv, a_logits, b_logits, self.A_log, self.dt_bias, *heads, state)
@@ -159,7 +165,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(d.num_attention_heads * hd, d.hidden_size, bias=False)
         self.q_norm = Norm(hd, d.rms_norm_eps)
         self.k_norm = Norm(hd, d.rms_norm_eps)
-        self.headed = False        # rows start after a prompt head (set_prefix)
+        self.headed = False  # rows start after a prompt head (set_prefix)
 
     def set_prefix(self, keys, values) -> None:
         """Read a prompt head's keys (rotated) and values, [1, P, Hkv, hd] each, ahead of every
@@ -190,7 +196,7 @@ class Attention(nn.Module):
         # One RotaryEmbedding kernel each with the fused attention; traced with sdpa (fp32 graphs,
         # where ONNX Runtime's CUDA provider has no GroupQueryAttention kernel either).
         rotate = fused.rotary if self.kernel == "gqa" else fused.rope
-        q = rotate(self.q_norm(q), cos, sin)                                   # [B, T, Hq, hd]
+        q = rotate(self.q_norm(q), cos, sin)  # [B, T, Hq, hd]
         k = rotate(self.k_norm(k.view(b, t, hkv, hd)), cos, sin)
         v = v.view(b, t, hkv, hd)
         if capture is not None:
@@ -205,9 +211,9 @@ class Attention(nn.Module):
             v = torch.cat([self.prefix_v.expand(b, -1, -1, -1), v], 1)
             q = torch.cat([q.new_zeros(b, head, hq, hd), q], 1)
         if self.kernel == "gqa":
-            o = fused.causal_attention(q, k, v, fused.seqlens_k(x, head) if lengths is None else lengths, hd ** -0.5)
+            o = fused.causal_attention(q, k, v, fused.seqlens_k(x, head) if lengths is None else lengths, hd**-0.5)
         else:
-            o = fused.attention_reference(q, k, v, hd ** -0.5)
+            o = fused.attention_reference(q, k, v, hd**-0.5)
         if head:
             o = o[:, head:]
         return self.o_proj(o * torch.sigmoid(gate.reshape(b, t, hq * hd)))
@@ -245,18 +251,20 @@ def add_norm(norm: Norm, x: torch.Tensor, delta: torch.Tensor | None):
 
 
 class Backbone(nn.Module):
-    def __init__(self, d: TextDims, readout: str = "last", letter_ids: list[int] | None = None,
-                 attention: str = "sdpa"):
+    def __init__(
+        self, d: TextDims, readout: str = "last", letter_ids: list[int] | None = None, attention: str = "sdpa"
+    ):
         super().__init__()
         self.d, self.readout, self.attention = d, readout, attention
         self.embed_tokens = nn.Embedding(d.vocab_size, d.hidden_size)
         self.layers = nn.ModuleList(Layer(d, kind, attention) for kind in d.layer_types)
         self.norm = Norm(d.hidden_size, d.rms_norm_eps)
         rot = d.rotary_dim
-        self.register_buffer("inv_freq", 1.0 / (d.rope_theta ** (torch.arange(0, rot, 2).float() / rot)),
-                             persistent=False)
+        self.register_buffer(
+            "inv_freq", 1.0 / (d.rope_theta ** (torch.arange(0, rot, 2).float() / rot)), persistent=False
+        )
         self.letter_ids = list(letter_ids or [])
-        self.prefix_ids: list[int] = []     # a baked prompt head (set_prefix): rows start after it
+        self.prefix_ids: list[int] = []  # a baked prompt head (set_prefix): rows start after it
         self.register_buffer("prefix_hidden", None, persistent=False)
         self.register_buffer("prefix_tokens", None, persistent=False)
 
@@ -309,7 +317,7 @@ class Backbone(nn.Module):
         idx = positions.view(-1, 1, 1).expand(-1, 1, hs.shape[-1])
         hidden = torch.gather(hs, 1, idx).squeeze(1).float()
         if self.readout == "letters":
-            rows = self.embed_tokens.weight[self.letter_ids].float()      # [n, H]
+            rows = self.embed_tokens.weight[self.letter_ids].float()  # [n, H]
             return hidden, hidden @ rows.T
         return hidden
 
@@ -331,12 +339,16 @@ class Backbone(nn.Module):
         keys = [k for k in state if k != "lm_head.weight"]
         missing, unexpected = sorted(set(own) - set(keys)), sorted(set(keys) - set(own))
         if missing or unexpected:
-            raise ValueError("checkpoint does not match the Qwen3.5 text stack: missing %s, unexpected %s"
-                             % (missing[:6], unexpected[:6]))
-        for k in keys:         # every shape before the first copy: a refused state is left whole
+            raise ValueError(
+                "checkpoint does not match the Qwen3.5 text stack: missing %s, unexpected %s"
+                % (missing[:6], unexpected[:6])
+            )
+        for k in keys:  # every shape before the first copy: a refused state is left whole
             if own[k].shape != state[k].shape:
-                raise ValueError("checkpoint does not match the Qwen3.5 text stack: %s is %s, expected %s"
-                                 % (k, tuple(state[k].shape), tuple(own[k].shape)))
+                raise ValueError(
+                    "checkpoint does not match the Qwen3.5 text stack: %s is %s, expected %s"
+                    % (k, tuple(state[k].shape), tuple(own[k].shape))
+                )
         with torch.no_grad():
             for k in keys:
                 own[k].copy_(state[k])

@@ -15,6 +15,7 @@ Public:
     cut(row, head) -> the row after the head                     # InferenceFailed without it
     check_head(manifest, head_ids, name) -> None                 # ValueError on a stale export
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -35,8 +36,10 @@ def check_head(manifest: Mapping, head_ids: Sequence[int], name: str = "this exp
     """Refuse an export whose baked head is not the one this server's prompt and tokenizer give."""
     baked = (manifest.get("prefix") or {}).get("ids")
     if baked is not None and list(baked) != list(head_ids):
-        raise ValueError("%s baked in a prompt head of %d tokens that differs from the %d tokens this server's "
-                         "prompt encodes to; run its export command again" % (name, len(baked), len(head_ids)))
+        raise ValueError(
+            "%s baked in a prompt head of %d tokens that differs from the %d tokens this server's "
+            "prompt encodes to; run its export command again" % (name, len(baked), len(head_ids))
+        )
 
 
 __all__ = ["cut", "check_head"]

@@ -12,6 +12,7 @@ Qwen-style tokenizer (tokenizer_build).
 
     python -m models.qwen35.random_checkpoint OUT --size 4b [--described]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,18 +22,50 @@ import os
 from models.qwen35 import tokenizer_build
 
 _FULL = {
-    "4b": dict(hidden_size=2560, intermediate_size=9216, num_hidden_layers=32, num_attention_heads=16,
-               num_key_value_heads=4, linear_num_value_heads=32, tie_word_embeddings=True),
-    "9b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=32, num_attention_heads=16,
-               num_key_value_heads=4, linear_num_value_heads=32, tie_word_embeddings=False),
-    "27b": dict(hidden_size=5120, intermediate_size=17408, num_hidden_layers=64, num_attention_heads=24,
-                num_key_value_heads=4, linear_num_value_heads=48, tie_word_embeddings=False),
+    "4b": dict(
+        hidden_size=2560,
+        intermediate_size=9216,
+        num_hidden_layers=32,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        linear_num_value_heads=32,
+        tie_word_embeddings=True,
+    ),
+    "9b": dict(
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=32,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        linear_num_value_heads=32,
+        tie_word_embeddings=False,
+    ),
+    "27b": dict(
+        hidden_size=5120,
+        intermediate_size=17408,
+        num_hidden_layers=64,
+        num_attention_heads=24,
+        num_key_value_heads=4,
+        linear_num_value_heads=48,
+        tie_word_embeddings=False,
+    ),
 }
-_COMMON_FULL = dict(vocab_size=248320, head_dim=256, linear_num_key_heads=16, linear_key_head_dim=128,
-                    linear_value_head_dim=128, linear_conv_kernel_dim=4, rms_norm_eps=1e-6,
-                    rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0,
-                                     "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10],
-                                     "mrope_interleaved": True})
+_COMMON_FULL = dict(
+    vocab_size=248320,
+    head_dim=256,
+    linear_num_key_heads=16,
+    linear_key_head_dim=128,
+    linear_value_head_dim=128,
+    linear_conv_kernel_dim=4,
+    rms_norm_eps=1e-6,
+    rope_parameters={
+        "rope_type": "default",
+        "rope_theta": 10_000_000.0,
+        "partial_rotary_factor": 0.25,
+        "mrope_section": [11, 11, 10],
+        "mrope_interleaved": True,
+    },
+)
 
 
 FULL_SIZES = tuple(_FULL)
@@ -45,14 +78,30 @@ def full_text_config(size: str) -> dict:
 
 def tiny_text_config(vocab_size: int, tied: bool, layers: int = 4) -> dict:
     """Both layer kinds (3 GDN + 1 full attention per 4), GQA on both sides, small heads."""
-    return dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=96, num_hidden_layers=layers,
-                num_attention_heads=2, num_key_value_heads=1, head_dim=32, linear_num_key_heads=2,
-                linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
-                linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=tied,
-                max_position_embeddings=32768,
-                rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0,
-                                 "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1],
-                                 "mrope_interleaved": True})
+    return dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=tied,
+        max_position_embeddings=32768,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10_000_000.0,
+            "partial_rotary_factor": 0.25,
+            "mrope_section": [2, 1, 1],
+            "mrope_interleaved": True,
+        },
+    )
 
 
 def text_keys(text: dict, prefix: str):
@@ -68,18 +117,34 @@ def text_keys(text: dict, prefix: str):
         p = "%slayers.%d." % (prefix, i)
         if (i + 1) % 4:
             a = p + "linear_attn."
-            yield from [(a + "dt_bias", (hv,)), (a + "A_log", (hv,)), (a + "conv1d.weight", (2 * kd + vd, 1, k)),
-                        (a + "norm.weight", (text["linear_value_head_dim"],)), (a + "out_proj.weight", (h, vd)),
-                        (a + "in_proj_qkv.weight", (2 * kd + vd, h)), (a + "in_proj_z.weight", (vd, h)),
-                        (a + "in_proj_b.weight", (hv, h)), (a + "in_proj_a.weight", (hv, h))]
+            yield from [
+                (a + "dt_bias", (hv,)),
+                (a + "A_log", (hv,)),
+                (a + "conv1d.weight", (2 * kd + vd, 1, k)),
+                (a + "norm.weight", (text["linear_value_head_dim"],)),
+                (a + "out_proj.weight", (h, vd)),
+                (a + "in_proj_qkv.weight", (2 * kd + vd, h)),
+                (a + "in_proj_z.weight", (vd, h)),
+                (a + "in_proj_b.weight", (hv, h)),
+                (a + "in_proj_a.weight", (hv, h)),
+            ]
         else:
             a = p + "self_attn."
-            yield from [(a + "q_proj.weight", (qh * hd * 2, h)), (a + "k_proj.weight", (kvh * hd, h)),
-                        (a + "v_proj.weight", (kvh * hd, h)), (a + "o_proj.weight", (h, qh * hd)),
-                        (a + "q_norm.weight", (hd,)), (a + "k_norm.weight", (hd,))]
-        yield from [(p + "mlp.gate_proj.weight", (ffn, h)), (p + "mlp.up_proj.weight", (ffn, h)),
-                    (p + "mlp.down_proj.weight", (h, ffn)), (p + "input_layernorm.weight", (h,)),
-                    (p + "post_attention_layernorm.weight", (h,))]
+            yield from [
+                (a + "q_proj.weight", (qh * hd * 2, h)),
+                (a + "k_proj.weight", (kvh * hd, h)),
+                (a + "v_proj.weight", (kvh * hd, h)),
+                (a + "o_proj.weight", (h, qh * hd)),
+                (a + "q_norm.weight", (hd,)),
+                (a + "k_norm.weight", (hd,)),
+            ]
+        yield from [
+            (p + "mlp.gate_proj.weight", (ffn, h)),
+            (p + "mlp.up_proj.weight", (ffn, h)),
+            (p + "mlp.down_proj.weight", (h, ffn)),
+            (p + "input_layernorm.weight", (h,)),
+            (p + "post_attention_layernorm.weight", (h,)),
+        ]
     yield prefix + "norm.weight", (h,)
 
 
@@ -98,11 +163,18 @@ def _random(name: str, shape, gen, device):
     if name.endswith("embed_tokens.weight") or name == "lm_head.weight":
         return 0.3 * torch.randn(shape, device=device, generator=gen)
     fan_in = shape[-1] if len(shape) == 2 else shape[-1] * shape[-2]
-    return torch.randn(shape, device=device, generator=gen) * (0.8 / fan_in ** 0.5)
+    return torch.randn(shape, device=device, generator=gen) * (0.8 / fan_in**0.5)
 
 
-def build(out: str, size: str = "tiny", tied: bool | None = None, layout: str = "conditional",
-          seed: int = 0, layers: int = 4, described: bool = False) -> str:
+def build(
+    out: str,
+    size: str = "tiny",
+    tied: bool | None = None,
+    layout: str = "conditional",
+    seed: int = 0,
+    layers: int = 4,
+    described: bool = False,
+) -> str:
     """Write a random checkpoint; `layout` is "conditional" (multimodal, as published) or "causal_lm";
     `described` (full sizes only): the weights' description instead of their shards."""
     os.makedirs(out, exist_ok=True)
@@ -129,14 +201,17 @@ def _device():
 
 def _build_tiny(out: str, text: dict, layout: str, seed: int) -> None:
     import torch
-    from transformers import (Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,
-                              Qwen3_5TextConfig)
+    from transformers import Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration, Qwen3_5TextConfig
 
     torch.manual_seed(seed)
     if layout == "conditional":
-        config = Qwen3_5Config(text_config=text, tie_word_embeddings=text["tie_word_embeddings"],
-                               vision_config=dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
-                                                  out_hidden_size=text["hidden_size"]))
+        config = Qwen3_5Config(
+            text_config=text,
+            tie_word_embeddings=text["tie_word_embeddings"],
+            vision_config=dict(
+                depth=1, hidden_size=32, intermediate_size=32, num_heads=2, out_hidden_size=text["hidden_size"]
+            ),
+        )
         model = Qwen3_5ForConditionalGeneration(config)
     else:
         model = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**text))
@@ -149,7 +224,7 @@ def _build_tiny(out: str, text: dict, layout: str, seed: int) -> None:
     path = os.path.join(out, "config.json")
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
-    config["random_weights"] = True          # exports and responses say so
+    config["random_weights"] = True  # exports and responses say so
     with open(path, "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
 
@@ -174,9 +249,13 @@ def _full_tensors(text: dict, seed: int, device, only=None):
 
 
 def _write_config(out: str, text: dict) -> None:
-    config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
-              "tie_word_embeddings": text["tie_word_embeddings"],
-              "text_config": dict(text, model_type="qwen3_5_text"), "random_weights": True}
+    config = {
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "model_type": "qwen3_5",
+        "tie_word_embeddings": text["tie_word_embeddings"],
+        "text_config": dict(text, model_type="qwen3_5_text"),
+        "random_weights": True,
+    }
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
 
@@ -189,7 +268,7 @@ def _write_full(out: str, text: dict, seed: int, device) -> None:
     for i, (name, t) in enumerate(_full_tensors(text, seed, device)):
         current[name] = t
         size += t.numel() * 2
-        if size >= 5_000_000_000 or i == len(keys) - 1:      # 5 GB shards, as save_pretrained
+        if size >= 5_000_000_000 or i == len(keys) - 1:  # 5 GB shards, as save_pretrained
             shard += 1
             filename = "model-%05d.safetensors" % shard
             save_file(current, os.path.join(out, filename), metadata={"format": "pt"})
@@ -210,8 +289,7 @@ def describe(out: str, text: dict, seed: int, device=None) -> None:
     os.makedirs(out, exist_ok=True)
     generator = (device or _device()).type
     with open(os.path.join(out, DESCRIBED), "w") as f:
-        json.dump({"format": "omni-random-v1", "seed": seed, "generator": generator, "text_config": text}, f,
-                  indent=2)
+        json.dump({"format": "omni-random-v1", "seed": seed, "generator": generator, "text_config": text}, f, indent=2)
     _write_config(out, text)
     print("random checkpoint: described (%d tensors drawn as they load)" % len(_full_keys(text)), flush=True)
 
@@ -233,10 +311,13 @@ def described_state(directory: str, dtype=None, only=None) -> dict | None:
     if generator not in ("cpu", "cuda"):
         raise ValueError("%s: unknown generator %r (cpu or cuda)" % (path, generator))
     if generator == "cuda" and not torch.cuda.is_available():
-        raise ValueError("%s was described on a CUDA machine: its weights are drawn on CUDA, and this "
-                         "machine has none" % path)
-    return {name: t.to(dtype) if dtype is not None else t
-            for name, t in _full_tensors(spec["text_config"], int(spec["seed"]), torch.device(generator), only)}
+        raise ValueError(
+            "%s was described on a CUDA machine: its weights are drawn on CUDA, and this machine has none" % path
+        )
+    return {
+        name: t.to(dtype) if dtype is not None else t
+        for name, t in _full_tensors(spec["text_config"], int(spec["seed"]), torch.device(generator), only)
+    }
 
 
 def main(argv=None) -> None:
@@ -246,8 +327,11 @@ def main(argv=None) -> None:
     ap.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None)
     ap.add_argument("--layout", default="conditional", choices=["conditional", "causal_lm"])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--described", action="store_true",
-                    help="full sizes: write the weights' description, drawn as the exporter loads them")
+    ap.add_argument(
+        "--described",
+        action="store_true",
+        help="full sizes: write the weights' description, drawn as the exporter loads them",
+    )
     args = ap.parse_args(argv)
     if args.described and args.size == "tiny":
         ap.error("--described is for the full sizes")

@@ -5,6 +5,9 @@ so its export command writes it again, and the server names it at load (served.Q
 The current revision's graph runs RoPE as RotaryEmbedding kernels, counts the attention's row
 lengths once a pass and computes the GatedDeltaNet b and a gates in one product.
 """
+
 GRAPH_REVISION = 2
-GRAPH_REVISION_NOTE = ("RoPE as one kernel, the attention's row lengths once a pass and the GatedDeltaNet gates "
-                       "from one product: fewer kernels a pass")
+GRAPH_REVISION_NOTE = (
+    "RoPE as one kernel, the attention's row lengths once a pass and the GatedDeltaNet gates "
+    "from one product: fewer kernels a pass"
+)

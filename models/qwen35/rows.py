@@ -13,6 +13,7 @@ A graph with a baked prompt head (models/qwen35/prefix.py) takes each row withou
 adapter cuts it off (`head`, prefix.cut), and lengths and buckets count what the graph runs.
 `Packed.ready` tells the executor after which part each request is complete.
 """
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -43,7 +44,7 @@ class LastTokenAdapter:
         """The padded length of a micro-batch whose longest row has n tokens."""
         if n <= 16 * self.pad_to:
             return max(MIN_WIDTH, _round(n, self.pad_to))
-        return _round(n, 1 << (n.bit_length() - 5))         # 1/16 of the octave n falls in
+        return _round(n, 1 << (n.bit_length() - 5))  # 1/16 of the octave n falls in
 
     def _rows(self, works: Sequence[Rows]) -> list[list[int]]:
         rows = [r for work in works for r in work]
@@ -61,21 +62,28 @@ class LastTokenAdapter:
         owner = [w for w, work in enumerate(works) for _ in work]
         cut = [list(range(len(rows)))] if parts is None else parts
         feeds, padded = [], 0
-        where = [(0, 0)] * len(rows)          # where each row ran: (part, place in it)
-        ready = [0] * len(works)              # the part after which each work is complete
+        where = [(0, 0)] * len(rows)  # where each row ran: (part, place in it)
+        ready = [0] * len(works)  # the part after which each work is complete
         for p, chunk in enumerate(cut):
             length = self.bucket(max(lengths[i] for i in chunk))
             ids = np.full((len(chunk), length), self.pad_id, dtype=np.int64)
             positions = np.zeros((len(chunk),), dtype=np.int64)
             for j, i in enumerate(chunk):
-                ids[j, :lengths[i]] = rows[i]
+                ids[j, : lengths[i]] = rows[i]
                 positions[j] = lengths[i] - 1
                 where[i], ready[owner[i]] = (p, j), max(ready[owner[i]], p)
             feeds.append({"input_ids": ids, "positions": positions})
             padded += len(chunk) * length
-        return Packed(feeds[0], rows=len(rows), real_tokens=sum(lengths), padded_tokens=padded, parts=feeds,
-                      layout=where, ready=ready,
-                      meta={"micro_batches": len(feeds), "seq_len": max(int(f["input_ids"].shape[1]) for f in feeds)})
+        return Packed(
+            feeds[0],
+            rows=len(rows),
+            real_tokens=sum(lengths),
+            padded_tokens=padded,
+            parts=feeds,
+            layout=where,
+            ready=ready,
+            meta={"micro_batches": len(feeds), "seq_len": max(int(f["input_ids"].shape[1]) for f in feeds)},
+        )
 
     def capture_batches(self, graph_rows: int, max_tokens: int) -> list[list[Rows]]:
         """For a model that captures as it loads (GraphPolicy.precapture): one batch of one row
@@ -90,17 +98,23 @@ class LastTokenAdapter:
             width = self.bucket(width + 1)
         return batches
 
-    def unpack(self, outputs: Sequence[Sequence[np.ndarray]], works: Sequence[Rows], packed: Packed,
-               only: Sequence[int] | None = None) -> list:
+    def unpack(
+        self,
+        outputs: Sequence[Sequence[np.ndarray]],
+        works: Sequence[Rows],
+        packed: Packed,
+        only: Sequence[int] | None = None,
+    ) -> list:
         """One tuple of arrays (one per graph output, rows in the work's order) per work; `only`:
         for those works alone, whose parts are among `outputs` (Packed.ready)."""
         where = packed.layout
         starts = np.cumsum([0] + [len(w) for w in works])
         out = []
         for w in range(len(works)) if only is None else only:
-            places = where[starts[w]:starts[w + 1]]
-            out.append(tuple(np.stack([outputs[p][k][j] for p, j in places])
-                             for k in range(len(outputs[places[0][0]]))))
+            places = where[starts[w] : starts[w + 1]]
+            out.append(
+                tuple(np.stack([outputs[p][k][j] for p, j in places]) for k in range(len(outputs[places[0][0]])))
+            )
         return out
 
 

@@ -1,5 +1,6 @@
 """What the served Qwen3.5-backbone families share: the tokenizer and pad id of the export, and
 CUDA graphs only for small shapes that recur."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,11 +41,15 @@ class QwenServed(ExportedModel):
         options = self.manifest.get("export_options", {})
         revision = options.get("graph_revision", 1)
         if revision < GRAPH_REVISION:
-            out.append("its graph is revision %d of the Qwen3.5 exporter's, which writes %d (%s); running its "
-                       "export command again writes it" % (revision, GRAPH_REVISION, GRAPH_REVISION_NOTE))
+            out.append(
+                "its graph is revision %d of the Qwen3.5 exporter's, which writes %d (%s); running its "
+                "export command again writes it" % (revision, GRAPH_REVISION, GRAPH_REVISION_NOTE)
+            )
         if self.prompt_head_unit and not self.manifest.get("prefix"):
-            out.append("its graph runs the system turn in every %s, which the exporter bakes into the graph "
-                       "(shorter passes); running its export command again writes that" % self.prompt_head_unit)
+            out.append(
+                "its graph runs the system turn in every %s, which the exporter bakes into the graph "
+                "(shorter passes); running its export command again writes that" % self.prompt_head_unit
+            )
         return out
 
     def describe(self) -> dict:

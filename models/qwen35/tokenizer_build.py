@@ -5,14 +5,17 @@ the letters A-Z are the single tokens 32-57 (Cua-S1 reads those logits), and the
 tokens (`<|im_start|>`, `<|im_end|>`, `<think>`, `</think>`, `<|endoftext|>`) are whole tokens
 that request text spelling them also becomes, as with the real tokenizer.
 """
+
 from __future__ import annotations
 
 from models.tokenizer_training import corpus, save_hf_tokenizer
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 # Qwen2-family pre-tokenizer split (contractions, words, single digits, punctuation, spaces).
-_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
-          r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _EXTRA_TEXT = [
     "Context:\nQuestion: Proposed answer: Is this proposed answer correct? Answer Yes or No.",
     "Is the answer to this question yes? Answer Yes or No.\nYes means: \nNo means: ",
@@ -25,8 +28,9 @@ _EXTRA_TEXT = [
 
 def byte_alphabet() -> list[str]:
     """GPT-2's byte → printable-character table, in id order (what Qwen's first 256 ids are)."""
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-                 + list(range(ord("®"), ord("ÿ") + 1)))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = [chr(b) for b in printable]
     extra = 0
     for b in range(256):
@@ -47,7 +51,7 @@ PROMPT_CORPUS = [
     "of that field's allowed options.",
     "The proposition is true or the answer is yes. The proposition is false or the answer is no.",
     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nGoal: App: Cua Driver\nTask family: "
-    "closed-candidate decision\n\nAccessibility tree:\n\n\nOptions:\nA. Decision \"Click\" -> select\n"
+    'closed-candidate decision\n\nAccessibility tree:\n\n\nOptions:\nA. Decision "Click" -> select\n'
     "\n\nAnswer with a single letter.<|im_end|>\n<|im_start|>assistant\n<think>\n",
 ]
 
@@ -57,25 +61,30 @@ def train(vocab_size: int = 1500, prompts: bool = False):
 
     def fresh(model):
         tok = Tokenizer(model)
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(_SPLIT), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
         tok.decoder = decoders.ByteLevel()
         return tok
 
     alphabet = byte_alphabet()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=alphabet, show_progress=False)
     learner = fresh(models.BPE())
-    learner.train_from_iterator(corpus() + _EXTRA_TEXT * 20 + (PROMPT_CORPUS * 40 if prompts else []),
-                                trainer=trainer)
+    learner.train_from_iterator(corpus() + _EXTRA_TEXT * 20 + (PROMPT_CORPUS * 40 if prompts else []), trainer=trainer)
     learned = learner.get_vocab()
     # Renumber: the byte alphabet first in GPT-2 order, then the merges in the order learned.
     vocab = {ch: i for i, ch in enumerate(alphabet)}
     for token, _ in sorted(learned.items(), key=lambda kv: kv[1]):
         vocab.setdefault(token, len(vocab))
     import json as _json
-    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
-              for m in _json.loads(learner.to_str())["model"]["merges"]]
+
+    merges = [
+        tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
+        for m in _json.loads(learner.to_str())["model"]["merges"]
+    ]
     tok = fresh(models.BPE(vocab=vocab, merges=merges))
     tok.add_special_tokens(SPECIALS)
     return tok
@@ -83,6 +92,5 @@ def train(vocab_size: int = 1500, prompts: bool = False):
 
 def save(directory: str, model_max_length: int = 262144, prompts: bool = False):
     tok = train(prompts=prompts)
-    save_hf_tokenizer(tok, directory, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
-                      model_max_length)
+    save_hf_tokenizer(tok, directory, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, model_max_length)
     return tok

@@ -5,6 +5,7 @@ maybe `mtp.*`); a text-only `save_pretrained` writes `model.*`. Both become one 
 like `Qwen3_5TextModel`'s state dict (`layers.3.self_attn.q_proj.weight`, `embed_tokens.weight`,
 `norm.weight`) plus `lm_head.weight` when untied. Only the shards holding text tensors are read.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,7 @@ def text_name(key: str) -> str | None:
         return key
     for prefix in _PREFIXES:
         if key.startswith(prefix):
-            return key[len(prefix):]
+            return key[len(prefix) :]
     return None
 
 
@@ -63,8 +64,10 @@ def load_text_state(directory: str, dtype=None) -> dict:
                 t = f.get_tensor(key)
                 state[text_name(key)] = t.to(dtype) if dtype is not None and t.is_floating_point() else t
     if "embed_tokens.weight" not in state:
-        raise ValueError("%s: no text embedding found (expected model.language_model.embed_tokens.weight "
-                         "or model.embed_tokens.weight)" % directory)
+        raise ValueError(
+            "%s: no text embedding found (expected model.language_model.embed_tokens.weight "
+            "or model.embed_tokens.weight)" % directory
+        )
     return state
 
 
@@ -140,7 +143,7 @@ def merge_lora(state: dict, adapter_dir: str, allowed: Iterable[str] | None = No
         name = module
         for prefix in ("base_model.model.",):
             if name.startswith(prefix):
-                name = name[len(prefix):]
+                name = name[len(prefix) :]
         # Adapters saved on the causal LM name `model.layers.*`, on the image-text model
         # `model.language_model.layers.*`, on the bare text model `layers.*`.
         name = text_name(name + ".weight") if name.startswith(("model.", "lm_head")) else name + ".weight"

@@ -12,6 +12,7 @@ state begins with one of these is prepared as usual, then in its forward pass
   stopped answering would;
 - `omni-fault:break` breaks its model's session: that pass and every later one raise, until the
   server rebuilds the session."""
+
 from __future__ import annotations
 
 import logging
@@ -45,7 +46,7 @@ async def _decide_or_fail(body, *args, **kwargs):
     if fault is not None:
         logging.getLogger("omni.serving").warning("about to fail on purpose: %s", str(body.get("state"))[:200])
         fault()
-    if model == "fault-quoting":        # a bug whose exception quotes the client's text
+    if model == "fault-quoting":  # a bug whose exception quotes the client's text
         _fail_quoting(str(body.get("state"))[:200])
     return await _decide(body, *args, **kwargs)
 
@@ -66,7 +67,7 @@ def _mark(body, prepared):
     state = body.get("state") if isinstance(body, dict) else None
     if isinstance(state, str) and state.startswith(MARK) and not isinstance(prepared, BaseException):
         prepared.work = _Marked(prepared.work)
-        prepared.work.fault = state[len(MARK):].split()[0]
+        prepared.work.fault = state[len(MARK) :].split()[0]
     return prepared
 
 

@@ -1,5 +1,6 @@
 """app/runtime/batching.py: the cheapest split of waiting requests into passes of similar lengths,
 checked against every split there is, and the pass the oldest request runs in."""
+
 from __future__ import annotations
 
 import itertools
@@ -37,25 +38,25 @@ def test_the_split_is_the_cheapest_there_is(seed):
     sizes = [(rng.choice((1, 1, 1, 3)), rng.randint(30, 500)) for _ in range(rng.randint(2, 11))]
     pass_tokens = rng.choice((64, 512, 2000))
     split = passes(sizes, pass_tokens)
-    assert sorted(i for p in split for i in p) == list(range(len(sizes)))   # each request once
-    assert all(p == sorted(p) for p in split)                                # oldest first in each
+    assert sorted(i for p in split for i in p) == list(range(len(sizes)))  # each request once
+    assert all(p == sorted(p) for p in split)  # oldest first in each
     assert _cost(split, sizes, pass_tokens) == _cheapest(sizes, pass_tokens)
     tops = [max(_grid(sizes[i][1]) for i in p) for p in split]
-    assert tops == sorted(tops)                                              # shortest rows first
+    assert tops == sorted(tops)  # shortest rows first
 
 
 def test_far_apart_lengths_run_apart_and_the_oldest_runs_first():
     sizes = [(1, 470), (1, 40), (1, 460), (1, 45)]
     assert passes(sizes, 512) == [[1, 3], [0, 2]]
-    assert head_pass(sizes, 512) == [0, 2]                  # the oldest's pass, whatever its length
+    assert head_pass(sizes, 512) == [0, 2]  # the oldest's pass, whatever its length
     assert head_pass(sizes[1:] + sizes[:1], 512) == [0, 2]
 
 
 def test_one_pass_where_a_split_saves_less_than_a_pass_costs():
-    assert head_pass([(1, 48)] * 64, 512) is None                    # one length: nothing to save
-    assert head_pass([(1, 40), (1, 300)], 512) is None               # 260 pads < one more pass
-    assert head_pass([(1, 40), (1, 300)], 200) == [0]                # ... unless passes are cheap
-    assert head_pass([(1, 40), (1, 470)] * 8, 0) is None             # 0: the model never splits
+    assert head_pass([(1, 48)] * 64, 512) is None  # one length: nothing to save
+    assert head_pass([(1, 40), (1, 300)], 512) is None  # 260 pads < one more pass
+    assert head_pass([(1, 40), (1, 300)], 200) == [0]  # ... unless passes are cheap
+    assert head_pass([(1, 40), (1, 470)] * 8, 0) is None  # 0: the model never splits
     assert head_pass([(1, 40)], 512) is None
     # Waste over the threshold, yet one pass still costs least: 8 short rows and one long one
     # pad 8 × 70 tokens, and a second pass costs 512.
@@ -94,10 +95,10 @@ def test_a_cheap_job_goes_before_costly_ones_and_takes_only_cheap_company():
     policy = BatchPolicy(256, 131072, 64)
     q = _queue((64, 512), (64, 512), (1, 60), (2, 300), (1, 80))
     big1, big2, small1, medium, small2 = list(q)
-    assert policy.next_pass(q, drop=None) == [small1, medium, small2]   # all within 1/8 of the oldest's cost
-    assert big1.passed_over == big2.passed_over == 60 + 600 + 80      # the tokens that went first
+    assert policy.next_pass(q, drop=None) == [small1, medium, small2]  # all within 1/8 of the oldest's cost
+    assert big1.passed_over == big2.passed_over == 60 + 600 + 80  # the tokens that went first
     assert list(q) == [big1, big2]
-    assert policy.next_pass(q, drop=None) == [big1]      # two jobs that each fill 1/8 of the budget: apart
+    assert policy.next_pass(q, drop=None) == [big1]  # two jobs that each fill 1/8 of the budget: apart
     assert policy.next_pass(q, drop=None) == [big2]
 
 
@@ -107,13 +108,13 @@ def test_a_costly_job_is_passed_over_only_until_the_cheap_work_costs_as_much():
     policy = BatchPolicy(256, 131072, 64)
     q = _queue((64, 512))
     big = q[0]
-    for i in range(8):                               # 8 passes of 8 x 512 tokens: 32,768, its own cost
+    for i in range(8):  # 8 passes of 8 x 512 tokens: 32,768, its own cost
         small = _Job(8, 512, 1 + i)
         q.append(small)
         assert policy.next_pass(q, drop=None) == [small] and big.passed_over == 4096 * (i + 1)
     late = _Job(1, 60, 99)
     q.append(late)
-    assert policy.next_pass(q, drop=None) == [big, late]     # its turn: the cheap one rides along
+    assert policy.next_pass(q, drop=None) == [big, late]  # its turn: the cheap one rides along
 
 
 def test_the_policy_holds_the_queue_bound_and_the_batch_window():
@@ -123,5 +124,5 @@ def test_the_policy_holds_the_queue_bound_and_the_batch_window():
     policy = BatchPolicy.from_settings(Settings(max_batch_tokens=1000, max_batch_rows=4, batch_window_ms=20))
     assert policy.queue_tokens == QUEUED_PASSES * 1000
     assert policy.wait_for_more(1) == 0.02 and policy.wait_for_more(3) == 0.02
-    assert policy.wait_for_more(4) == 0.0                   # a full pass waits for nothing
-    assert BatchPolicy.from_settings(Settings()).wait_for_more(1) == 0.0      # no window by default
+    assert policy.wait_for_more(4) == 0.0  # a full pass waits for nothing
+    assert BatchPolicy.from_settings(Settings()).wait_for_more(1) == 0.0  # no window by default

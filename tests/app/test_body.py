@@ -1,4 +1,5 @@
 """Body decoding units: strict JSON, compression limits."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +17,17 @@ def test_bom_and_key_order_are_kept():
     assert list(parse_json(b'\xef\xbb\xbf{"b": 1, "a": {"z": 1, "y": 2}}')) == ["b", "a"]
 
 
-@pytest.mark.parametrize("data", [b'{"a": Infinity}', b'{"a": -Infinity}', b'{"a": 1e400}',
-                                  b'{"a": {"b": 1, "b": 2}}', b'{"a": "\\udc00"}', b'{"a": 1' + b"0" * 5000 + b"}"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a": Infinity}',
+        b'{"a": -Infinity}',
+        b'{"a": 1e400}',
+        b'{"a": {"b": 1, "b": 2}}',
+        b'{"a": "\\udc00"}',
+        b'{"a": 1' + b"0" * 5000 + b"}",
+    ],
+)
 def test_strict_json(data):
     with pytest.raises(Problem) as info:
         parse_json(data)
@@ -29,9 +39,9 @@ def test_surrogate_escapes():
     for data in (b'{"s": "\\ud800"}', b'{"\\udfff": 1}', b'{"a": ["x", {"b": "\\uD83D"}]}'):
         with pytest.raises(Problem):
             parse_json(data)
-    assert parse_json(b'{"s": "\\ud83d\\ude00"}') == {"s": "\U0001F600"}
-    assert parse_json(b'{"s": "\\\\ud800"}') == {"s": "\\ud800"}           # a backslash, then text
-    assert parse_json('{"s": "\u00e9\U0001F600"}'.encode()) == {"s": "\u00e9\U0001F600"}   # raw UTF-8
+    assert parse_json(b'{"s": "\\ud83d\\ude00"}') == {"s": "\U0001f600"}
+    assert parse_json(b'{"s": "\\\\ud800"}') == {"s": "\\ud800"}  # a backslash, then text
+    assert parse_json('{"s": "\u00e9\U0001f600"}'.encode()) == {"s": "\u00e9\U0001f600"}  # raw UTF-8
 
 
 def test_fast_and_strict_paths_agree():
@@ -49,14 +59,16 @@ def test_fast_and_strict_paths_agree():
             return rnd.choice([1, -2.5, 1e300, True, None, "plain", "with: colon", "é ü", "", 12345678901234567890])
         if r < 0.6:
             return [value(depth + 1) for _ in range(rnd.randint(0, 4))]
-        return {rnd.choice(["a", "b", "c:d", "é", "q%d" % rnd.randint(0, 9)]) + str(i): value(depth + 1)
-                for i in range(rnd.randint(0, 4))}
+        return {
+            rnd.choice(["a", "b", "c:d", "é", "q%d" % rnd.randint(0, 9)]) + str(i): value(depth + 1)
+            for i in range(rnd.randint(0, 4))
+        }
 
     for _ in range(300):
         obj = {"state": value(0), "questions": value(0)}
         text = json.dumps(obj, ensure_ascii=rnd.random() < 0.3)
         assert parse_json(text.encode()) == json.loads(text)
-        if text.count('"state": ') == 1:           # the same key twice, in the top object
+        if text.count('"state": ') == 1:  # the same key twice, in the top object
             dup = text[:-1] + ', "state": 1}'
             with pytest.raises(Problem):
                 parse_json(dup.encode())
@@ -97,7 +109,7 @@ def test_count_values_skips_strings_and_escapes():
 
 
 def test_a_body_of_too_many_values_is_refused_before_decoding():
-    many = b'{"state": [' + b"[]," * 5000 + b'[]]}'
+    many = b'{"state": [' + b"[]," * 5000 + b"[]]}"
     with pytest.raises(Problem) as info:
         check_values(many, 4096)
     assert info.value.status == 413 and info.value.code == "too_large" and "4096" in info.value.detail
@@ -120,11 +132,11 @@ def test_read_json_decodes_large_and_compressed_bodies_off_the_loop(monkeypatch)
         return await real(fn, *args)
 
     async def go(data, encoding="identity"):
-        headers = {"content-type": "application/json", "content-length": str(len(data)),
-                   "content-encoding": encoding}
+        headers = {"content-type": "application/json", "content-length": str(len(data)), "content-encoding": encoding}
 
         async def read():
             return data
+
         return await read_json(headers, read, settings)
 
     monkeypatch.setattr(asyncio, "to_thread", spy)
@@ -154,7 +166,7 @@ def test_decompression_limits():
 def _read(messages, stall=False, **settings):
     messages = list(messages)
 
-    async def receive():          # an ASGI receive channel that plays `messages`
+    async def receive():  # an ASGI receive channel that plays `messages`
         if not messages and stall:
             await asyncio.sleep(3600)
         return messages.pop(0)
@@ -163,17 +175,29 @@ def _read(messages, stall=False, **settings):
 
 
 def test_read_raw_joins_chunks_and_enforces_the_limits():
-    assert _read([{"type": "http.request", "body": b'{"a":', "more_body": True},
-                  {"type": "http.request", "body": b"", "more_body": True},
-                  {"type": "http.request", "body": b" 1}", "more_body": False}]) == b'{"a": 1}'
-    with pytest.raises(Problem) as info:       # a chunked body past the limit, found while reading
-        _read([{"type": "http.request", "body": b"x" * 600, "more_body": True},
-               {"type": "http.request", "body": b"x" * 600, "more_body": False}], max_body_bytes=1000)
+    assert (
+        _read(
+            [
+                {"type": "http.request", "body": b'{"a":', "more_body": True},
+                {"type": "http.request", "body": b"", "more_body": True},
+                {"type": "http.request", "body": b" 1}", "more_body": False},
+            ]
+        )
+        == b'{"a": 1}'
+    )
+    with pytest.raises(Problem) as info:  # a chunked body past the limit, found while reading
+        _read(
+            [
+                {"type": "http.request", "body": b"x" * 600, "more_body": True},
+                {"type": "http.request", "body": b"x" * 600, "more_body": False},
+            ],
+            max_body_bytes=1000,
+        )
     assert info.value.status == 413 and info.value.headers == {"Connection": "close"}
-    with pytest.raises(Problem) as info:       # the client left half way
+    with pytest.raises(Problem) as info:  # the client left half way
         _read([{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}])
     assert info.value.status == 499 and info.value.code == "client_disconnected"
-    with pytest.raises(Problem) as info:       # the rest never comes
+    with pytest.raises(Problem) as info:  # the rest never comes
         _read([{"type": "http.request", "body": b"{", "more_body": True}], stall=True, body_timeout_s=0.05)
     assert info.value.status == 408 and info.value.code == "request_timeout"
 
@@ -182,6 +206,7 @@ def test_the_body_timer_cancels_only_its_own_wait():
     """The 408 leaves the request's task uncancelled (a later timeout in it still works), a
     cancellation from elsewhere (shutdown, a lost client) stays a cancellation, and a body that
     arrives leaves no timer behind."""
+
     async def stall():
         await asyncio.sleep(3600)
 
@@ -190,7 +215,7 @@ def test_the_body_timer_cancels_only_its_own_wait():
             await read_raw(lambda: stall(), Settings(body_timeout_s=0.02))
         assert info.value.status == 408
         assert asyncio.current_task().cancelling() == 0
-        with pytest.raises(TimeoutError):                # asyncio.timeout still reads its own expiry
+        with pytest.raises(TimeoutError):  # asyncio.timeout still reads its own expiry
             async with asyncio.timeout(0.01):
                 await asyncio.sleep(1)
 
@@ -233,6 +258,7 @@ def test_a_kept_body_timer_holds_no_task():
         def keeping(delay, callback, *args):
             kept.append(callback)
             return call_later(delay, callback, *args)
+
         loop.call_later = keeping
 
         async def receive():
@@ -240,8 +266,8 @@ def test_a_kept_body_timer_holds_no_task():
 
         async def request():
             assert await read_raw(receive, Settings(body_timeout_s=30)) == b"{}"
-            kept[0]()                           # fired late: nothing to cancel any more
-            await asyncio.sleep(0)              # would raise CancelledError had it cancelled us
+            kept[0]()  # fired late: nothing to cancel any more
+            await asyncio.sleep(0)  # would raise CancelledError had it cancelled us
             return "answered"
 
         task = asyncio.ensure_future(request())

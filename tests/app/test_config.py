@@ -1,4 +1,5 @@
 """Settings from OMNI_* variables over an optional TOML/JSON file."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,15 @@ from app.config import OTHER_VARIABLES, ConfigError, Settings
 def test_defaults_and_env():
     s = Settings.from_env({})
     assert s.models == () and s.profile == "reference" and s.max_body_bytes == 8 * 1024 * 1024
-    s = Settings.from_env({"OMNI_MODELS": "a, b" + os.pathsep + "c", "OMNI_PROFILE": "jev",
-                           "OMNI_MAX_BATCH_ROWS": "32", "OMNI_BATCH_WINDOW_MS": "1.5", "OMNI_API_KEY": "k"})
+    s = Settings.from_env(
+        {
+            "OMNI_MODELS": "a, b" + os.pathsep + "c",
+            "OMNI_PROFILE": "jev",
+            "OMNI_MAX_BATCH_ROWS": "32",
+            "OMNI_BATCH_WINDOW_MS": "1.5",
+            "OMNI_API_KEY": "k",
+        }
+    )
     assert s.models == ("a", "b", "c") and s.profile == "jev"
     assert s.max_batch_rows == 32 and s.batch_window_ms == 1.5 and s.api_key == "k"
 
@@ -28,8 +36,7 @@ def test_file_then_env_overrides(tmp_path):
     assert Settings.from_env({"OMNI_CONFIG": str(js)}).request_timeout_s == 5.0
 
 
-@pytest.mark.parametrize("env", [{"OMNI_PROFILE": "openai"}, {"OMNI_QUEUE_SIZE": "0"},
-                                 {"OMNI_MAX_BODY_BYTES": "-1"}])
+@pytest.mark.parametrize("env", [{"OMNI_PROFILE": "openai"}, {"OMNI_QUEUE_SIZE": "0"}, {"OMNI_MAX_BODY_BYTES": "-1"}])
 def test_invalid_settings_are_refused(env):
     with pytest.raises(ValueError):
         Settings.from_env(env)
@@ -98,8 +105,9 @@ def test_retry_after_is_at_least_one_second():
 def test_export_entries_name_the_directory_the_export_wrote():
     """`name=checkpoint` and `name=family:checkpoint` (deploy/export.sh) serve `name`; the `:` of a
     family prefix does not split the entry."""
-    s = Settings.from_env({"OMNI_MODELS": "english=demo, mine=open-jev:org/ckpt,multilingual:exports/x",
-                           "OMNI_MODEL_ROOT": "/models"})
+    s = Settings.from_env(
+        {"OMNI_MODELS": "english=demo, mine=open-jev:org/ckpt,multilingual:exports/x", "OMNI_MODEL_ROOT": "/models"}
+    )
     assert s.models == ("english=demo", "mine=open-jev:org/ckpt", "multilingual", "exports/x")
     assert s.model_dirs() == ["/models/english", "/models/mine", "/models/multilingual", "exports/x"]
 

@@ -1,6 +1,7 @@
 """What a hostile or unlucky client can do at the server's edges: raw bytes in the request line and
 headers, bodies nested past what rendering takes, oversized headers, a killed main process; and
 what a 500 says and logs. Real Granian processes on loopback (tests/server.py)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +23,18 @@ from models.nesting import MAX_NESTING
 from tests.app.test_http import BODY, assert_problem
 from tests.conftest import run_server
 
-ROUTES = ["/livez", "/readyz", "/health", "/metrics", "/v1/models", "/schema", "/schema/docs", "/v1/systemone",
-          "/nope", "/v1/nope"]
+ROUTES = [
+    "/livez",
+    "/readyz",
+    "/health",
+    "/metrics",
+    "/v1/models",
+    "/schema",
+    "/schema/docs",
+    "/v1/systemone",
+    "/nope",
+    "/v1/nope",
+]
 # Raw bytes a client may put in a query, a path or a header value: UTF-8 beyond Latin-1, UTF-8
 # within it, an emoji, and escapes of bytes that are not UTF-8.
 TEXTS = [b"\xe2\x82\xac", b"caf\xc3\xa9", b"\xf0\x9f\x98\x80", b"%FF%FE", b"a%00b"]
@@ -34,7 +45,7 @@ def exchange(port: int, request: bytes, timeout: float = 15) -> tuple[int, dict[
     `Connection: close`)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            s.sendall(request)      # refused before it was read: the answer is still there
+            s.sendall(request)  # refused before it was read: the answer is still there
         data = b""
         while True:
             try:
@@ -54,8 +65,15 @@ def exchange(port: int, request: bytes, timeout: float = 15) -> tuple[int, dict[
 def request(method: str, target: bytes, headers: bytes = b"", body: bytes | None = None) -> bytes:
     if body is not None:
         headers += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
-    return (method.encode() + b" " + target + b" HTTP/1.1\r\nHost: x\r\n" + headers +
-            b"Connection: close\r\n\r\n" + (body or b""))
+    return (
+        method.encode()
+        + b" "
+        + target
+        + b" HTTP/1.1\r\nHost: x\r\n"
+        + headers
+        + b"Connection: close\r\n\r\n"
+        + (body or b"")
+    )
 
 
 def test_raw_bytes_in_the_request_line_and_headers_never_5xx(server):
@@ -66,10 +84,15 @@ def test_raw_bytes_in_the_request_line_and_headers_never_5xx(server):
     for route in ROUTES:
         for text in TEXTS:
             for method, body in (("GET", None), ("POST", valid)):
-                cases = [(route.encode() + b"?q=" + text + b"&x=1", b""),
-                         (route.encode() + b"/" + text, b""),
-                         (route.encode(), b"X-Note: " + text + b"\r\nPrefer: profile=" + text + b"\r\n"
-                          b"X-Request-Id: " + text + b"\r\nAuthorization: Bearer " + text + b"\r\n")]
+                cases = [
+                    (route.encode() + b"?q=" + text + b"&x=1", b""),
+                    (route.encode() + b"/" + text, b""),
+                    (
+                        route.encode(),
+                        b"X-Note: " + text + b"\r\nPrefer: profile=" + text + b"\r\n"
+                        b"X-Request-Id: " + text + b"\r\nAuthorization: Bearer " + text + b"\r\n",
+                    ),
+                ]
                 for target, headers in cases:
                     status, head, content = exchange(server.port, request(method, target, headers, body))
                     assert status < 500, (method, target, headers, status, content)
@@ -84,8 +107,12 @@ def test_raw_bytes_in_the_request_line_and_headers_never_5xx(server):
 def test_bytes_granian_refuses_are_a_4xx(server):
     """What is not UTF-8 in the request line, or not a header name, Granian refuses itself (no
     request id: the app never sees it), never with a 5xx."""
-    for raw in (request("GET", b"/livez?q=\xff\xfe"), request("GET", b"/\xff"),
-                request("GET", b"/livez", b"X-\xe2\x82\xac: 1\r\n"), request("GET", b"/livez", b"X-A\x00: 1\r\n")):
+    for raw in (
+        request("GET", b"/livez?q=\xff\xfe"),
+        request("GET", b"/\xff"),
+        request("GET", b"/livez", b"X-\xe2\x82\xac: 1\r\n"),
+        request("GET", b"/livez", b"X-A\x00: 1\r\n"),
+    ):
         status, _, _ = exchange(server.port, raw)
         assert 400 <= status < 500, (raw, status)
     assert httpx.get(server.url + "/livez").status_code == 200
@@ -93,19 +120,26 @@ def test_bytes_granian_refuses_are_a_4xx(server):
 
 def nested(depth: int, leaf: str = '"x"') -> str:
     """JSON text of `depth` arrays and objects, one inside the other, around `leaf`."""
-    opens = "".join('[' if i % 2 else '{"k": ' for i in range(depth))
-    return opens + leaf + "".join(']' if i % 2 else '}' for i in reversed(range(depth)))
+    opens = "".join("[" if i % 2 else '{"k": ' for i in range(depth))
+    return opens + leaf + "".join("]" if i % 2 else "}" for i in reversed(range(depth)))
 
 
 # Where a question type's nested value sits: JSON text with `V` for it, and how many levels of
 # objects and arrays the body holds around V (the body itself is the first).
 PLACES = {
-    "choice criteria": ('{"state": "x", "questions": {"q": {"type": "choice", "instructions": "i", '
-                        '"criteria": {"a": V, "b": null}}}}', 4),
-    "score levels": ('{"state": "x", "questions": {"q": {"type": "score", "instructions": "i", '
-                     '"criteria": ["low", V]}}}', 4),
-    "noul criteria": ('{"state": "x", "questions": {"q": {"type": "noul", "instructions": "i", '
-                      '"criteria": {"true": V, "false": "no"}}}}', 4),
+    "choice criteria": (
+        '{"state": "x", "questions": {"q": {"type": "choice", "instructions": "i", "criteria": {"a": V, "b": null}}}}',
+        4,
+    ),
+    "score levels": (
+        '{"state": "x", "questions": {"q": {"type": "score", "instructions": "i", "criteria": ["low", V]}}}',
+        4,
+    ),
+    "noul criteria": (
+        '{"state": "x", "questions": {"q": {"type": "noul", "instructions": "i", '
+        '"criteria": {"true": V, "false": "no"}}}}',
+        4,
+    ),
     "instructions": ('{"state": "x", "questions": {"q": {"type": "noul", "instructions": V}}}', 3),
     "state": ('{"state": V, "questions": {"q": {"type": "noul", "instructions": "i"}}}', 1),
 }
@@ -115,11 +149,15 @@ PLACES = {
 def test_deep_nesting_is_answered_or_refused_with_a_4xx(server, place):
     template, around = PLACES[place]
     with httpx.Client(base_url=server.url, timeout=30) as client:
-        def send(depth):
-            return client.post("/v1/systemone", content=template.replace("V", nested(depth)).encode(),
-                               headers={"content-type": "application/json"})
 
-        r = send(MAX_NESTING - around)                      # at the limit: rendered and answered
+        def send(depth):
+            return client.post(
+                "/v1/systemone",
+                content=template.replace("V", nested(depth)).encode(),
+                headers={"content-type": "application/json"},
+            )
+
+        r = send(MAX_NESTING - around)  # at the limit: rendered and answered
         assert r.status_code == 200, r.text
         for depth in (MAX_NESTING - around + 1, 500, 960, 990, 5000):
             body = assert_problem(send(depth), 400, "malformed_request")
@@ -133,15 +171,17 @@ def test_headers_over_the_limit_are_431_with_a_request_id(server):
     assert httpx.get(server.url + "/livez", headers={"x-big": fits.decode()}).status_code == 200
     for size in (MAX_HEADER_BYTES + 1, 200_000, 300_000):
         for method, route, body in (("GET", b"/livez", None), ("POST", b"/v1/systemone", json.dumps(BODY).encode())):
-            status, head, content = exchange(server.port, request(method, route, b"X-Big: " + b"a" * size + b"\r\n",
-                                                                  body))
+            status, head, content = exchange(
+                server.port, request(method, route, b"X-Big: " + b"a" * size + b"\r\n", body)
+            )
             assert status == 431, (size, route, status)
             problem = json.loads(content)
             assert problem["code"] == "headers_too_large" and str(MAX_HEADER_BYTES) in problem["detail"]
             assert problem["instance"] == head["x-request-id"]
     # Past Granian's read buffer Granian refuses the head itself, before the app: a 431 still.
-    status, _, _ = exchange(server.port, request("POST", b"/v1/systemone", b"X-Big: " + b"a" * 600_000 + b"\r\n",
-                                                 json.dumps(BODY).encode()))
+    status, _, _ = exchange(
+        server.port, request("POST", b"/v1/systemone", b"X-Big: " + b"a" * 600_000 + b"\r\n", json.dumps(BODY).encode())
+    )
     assert status == 431
     # Many headers, each small, count in all.
     many = b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 1000) for i in range(70))
@@ -153,10 +193,11 @@ def test_headers_over_the_limit_are_431_with_a_request_id(server):
 def h2_get(port: int, path: bytes, extra: bytes) -> bytes:
     """The DATA of one HTTP/2 GET over cleartext (prior knowledge), with an `x-big: <extra>` header;
     b"" where the server refused the stream or the connection. HPACK literals, no Huffman."""
+
     def frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
         return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
 
-    def number(n: int) -> bytes:                 # HPACK integer, 7-bit prefix
+    def number(n: int) -> bytes:  # HPACK integer, 7-bit prefix
         if n < 127:
             return bytes([n])
         out, n = [127], n - 127
@@ -169,9 +210,11 @@ def h2_get(port: int, path: bytes, extra: bytes) -> bytes:
         return b"\x00" + number(len(name)) + name + number(len(value)) + value
 
     block = b"\x82\x86" + literal(b":path", path) + literal(b":authority", b"x") + literal(b"x-big", extra)
-    parts = [block[i:i + 16384] for i in range(0, len(block), 16384)]
-    frames = b"".join(frame(1 if i == 0 else 9, (0x1 if i == 0 else 0) | (0x4 if i == len(parts) - 1 else 0), 1, part)
-                      for i, part in enumerate(parts))
+    parts = [block[i : i + 16384] for i in range(0, len(block), 16384)]
+    frames = b"".join(
+        frame(1 if i == 0 else 9, (0x1 if i == 0 else 0) | (0x4 if i == len(parts) - 1 else 0), 1, part)
+        for i, part in enumerate(parts)
+    )
     with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
         s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"") + frames)
         data, body = b"", b""
@@ -179,13 +222,13 @@ def h2_get(port: int, path: bytes, extra: bytes) -> bytes:
             while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
                 size, kind, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
                 stream = int.from_bytes(data[5:9], "big") & 0x7FFFFFFF
-                payload, data = data[9:9 + size], data[9 + size:]
+                payload, data = data[9 : 9 + size], data[9 + size :]
                 if kind == 0 and stream == 1:
                     body += payload
                     if flags & 0x1:
                         return body
                 elif (kind == 1 and stream == 1 and flags & 0x1) or kind in (3, 7):
-                    return body                  # answered without a body, reset, or gone away
+                    return body  # answered without a body, reset, or gone away
             chunk = s.recv(65536)
             if not chunk:
                 return body
@@ -244,7 +287,7 @@ def test_a_worker_whose_main_process_is_killed_stops_serving(english, tmp_path):
         # The port is free for a restarted server, which then serves alone.
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", s.port))
-    assert "Stopping worker-1" in s.log()                 # Granian's own graceful stop
+    assert "Stopping worker-1" in s.log()  # Granian's own graceful stop
 
 
 def test_a_500_says_internal_server_error():
@@ -266,22 +309,30 @@ def test_a_repeated_error_logs_its_traceback_once_per_interval(caplog):
     with caplog.at_level(logging.ERROR, logger="omni"):
         for n in range(50):
             repeats.log("GET", "/x", fail(n))
-        repeats.log("GET", "/y", fail(-1))                 # another site: its own traceback
+        repeats.log("GET", "/y", fail(-1))  # another site: its own traceback
     records = [r for r in caplog.records if "unhandled error" in r.getMessage()]
     assert len(records) == 51
     assert [r.exc_info is not None for r in records].count(True) == 2
     assert all("\n" not in r.getMessage() for r in records)
     assert "again" in records[1].getMessage() and "RuntimeError" in records[1].getMessage()
-    repeats.interval_s = 0                                  # the interval has passed
+    repeats.interval_s = 0  # the interval has passed
     with caplog.at_level(logging.ERROR, logger="omni"):
         repeats.log("GET", "/x", fail(1))
     assert caplog.records[-1].exc_info is not None and "49 more like it" in caplog.records[-1].getMessage()
 
 
-@pytest.mark.parametrize("content", [
-    b'{"a": ' + b"1" * 5000 + b"}", b"\xef\xbb\xbf\xef\xbb\xbf{}", b"[1]", b"null", b'"text"', b"5",
-    b"[" * 2000 + b"]" * 2000,
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"a": ' + b"1" * 5000 + b"}",
+        b"\xef\xbb\xbf\xef\xbb\xbf{}",
+        b"[1]",
+        b"null",
+        b'"text"',
+        b"5",
+        b"[" * 2000 + b"]" * 2000,
+    ],
+)
 def test_problem_details_speak_json_not_python(content):
     with pytest.raises(Problem) as info:
         parse_json(content)

@@ -1,4 +1,5 @@
 """The executor thread: batching invariance, routing, model isolation, cancellation, faults."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,14 +24,14 @@ def test_answers_are_the_same_alone_or_batched(pipeline_english):
     alone = [pipeline_english.outputs([b])[1][0] for b in bodies]
     prepared, batched, packed = pipeline_english.outputs(bodies)
     assert packed.rows == sum(len(q) for _, _, q in CASES)
-    assert packed.padded_tokens > packed.real_tokens          # real padding happened
+    assert packed.padded_tokens > packed.real_tokens  # real padding happened
     calib = pipeline_english.model.calibration
     for (la, aa, ca), (lb, ab, cb), p in zip(alone, batched, prepared):
         for row, r in enumerate(p.work):
             k = len(r.markers)
             t = calib["temperature"][r.qtype]
             pa, pb = softmax_row(la[row, :k], t), softmax_row(lb[row, :k], t)
-            np.testing.assert_allclose(pa, pb, atol=1e-6, rtol=0)      # fp32, before rounding
+            np.testing.assert_allclose(pa, pb, atol=1e-6, rtol=0)  # fp32, before rounding
             # ... and as the adapter calibrates them, batch by batch
             np.testing.assert_allclose(ca[row].probs, cb[row].probs, atol=1e-6, rtol=0)
         np.testing.assert_allclose(aa, ab, atol=1e-6, rtol=0)
@@ -41,7 +42,7 @@ def test_answers_are_the_same_alone_or_batched(pipeline_english):
             pa, pb = a["answers"][qid].get("probabilities"), b["answers"][qid].get("probabilities")
             if pa:
                 assert max(abs(x - y) for x, y in zip(pa.values(), pb.values())) <= 1e-4
-        assert a["usage"] == b["usage"]                          # padding never counts
+        assert a["usage"] == b["usage"]  # padding never counts
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_batches_never_mix_models_and_route_results(two_models):
 
     async def main():
         work = []
-        with h.executor._cv:      # queue everything before the thread can take any of it
+        with h.executor._cv:  # queue everything before the thread can take any of it
             for i, body in enumerate(bodies):
                 slot = h.slot("english" if i % 2 == 0 else "multilingual")
                 prepared = slot.model.prepare(body)
@@ -81,14 +82,14 @@ def test_batches_never_mix_models_and_route_results(two_models):
     passes: dict[int, list] = {}
     for slot, _, _, job in work:
         passes.setdefault(id(job.batch), []).append((slot, job.batch))
-    assert any(len(p) > 1 for p in passes.values())               # it did batch across requests
+    assert any(len(p) > 1 for p in passes.values())  # it did batch across requests
     for members in passes.values():
         assert {slot.name for slot, _ in members} == {members[0][1].model}
         info = members[0][1]
-        assert 0 < info.forward_s <= info.ended - info.started       # the runs, within the pass
+        assert 0 < info.forward_s <= info.ended - info.started  # the runs, within the pass
     for slot, body, p, output in results:
         logits, act, *_ = output
-        assert logits.shape[0] == p.rows                       # each request got its own rows
+        assert logits.shape[0] == p.rows  # each request got its own rows
         alone = slot.model.finish(p, output, "reference", slot.name)["answers"]
         assert list(alone) == list(body["questions"])
 
@@ -110,13 +111,13 @@ def test_cancelled_before_dispatch_is_skipped(english, harness):
 
     first, dropped, third = asyncio.run(main())
     assert dropped.dispatched == 0.0 and dropped.batch is None
-    assert first.batch is not None and third.batch is not None     # set before their futures resolve
+    assert first.batch is not None and third.batch is not None  # set before their futures resolve
 
 
 def test_budgets_keep_fifo_order(english, harness):
     h = harness([english[1]], max_batch_rows=4)
     slot = h.slot("english")
-    three = {"state": CASES[0][1], "questions": CASES[0][2]}          # 3 rows each
+    three = {"state": CASES[0][1], "questions": CASES[0][2]}  # 3 rows each
 
     async def main():
         with h.executor._cv:
@@ -128,7 +129,7 @@ def test_budgets_keep_fifo_order(english, harness):
     jobs = asyncio.run(main())
     # Each job's batch is set before its future resolves (on_batch may run after the await).
     starts = [j.batch.started for j in jobs]
-    assert starts == sorted(starts)                                  # FIFO
+    assert starts == sorted(starts)  # FIFO
     assert all(j.batch.rows <= 4 for j in jobs)
 
 
@@ -139,26 +140,31 @@ def test_waiting_requests_fill_passes_in_order(english, harness, pipeline_englis
     Without bucketed shapes, so a pass's rows are its requests' rows."""
     h = harness([english[1]], max_batch_rows=max_rows, cuda_graphs=0)
     slot = h.slot("english")
-    bodies = [{"state": "ticket %d: I was charged twice" % i,
-               "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}} for i in range(8)]
+    bodies = [
+        {
+            "state": "ticket %d: I was charged twice" % i,
+            "questions": {"refund": {"type": "noul", "instructions": "Refund?"}},
+        }
+        for i in range(8)
+    ]
 
     async def main():
-        with h.executor._cv:     # all 8 one-row requests wait before the thread takes any
+        with h.executor._cv:  # all 8 one-row requests wait before the thread takes any
             jobs = [h.executor.submit(slot, slot.model.prepare(b)) for b in bodies]
         return jobs, [await j.future for j in jobs]
 
     jobs, outputs = asyncio.run(main())
     # Each job's batch is set before its future resolves (on_batch may run after the await).
-    passes = list(dict.fromkeys(id(j.batch) for j in jobs))                     # in submission order
+    passes = list(dict.fromkeys(id(j.batch) for j in jobs))  # in submission order
     infos = {id(j.batch): j.batch for j in jobs}
     assert [infos[p].rows for p in passes] == sizes
     ids = [id(j.batch) for j in jobs]
-    assert ids == sorted(ids, key=passes.index)                    # FIFO: each pass a run of jobs
+    assert ids == sorted(ids, key=passes.index)  # FIFO: each pass a run of jobs
     assert [infos[p].started for p in passes] == sorted(infos[p].started for p in passes)
     for body, job, output in zip(bodies, jobs, outputs):
         got = slot.model.finish(job.prepared, output, "reference", "english")["answers"]["refund"]
         alone = pipeline_english(body)["answers"]["refund"]
-        assert got["type"] == "noul" and abs(got["noul"] - alone["noul"]) <= 1e-4      # rounded to 4 places
+        assert got["type"] == "noul" and abs(got["noul"] - alone["noul"]) <= 1e-4  # rounded to 4 places
 
 
 def test_requests_of_far_apart_lengths_run_in_passes_of_like_lengths(english, harness, pipeline_english):
@@ -175,7 +181,7 @@ def test_requests_of_far_apart_lengths_run_in_passes_of_like_lengths(english, ha
     assert min(p.longest for p in prepared[1::2]) > 300 > 40 > max(p.longest for p in prepared[::2])
 
     async def main():
-        with h.executor._cv:     # all six wait before the thread takes any
+        with h.executor._cv:  # all six wait before the thread takes any
             jobs = [h.executor.submit(slot, p) for p in prepared]
         return jobs, [await j.future for j in jobs]
 
@@ -184,8 +190,8 @@ def test_requests_of_far_apart_lengths_run_in_passes_of_like_lengths(english, ha
     assert len(passes) == 2
     assert {id(j.batch) for j in jobs[::2]} == {passes[0]} and {id(j.batch) for j in jobs[1::2]} == {passes[1]}
     shorts, longs = jobs[0].batch, jobs[1].batch
-    assert shorts.started < longs.started                     # the oldest request's pass first
-    assert shorts.padded_tokens < 3 * 64 and shorts.rows == 3   # short rows not padded to the long
+    assert shorts.started < longs.started  # the oldest request's pass first
+    assert shorts.padded_tokens < 3 * 64 and shorts.rows == 3  # short rows not padded to the long
     for body, job, output in zip(bodies, jobs, outputs):
         got = slot.model.finish(job.prepared, output, "reference", "english")["answers"]["refund"]
         assert abs(got["noul"] - pipeline_english(body)["answers"]["refund"]["noul"]) <= 1e-4
@@ -198,19 +204,26 @@ def test_a_split_keeps_other_models_jobs_in_their_place(two_models):
     question = {"refund": {"type": "noul", "instructions": "Refund?"}}
     long = " ".join(["The parcel arrived late, the box was wet and two items were missing."] * 24)
     short = "I was charged twice."
-    order = [("english", short), ("english", short + " "), ("multilingual", short), ("english", long),
-             ("english", long)]
+    order = [
+        ("english", short),
+        ("english", short + " "),
+        ("multilingual", short),
+        ("english", long),
+        ("english", long),
+    ]
 
     async def main():
         with h.executor._cv:
-            jobs = [h.executor.submit(h.slot(name), h.slot(name).model.prepare({"state": state, "questions": question}))
-                    for name, state in order]
+            jobs = [
+                h.executor.submit(h.slot(name), h.slot(name).model.prepare({"state": state, "questions": question}))
+                for name, state in order
+            ]
         for j in jobs:
             await j.future
         return jobs
 
     jobs = asyncio.run(main())
-    assert jobs[0].batch is jobs[1].batch and jobs[3].batch is jobs[4].batch       # the two English passes
+    assert jobs[0].batch is jobs[1].batch and jobs[3].batch is jobs[4].batch  # the two English passes
     assert jobs[0].batch.started < jobs[2].batch.started < jobs[3].batch.started
 
 
@@ -240,7 +253,7 @@ def test_the_queue_holds_a_bounded_number_of_tokens(english, harness):
     slot = h.slot("english")
     prepared = slot.model.prepare({"state": CASES[0][1], "questions": CASES[0][2]})
     each = prepared.rows * prepared.longest
-    assert each > QUEUED_PASSES * 32 // 2          # two of them pass the bound
+    assert each > QUEUED_PASSES * 32 // 2  # two of them pass the bound
 
     async def main():
         with h.executor._cv:
@@ -275,7 +288,7 @@ def test_a_failed_batch_fails_only_its_requests(english, harness, caplog):
     body = {"state": CASES[0][1], "questions": CASES[0][2]}
 
     async def main():
-        token = logs.current_request.set("rid-of-the-failed-one")     # as the request's context sets it
+        token = logs.current_request.set("rid-of-the-failed-one")  # as the request's context sets it
         bad = h.executor.submit(slot, slot.model.prepare(body))
         logs.current_request.reset(token)
         with pytest.raises(InferenceFailed):
@@ -286,7 +299,7 @@ def test_a_failed_batch_fails_only_its_requests(english, harness, caplog):
     with caplog.at_level(logging.ERROR, logger="omni"):
         logits, act, *_ = asyncio.run(main())
     assert np.isfinite(logits).all()
-    assert slot.state is SlotState.WARMING          # not fatal: the model stays usable
+    assert slot.state is SlotState.WARMING  # not fatal: the model stays usable
     (line,) = [r.getMessage() for r in caplog.records if "failed (requests" in r.getMessage()]
     assert line == "batch of 1 requests for english failed (requests rid-of-the-failed-one)"
 
@@ -314,14 +327,14 @@ def test_only_small_batches_take_bucketed_graph_shapes(english, harness):
     one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
 
     async def main(n):
-        with h.executor._cv:          # queued together: one batch of n rows
+        with h.executor._cv:  # queued together: one batch of n rows
             jobs = [h.executor.submit(slot, slot.model.prepare(one)) for _ in range(n)]
         return [await j.future for j in jobs]
 
     small, large = asyncio.run(main(3)), asyncio.run(main(6))
     (kind_small, shape_small), (kind_large, shape_large) = slot.session.calls
-    assert kind_small == "replay" and shape_small[0] == 4 and shape_small[1] % 64 == 0     # bucketed
-    assert kind_large == "uncaptured" and shape_large[0] == 6                              # its own shape
+    assert kind_small == "replay" and shape_small[0] == 4 and shape_small[1] % 64 == 0  # bucketed
+    assert kind_large == "uncaptured" and shape_large[0] == 6  # its own shape
     # Same answers in the real marker columns (a noul question has 2; the bucket pads to 8).
     np.testing.assert_allclose(small[0][0][:, :2], large[0][0][:, :2], atol=1e-6, rtol=0)
 
@@ -406,7 +419,7 @@ def test_a_new_shape_runs_uncaptured_at_once_and_is_captured_between_passes(engl
         metrics.observe_captures(s.name, 1, seconds)
 
     h.executor._on_capture = on_capture
-    h.executor.captures.share = 1.0           # no rest between captures: the test sees them at once
+    h.executor.captures.share = 1.0  # no rest between captures: the test sees them at once
     slot.session = runner = _watched(h.executor, slot.session, 8, capture_after=2)
     slot.static_shapes = True
     one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
@@ -416,11 +429,11 @@ def test_a_new_shape_runs_uncaptured_at_once_and_is_captured_between_passes(engl
         return await job.future
 
     first = asyncio.run(once())
-    second = asyncio.run(once())                  # the second sighting: due, not captured in its pass
+    second = asyncio.run(once())  # the second sighting: due, not captured in its pass
     assert runner.runs == [(False, 0), (False, 0)]
     _until(lambda: len(runner.graphs) == 1 and len(reported) == 1)
     third = asyncio.run(once())
-    assert runner.runs[2] == (True, 1)             # replayed
+    assert runner.runs[2] == (True, 1)  # replayed
     assert [queued for _, _, queued in runner.captures] == [0]
     assert reported[0][0] is slot and reported[0][1] > 0 and runner.capture_s == reported[0][1]
     for logits, _, _ in (second, third):
@@ -451,15 +464,15 @@ def test_a_request_arriving_while_shapes_are_captured_waits_for_one_capture_at_m
         job = h.executor.submit(slot, slot.model.prepare(body))
         return job, slot.model.finish(job.prepared, await job.future, "reference", "english")
 
-    want = [asyncio.run(arrive(b, 0))[1] for b in bodies]          # the plain session's answers
+    want = [asyncio.run(arrive(b, 0))[1] for b in bodies]  # the plain session's answers
     slot.session, slot.static_shapes = runner, True
 
     async def main():
-        await asyncio.to_thread(runner.started.wait, 10)      # a capture is in flight
+        await asyncio.to_thread(runner.started.wait, 10)  # a capture is in flight
         return await asyncio.gather(*(arrive(b, 0.2 * i) for i, b in enumerate(bodies)))
 
     served = asyncio.run(main())
-    assert len(runner.captures) < due                    # still capturing: the requests came meanwhile
+    assert len(runner.captures) < due  # still capturing: the requests came meanwhile
     for (job, got), ref in zip(served, want):
         waited_for = [(t0, t1) for t0, t1, _ in runner.captures if t0 < job.dispatched and t1 > job.enqueued]
         assert len(waited_for) <= 1, (job.enqueued, job.dispatched, waited_for)
@@ -479,20 +492,20 @@ def test_once_the_graph_budget_is_spent_new_shapes_run_unpadded(english, harness
     one = {"state": CASES[0][1], "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
 
     async def batch(n):
-        with h.executor._cv:          # queued together: one batch of n rows
+        with h.executor._cv:  # queued together: one batch of n rows
             jobs = [h.executor.submit(slot, slot.model.prepare(one)) for _ in range(n)]
         outs = [await j.future for j in jobs]
         return jobs[0].batch, outs
 
     h.executor.captures.share = 1.0
-    first, a = asyncio.run(batch(3))       # bucket 4: due, and captured between passes
-    _until(lambda: len(slot.session.graphs) == 1)    # it took the one graph slot
-    second, b = asyncio.run(batch(5))      # bucket 8: budget spent, so 5 rows as they are
-    third, c = asyncio.run(batch(3))       # bucket 4 again: replayed
+    first, a = asyncio.run(batch(3))  # bucket 4: due, and captured between passes
+    _until(lambda: len(slot.session.graphs) == 1)  # it took the one graph slot
+    second, b = asyncio.run(batch(5))  # bucket 8: budget spent, so 5 rows as they are
+    third, c = asyncio.run(batch(3))  # bucket 4 again: replayed
     assert (first.rows, second.rows, third.rows) == (4, 5, 4)
     assert len(slot.session.graphs) == 1
     for outs in (b, c):
-        np.testing.assert_allclose(outs[0][0][:, :2], a[0][0][:, :2], atol=1e-6, rtol=0)   # 2 real columns
+        np.testing.assert_allclose(outs[0][0][:, :2], a[0][0][:, :2], atol=1e-6, rtol=0)  # 2 real columns
 
 
 def test_non_finite_outputs_fail_the_request(pipeline_english):
@@ -522,7 +535,7 @@ def test_a_non_finite_row_fails_only_its_own_request_in_a_batch(pipeline_english
     packed = model.adapter.pack(works)
     logits, act_logits = session.run(None, packed.feeds)
     logits = logits.copy()
-    logits[len(works[0]), 0] = np.nan                 # the second request's first question
+    logits[len(works[0]), 0] = np.nan  # the second request's first question
     out = model.adapter.unpack([logits, act_logits], works, packed)
     with pytest.raises(Failed):
         model.finish(prepared[1], out[1], "reference", "english")
@@ -541,16 +554,17 @@ def test_bucketed_length_multiple_shrinks_as_rows_grow():
     # Every row bucket gets a power-of-two multiple: 12 rows once got 256 // 12 = 21, a 12 x 63
     # shape slower on the H200 than 16 x 48 (3.30 against 2.82 ms).
     from models.laya.adapter import static_rows
+
     for rows in {static_rows(n) for n in range(1, 65)}:
         for longest in (16, 48, 92, 300, 512):
             m = static_multiple(rows, longest, 16)
             assert m & (m - 1) == 0 and 16 <= m <= 64, (rows, longest, m)
     assert static_multiple(12, 48, 16) == 16
-    assert static_multiple(300, 48, 16) == 16          # more rows than the padding budget's tokens
+    assert static_multiple(300, 48, 16) == 16  # more rows than the padding budget's tokens
     adapter = LayaAdapter(pad_id=0, calibration={}, pad_to=16)
     assert adapter.padded_length(92, static_multiple(1, 92, 16)) == 128
     assert adapter.padded_length(92, static_multiple(16, 92, 16)) == 96
-    assert adapter.padded_length(500, static_multiple(1, 500, 16)) == 512      # capped at max_len
+    assert adapter.padded_length(500, static_multiple(1, 500, 16)) == 512  # capped at max_len
 
 
 def test_row_buckets_are_powers_of_two_then_small_steps():
@@ -559,8 +573,23 @@ def test_row_buckets_are_powers_of_two_then_small_steps():
     14 row buckets up to 64."""
     from models.laya.adapter import static_rows
 
-    assert [static_rows(n) for n in (1, 2, 3, 5, 8, 9, 10, 16, 17, 22, 25, 32, 33, 57, 64)] == \
-        [1, 2, 4, 8, 8, 12, 12, 16, 20, 24, 28, 32, 40, 64, 64]
+    assert [static_rows(n) for n in (1, 2, 3, 5, 8, 9, 10, 16, 17, 22, 25, 32, 33, 57, 64)] == [
+        1,
+        2,
+        4,
+        8,
+        8,
+        12,
+        12,
+        16,
+        20,
+        24,
+        28,
+        32,
+        40,
+        64,
+        64,
+    ]
     assert sorted({static_rows(n) for n in range(1, 65)}) == [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64]
     assert all(0 <= static_rows(n) - n < (4 if n <= 32 else 8) for n in range(9, 200))
 
@@ -575,8 +604,15 @@ def test_laya_captures_up_to_the_row_bound_within_its_token_bound():
 
     policy, bound = BatchPolicy.from_settings(Settings()), LayaModel.cuda_graphs
     assert policy.graph_rows == 64 and bound.max_tokens == 16 * 512
-    for n, longest, captured in ((1, 48, True), (16, 512, True), (22, 48, True), (64, 128, True),
-                                 (64, 129, False), (24, 400, False), (65, 16, False)):
+    for n, longest, captured in (
+        (1, 48, True),
+        (16, 512, True),
+        (22, 48, True),
+        (64, 128, True),
+        (64, 129, False),
+        (24, 400, False),
+        (65, 16, False),
+    ):
         assert policy.captures(bound, n, n * longest) is captured, (n, longest)
 
 
@@ -589,7 +625,7 @@ def test_the_shapes_laya_captures_as_it_loads_are_every_shape_a_pass_can_take(en
 
     model = load(english[1])
     adapter, bound = model.adapter, model.cuda_graphs.max_tokens
-    rows_bound = 20                                       # all five step sizes, and fast enough
+    rows_bound = 20  # all five step sizes, and fast enough
 
     def shape(works):
         return adapter.pack(works, static=True).feeds["input_ids"].shape
@@ -605,8 +641,10 @@ def test_the_shapes_laya_captures_as_it_loads_are_every_shape_a_pass_can_take(en
             if policy.captures(model.cuda_graphs, n, n * length):
                 reached.add(shape([[Row([1] * length, [0], 0)] for _ in range(n)]))
     assert reached == set(listed)
-    columns = {adapter.pack([[Row([1] * 30, list(range(k)), 0)]], static=True).feeds["marker_pos"].shape[1]
-               for k in range(1, 9)}
+    columns = {
+        adapter.pack([[Row([1] * 30, list(range(k)), 0)]], static=True).feeds["marker_pos"].shape[1]
+        for k in range(1, 9)
+    }
     assert columns == {8}
 
 
@@ -618,8 +656,10 @@ def test_the_default_graph_budget_holds_every_shape_of_each_laya_variant():
     from models.laya.served import LayaModel
 
     s = Settings()
-    counts = [len(LayaAdapter(0, {}, max_len=n).capture_batches(s.cuda_graph_rows, LayaModel.cuda_graphs.max_tokens))
-              for n in (512, 1024)]
+    counts = [
+        len(LayaAdapter(0, {}, max_len=n).capture_batches(s.cuda_graph_rows, LayaModel.cuda_graphs.max_tokens))
+        for n in (512, 1024)
+    ]
     assert counts == [218, 259] and max(counts) <= s.cuda_graphs
 
 
@@ -650,13 +690,13 @@ def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, h
     made = graph_sessions
     h = harness([english[1]], cuda_graph_rows=4)
     slot = h.slot("english")
-    assert slot.session is made[0] and len(made[0].graphs) == 7           # the budget, then it stopped
+    assert slot.session is made[0] and len(made[0].graphs) == 7  # the budget, then it stopped
     assert made[0].pending == {}
     assert slot.graphs_captured == 7 and slot.capture_s > 0 and slot.load_ms >= slot.capture_s * 1000
     every = len(slot.model.adapter.capture_batches(4, slot.model.cuda_graphs.max_tokens))
     assert every > 7
     # All of them, with a budget that holds them; fewest tokens first, so a one-row request is among.
-    runner = sessions.GraphRunner(made[0].session, 0, 64, device="cpu")       # the same plain session
+    runner = sessions.GraphRunner(made[0].session, 0, 64, device="cpu")  # the same plain session
     count, took = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=4).precapture(runner, slot.model)
     assert count == every == len(runner.graphs) and took > 0 and runner.pending == {}
     slot.session = runner
@@ -667,7 +707,7 @@ def test_a_session_that_captures_as_it_loads_serves_without_capturing(english, h
         return job, await job.future
 
     job, (logits, act, _) = asyncio.run(once())
-    assert len(runner.graphs) == every and runner.sightings == {}           # replayed: nothing counted
+    assert len(runner.graphs) == every and runner.sightings == {}  # replayed: nothing counted
     feeds = slot.model.adapter.pack([job.prepared.work]).feeds
     np.testing.assert_allclose(logits[:, :2], runner.session.run(None, feeds)[0][:1, :2], atol=1e-6, rtol=0)
 
@@ -683,15 +723,17 @@ def test_precapture_stops_at_its_time_budget_and_leaves_the_rest_due(english, mo
 
     model = load(english[1])
     plain = sessions.create(model.onnx_path, "cpu").session
-    listed = [sessions.GraphRunner.shape_key(model.adapter.pack(works, static=True).feeds)
-              for works in model.adapter.capture_batches(4, model.cuda_graphs.max_tokens)]
+    listed = [
+        sessions.GraphRunner.shape_key(model.adapter.pack(works, static=True).feeds)
+        for works in model.adapter.capture_batches(4, model.cuda_graphs.max_tokens)
+    ]
     policy = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=4)
     runner = sessions.GraphRunner(plain, 0, 64, device="cpu")
     assert policy.precapture(runner, model, 0.0)[0] == 0 and list(runner.pending) == listed
     runner = sessions.GraphRunner(plain, 0, 64, device="cpu")
-    clock = itertools.count()           # a second passes at each look at the clock
+    clock = itertools.count()  # a second passes at each look at the clock
     monkeypatch.setattr(batching, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
-    count, took = policy.precapture(runner, model, 2.5)       # two looks, two captures, then none
+    count, took = policy.precapture(runner, model, 2.5)  # two looks, two captures, then none
     assert count == 2 and list(runner.graphs) == listed[:2] and list(runner.pending) == listed[2:]
 
 
@@ -699,7 +741,7 @@ def test_precapture_off_leaves_every_listed_shape_to_idle_capture(english, harne
     h = harness([english[1]], cuda_graph_rows=4, cuda_graph_precapture=False)
     h.executor.captures.share = 1.0
     assert h.slot("english").graphs_captured == 0
-    _until(lambda: len(graph_sessions[0].graphs) == 7)          # captured while idle, up to the budget
+    _until(lambda: len(graph_sessions[0].graphs) == 7)  # captured while idle, up to the budget
     assert graph_sessions[0].pending == {}
 
 
@@ -736,18 +778,22 @@ def test_a_bucket_padded_pass_of_mixed_question_types_with_one_option_count(engl
     real row."""
     h = harness([english[1]])
     slot = h.slot("english")
-    assert slot.bucketed and not slot.static_shapes           # the CPU pads as a GPU replays
-    body = {"state": CASES[0][1], "questions": {
-        "a": {"type": "choice", "instructions": "Which?", "criteria": {"x": "X", "y": "Y", "z": "Z"}},
-        "b": {"type": "score", "instructions": "How much?", "criteria": ["low", "mid", "high"]},
-        "c": {"type": "choice", "instructions": "Which else?", "criteria": {"p": "P", "q": "Q", "r": "R"}}}}
+    assert slot.bucketed and not slot.static_shapes  # the CPU pads as a GPU replays
+    body = {
+        "state": CASES[0][1],
+        "questions": {
+            "a": {"type": "choice", "instructions": "Which?", "criteria": {"x": "X", "y": "Y", "z": "Z"}},
+            "b": {"type": "score", "instructions": "How much?", "criteria": ["low", "mid", "high"]},
+            "c": {"type": "choice", "instructions": "Which else?", "criteria": {"p": "P", "q": "Q", "r": "R"}},
+        },
+    }
 
     async def once():
         job = h.executor.submit(slot, slot.model.prepare(body))
         return job, await job.future
 
     job, output = asyncio.run(once())
-    assert job.batch.rows == 4 and job.batch.size == 1            # the filler row was there
+    assert job.batch.rows == 4 and job.batch.size == 1  # the filler row was there
     answers = slot.model.finish(job.prepared, output, "reference", "english")["answers"]
     assert list(answers) == ["a", "b", "c"]
     assert slot.state is SlotState.WARMING

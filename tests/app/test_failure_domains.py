@@ -2,6 +2,7 @@
 executor): a request whose finishing raises fails alone inside a batch; a broken session takes
 its model out of service until the server rebuilds it; a hung pass fails /livez; one model out
 of service leaves the other serving."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -22,8 +23,11 @@ QUESTIONS = {
 
 
 def _body(i: int, state: str | None = None) -> dict:
-    return {"model": "english", "state": state or "ticket %d: I was charged twice, please refund" % i,
-            "questions": {qid: q for n, (qid, q) in enumerate(QUESTIONS.items()) if n <= i % 3}}
+    return {
+        "model": "english",
+        "state": state or "ticket %d: I was charged twice, please refund" % i,
+        "questions": {qid: q for n, (qid, q) in enumerate(QUESTIONS.items()) if n <= i % 3},
+    }
 
 
 def _post(url: str, body: dict, rid: str) -> httpx.Response:
@@ -41,8 +45,12 @@ def _until(check, timeout: float = 30.0, step: float = 0.05):
 @pytest.fixture(scope="module")
 def served(english, tmp_path_factory):
     # A batch window, so the 16 concurrent requests share passes.
-    env = {"OMNI_MODELS": english[1], "OMNI_BATCH_WINDOW_MS": "50", "OMNI_PASS_TIMEOUT_S": "1",
-           "FAULTY_APP_BLOCK_S": "4"}
+    env = {
+        "OMNI_MODELS": english[1],
+        "OMNI_BATCH_WINDOW_MS": "50",
+        "OMNI_PASS_TIMEOUT_S": "1",
+        "FAULTY_APP_BLOCK_S": "4",
+    }
     with run_server(tmp_path_factory.mktemp("domains"), env, target=FAULTY) as s:
         yield s
 
@@ -66,7 +74,7 @@ def test_a_request_whose_finishing_raises_fails_alone_in_a_batch_of_16(served):
     assert httpx.get(served.url + "/readyz").status_code == 200
     assert httpx.get(served.url + "/livez").status_code == 200
     log = served.log()
-    assert "running them again in halves" in log                  # it did share a pass with others
+    assert "running them again in halves" in log  # it did share a pass with others
     assert "request batch-5 failed alone, and the model's own warm-up request passes" in log
 
 
@@ -75,7 +83,7 @@ def test_a_broken_session_is_out_of_service_then_rebuilt(served):
     assert broke.status_code == 503 and broke.json()["code"] == "not_ready" and broke.headers["retry-after"]
     ready = httpx.get(served.url + "/readyz")
     assert ready.status_code == 503 and ready.json()["models"][0]["state"] in ("failed", "loading", "warming")
-    assert httpx.get(served.url + "/livez").status_code == 200          # the server mends it itself
+    assert httpx.get(served.url + "/livez").status_code == 200  # the server mends it itself
     _until(lambda: httpx.get(served.url + "/readyz").status_code == 200)
     assert _post(served.url, _body(1), "after").status_code == 200
     metrics = httpx.get(served.url + "/metrics").text
@@ -90,7 +98,7 @@ def test_a_blocked_pass_turns_livez_to_503_until_it_ends(served):
         assert live.json()["code"] == "not_live"
         assert "forward pass for model english" in live.json()["detail"]
         assert "the-blocked-one" in live.json()["detail"]
-        assert blocked.result().status_code == 200                 # it ends, and is answered
+        assert blocked.result().status_code == 200  # it ends, and is answered
     assert httpx.get(served.url + "/livez").status_code == 200
     log = served.log()
     assert "the executor looks hung" in log and "the-blocked-one" in log

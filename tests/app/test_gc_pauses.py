@@ -1,5 +1,6 @@
 """Python's garbage collector and the server (app/gc_pauses.py): the long-lived objects frozen
 once the models are warm, returned at shutdown, and each full collection's pause a metric."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,7 +20,7 @@ def _count(histogram) -> float:
 
 
 def test_freeze_moves_what_is_alive_out_of_collection_and_unfreeze_returns_it():
-    alive = [[i] for i in range(1000)]             # containers the collector tracks
+    alive = [[i] for i in range(1000)]  # containers the collector tracks
     try:
         frozen = gc_pauses.freeze()
         # The count can only fall after: a frozen object whose last reference goes (another
@@ -36,7 +37,7 @@ def test_each_full_collection_and_only_those_is_observed_while_started():
     histogram = Histogram("pauses", "full collections", registry=CollectorRegistry())
     watch = gc_pauses.FullCollections(histogram)
     watch.start()
-    watch.start()                                  # once, however often started
+    watch.start()  # once, however often started
     try:
         gc.collect(0)
         gc.collect(1)
@@ -69,9 +70,9 @@ def _serve(settings: Settings):
 
 def test_a_warm_server_has_frozen_its_objects_and_returns_them_when_it_stops(english):
     seen = _serve(Settings(models=(english[1],)))
-    assert seen["frozen"] > 1000 and seen["freeze_count"] > 1000     # (refcounting still frees some)
+    assert seen["frozen"] > 1000 and seen["freeze_count"] > 1000  # (refcounting still frees some)
     assert seen["after"] == 0
-    assert _scraped_count(seen["metrics"]) >= 2             # the freeze's collection and the test's
+    assert _scraped_count(seen["metrics"]) >= 2  # the freeze's collection and the test's
 
 
 def _scraped_count(text: str) -> float:

@@ -1,5 +1,6 @@
 """Hardening: mixed load with answers checked per request, disconnects, graceful drain with trace
 flush, a broken session taking a model out of service until it is rebuilt."""
+
 from __future__ import annotations
 
 import asyncio
@@ -29,7 +30,7 @@ def test_mixed_load_answers_belong_to_their_requests(english, tmp_path):
     assert stats["ok"] > 100 and stats["expected_errors"] > 10
     assert set(stats["status"]) <= {200, 400, 413, 422}
     first, last = stats["rss_kib"][0][1], stats["rss_kib"][-1][1]
-    assert last - first < 300 * 1024, (first, last)            # bounded over a short run
+    assert last - first < 300 * 1024, (first, last)  # bounded over a short run
 
 
 def _metric(url: str, name: str) -> float:
@@ -46,17 +47,19 @@ def _metric(url: str, name: str) -> float:
 def test_disconnect_before_dispatch_drops_the_work(english, tmp_path):
     with run_server(tmp_path, {"OMNI_MODELS": english[1], "OMNI_MAX_BATCH_ROWS": "16"}) as s:
         body = json.dumps(HEAVY).encode()
-        req = (b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\n\r\n" % len(body)) + body
+        req = (
+            b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)
+        ) + body
         busy = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(6)]
-        for sock in busy:                          # keep the executor busy for a while
+        for sock in busy:  # keep the executor busy for a while
             sock.sendall(req)
         time.sleep(0.05)
         gone = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]
         for sock in gone:
             sock.sendall(req)
         time.sleep(0.05)
-        for sock in gone:                          # leave before being served
+        for sock in gone:  # leave before being served
             sock.close()
         for sock in busy:
             sock.settimeout(30)
@@ -66,7 +69,7 @@ def test_disconnect_before_dispatch_drops_the_work(english, tmp_path):
         while _metric(s.url, "omni_client_disconnects_total") < 4 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _metric(s.url, "omni_client_disconnects_total") == 4
-        assert _metric(s.url, "omni_dropped_total") >= 1            # never ran
+        assert _metric(s.url, "omni_dropped_total") >= 1  # never ran
         assert httpx.post(s.url + "/v1/systemone", json=BODY).status_code == 200
 
 
@@ -74,13 +77,18 @@ def test_disconnect_before_dispatch_drops_the_work(english, tmp_path):
 def test_sigterm_finishes_in_flight_work_and_flushes_traces(english, tmp_path):
     receiver, received = otlp_receiver()
     # The default 5 s export delay outlasts the test: spans can only arrive through the flush.
-    env = {"OMNI_MODELS": english[1], "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % receiver.server_port,
-           "OTEL_BSP_SCHEDULE_DELAY": "60000"}
+    env = {
+        "OMNI_MODELS": english[1],
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % receiver.server_port,
+        "OTEL_BSP_SCHEDULE_DELAY": "60000",
+    }
     try:
         with run_server(tmp_path, env) as s:
             body = json.dumps(HEAVY).encode()
-            req = (b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                   b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)) + body
+            req = (
+                b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+            ) + body
             socks = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(16)]
             for sock in socks:
                 sock.sendall(req)
@@ -97,10 +105,16 @@ def test_sigterm_finishes_in_flight_work_and_flushes_traces(english, tmp_path):
                 sock.close()
             code = s.proc.wait(60)
             assert time.monotonic() - t0 < 30
-        assert statuses == [b"HTTP/1.1 200"] * 16                    # nothing in flight was lost
+        assert statuses == [b"HTTP/1.1 200"] * 16  # nothing in flight was lost
         assert code == 0
-        served = sum(1 for _, m in received.requests for rs in m.resource_spans for ss in rs.scope_spans
-                     for sp in ss.spans if sp.name == "POST /v1/systemone")
+        served = sum(
+            1
+            for _, m in received.requests
+            for rs in m.resource_spans
+            for ss in rs.scope_spans
+            for sp in ss.spans
+            if sp.name == "POST /v1/systemone"
+        )
         assert served >= 16
     finally:
         receiver.shutdown()
@@ -146,11 +160,11 @@ def test_a_broken_session_takes_the_model_out_until_it_is_rebuilt(english, caplo
     (model,) = ready.json()["models"]
     assert model["state"] == "failed" and "warm-up request failed alone" in model["error"]
     assert model["rebuilds"] == 0 and 0 <= model["next_rebuild_s"] <= 1.0
-    assert live.status_code == 200                 # rebuilt by the server itself: no restart
+    assert live.status_code == 200  # rebuilt by the server itself: no restart
     assert after.status_code == 200 and set(after.json()["answers"]) == set(BODY["questions"])
     assert 'omni_model_recoveries_total{model="english"} 1.0' in metrics
     assert 'omni_model_ready{model="english"} 1.0' in metrics
     messages = [r.getMessage() for r in caplog.records]
-    assert sum(1 for r in caplog.records if r.levelno == logging.CRITICAL) == 1     # out of service: once
+    assert sum(1 for r in caplog.records if r.levelno == logging.CRITICAL) == 1  # out of service: once
     assert any("rebuilding its sessions (attempt 1)" in m for m in messages)
     assert any("back in service after 1 rebuild" in m for m in messages)

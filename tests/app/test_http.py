@@ -1,4 +1,5 @@
 """HTTP contract against a real Granian process: answers, headers, health, every error code."""
+
 from __future__ import annotations
 
 import gzip
@@ -16,7 +17,7 @@ from models.laya.served import WARMUP_REQUEST
 from tests.conftest import run_server
 import contextlib
 
-BODY = {"model": "english", **WARMUP_REQUEST}          # docs/api.md's example request
+BODY = {"model": "english", **WARMUP_REQUEST}  # docs/api.md's example request
 SERVER_TIMING = re.compile(r"^[a-z]+;dur=\d+(\.\d+)?$")
 
 
@@ -45,6 +46,7 @@ def assert_problem(response, status: int, code: str):
 
 
 # -- success path --------------------------------------------------------------------------
+
 
 def test_answers_match_the_in_process_pipeline(server, pipeline_english):
     r = post(server, BODY)
@@ -103,20 +105,26 @@ def test_jev_profile_per_request(server):
     p = list(choice["probabilities"].values())
     assert choice["confidence"] == pytest.approx((max(p) - 0.5) / 0.5, abs=1e-9)
     assert "confidence" not in body["answers"]["refund"]
-    assert all(k.startswith("x_") for a in body["answers"].values() for k in a
-               if k not in ("type", "choice", "score", "noul", "probabilities", "confidence", "legend"))
+    assert all(
+        k.startswith("x_")
+        for a in body["answers"].values()
+        for k in a
+        if k not in ("type", "choice", "score", "noul", "probabilities", "confidence", "legend")
+    )
     problem = post(server, {"state": "x", "questions": {"a": {"type": "choice"}}}, headers={"prefer": "profile=jev"})
     assert problem.status_code == 422
     assert problem.json()["detail"][0]["loc"] == ["body", "questions", "a"]
-    for content in (b"[1]", b'{"state": "x", "questions": {'):      # Jev answers a body it cannot read as 422
+    for content in (b"[1]", b'{"state": "x", "questions": {'):  # Jev answers a body it cannot read as 422
         unread = post(server, content=content, headers={"prefer": "profile=jev"})
         assert unread.status_code == 422 and unread.headers["content-type"] == "application/json"
-        assert unread.json()["detail"] == [{"loc": ["body"], "msg": unread.json()["detail"][0]["msg"],
-                                            "type": "malformed_request"}]
-    assert post(server, content=b"[1]").status_code == 400                  # the reference profile's 400
+        assert unread.json()["detail"] == [
+            {"loc": ["body"], "msg": unread.json()["detail"][0]["msg"], "type": "malformed_request"}
+        ]
+    assert post(server, content=b"[1]").status_code == 400  # the reference profile's 400
 
 
 # -- health and discovery --------------------------------------------------------------------
+
 
 def test_health_models_schema_metrics(server):
     assert httpx.get(server.url + "/livez").json() == {"status": "ok"}
@@ -127,7 +135,7 @@ def test_health_models_schema_metrics(server):
         (m,) = r.json()["models"] if path == "/readyz" else r.json()["models"].values()
         assert m["state"] == "ready" and m["device"] == "cpu" and m["weights_dtype"] == "float32"
         assert m["warmup_ms"] > 0 and m["limits"]["max_questions"] == 64
-        assert m["cuda_graphs"] == "off" and "cuda_graphs_refused" not in m        # the CPU replays none
+        assert m["cuda_graphs"] == "off" and "cuda_graphs_refused" not in m  # the CPU replays none
         assert m["checkpoint"].startswith("local:") and "/" not in m["checkpoint"]
     models = httpx.get(server.url + "/v1/models").json()["models"]
     assert models[0]["name"] == "english" and "jev-latest" in models[0]["aliases"] and "laya" in models[0]["aliases"]
@@ -141,8 +149,13 @@ def test_health_models_schema_metrics(server):
     def count(text):
         for fam in text_string_to_metric_families(text):
             if fam.name == "omni_requests":
-                return sum(s.value for s in fam.samples if s.labels.get("route") == "/v1/systemone"
-                           and s.labels.get("status") == "200" and s.name.endswith("_total"))
+                return sum(
+                    s.value
+                    for s in fam.samples
+                    if s.labels.get("route") == "/v1/systemone"
+                    and s.labels.get("status") == "200"
+                    and s.name.endswith("_total")
+                )
         return 0
 
     before = count(httpx.get(server.url + "/metrics").text)
@@ -154,24 +167,29 @@ def test_health_models_schema_metrics(server):
 
 # -- errors ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("content,why", [
-    (b"{not json", "not JSON"),
-    (b"\xff\xfe{}", "invalid UTF-8"),
-    (b'{"state": "a", "state": "b", "questions": {}}', "duplicate keys"),
-    (b'{"state": NaN, "questions": {}}', "NaN"),
-    (b'{"state": 1e999, "questions": {}}', "Infinity"),
-    (b'["not", "an", "object"]', "not an object"),
-    (b'{"state": "\\ud800", "questions": {"q": {"type": "noul", "instructions": "x"}}}', "lone surrogate"),
-    (b"", "empty"),
-    (b"[" * 100000, "deep nesting"),
-])
+
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        (b"{not json", "not JSON"),
+        (b"\xff\xfe{}", "invalid UTF-8"),
+        (b'{"state": "a", "state": "b", "questions": {}}', "duplicate keys"),
+        (b'{"state": NaN, "questions": {}}', "NaN"),
+        (b'{"state": 1e999, "questions": {}}', "Infinity"),
+        (b'["not", "an", "object"]', "not an object"),
+        (b'{"state": "\\ud800", "questions": {"q": {"type": "noul", "instructions": "x"}}}', "lone surrogate"),
+        (b"", "empty"),
+        (b"[" * 100000, "deep nesting"),
+    ],
+)
 def test_malformed_bodies_are_400(server, content, why):
     assert_problem(post(server, content=content), 400, "malformed_request")
 
 
 def test_bad_compression_is_400(server):
-    assert_problem(post(server, content=b"not zstd at all", headers={"content-encoding": "zstd"}), 400,
-                   "malformed_request")
+    assert_problem(
+        post(server, content=b"not zstd at all", headers={"content-encoding": "zstd"}), 400, "malformed_request"
+    )
     truncated = gzip.compress(json.dumps(BODY).encode())[:-12]
     assert_problem(post(server, content=truncated, headers={"content-encoding": "gzip"}), 400, "malformed_request")
 
@@ -193,18 +211,42 @@ def test_schema_and_question_errors_are_422(server):
     assert_problem(post(server, {"state": 12, "questions": BODY["questions"]}), 422, "invalid_request")
     assert_problem(post(server, {"state": "x", "questions": {}}), 422, "invalid_request")
     assert_problem(post(server, {"state": "x", "questions": ["q"]}), 422, "invalid_request")
-    body = assert_problem(post(server, {"state": "x", "questions": {
-        "ok": {"type": "noul", "instructions": "fine"},
-        "no_type": {"instructions": "x"},
-        "bad_choice": {"type": "choice", "instructions": "x", "criteria": []},
-        "bad_score": {"type": "score", "instructions": "x", "criteria": ["a", None]},
-        "bad_noul": {"type": "noul", "instructions": "x", "criteria": {"maybe": "?"}},
-        "too_many": {"type": "choice", "instructions": "x", "criteria": {str(i): None for i in range(256)}},
-    }}), 422, "invalid_question")
+    body = assert_problem(
+        post(
+            server,
+            {
+                "state": "x",
+                "questions": {
+                    "ok": {"type": "noul", "instructions": "fine"},
+                    "no_type": {"instructions": "x"},
+                    "bad_choice": {"type": "choice", "instructions": "x", "criteria": []},
+                    "bad_score": {"type": "score", "instructions": "x", "criteria": ["a", None]},
+                    "bad_noul": {"type": "noul", "instructions": "x", "criteria": {"maybe": "?"}},
+                    "too_many": {"type": "choice", "instructions": "x", "criteria": {str(i): None for i in range(256)}},
+                },
+            },
+        ),
+        422,
+        "invalid_question",
+    )
     assert [e["question"] for e in body["errors"]] == ["no_type", "bad_choice", "bad_score", "bad_noul", "too_many"]
-    overflow = assert_problem(post(server, {"state": "x", "questions": {
-        "wide": {"type": "choice", "instructions": "x", "criteria": {"option %d" % i: None for i in range(200)}}}}),
-        422, "invalid_question")
+    overflow = assert_problem(
+        post(
+            server,
+            {
+                "state": "x",
+                "questions": {
+                    "wide": {
+                        "type": "choice",
+                        "instructions": "x",
+                        "criteria": {"option %d" % i: None for i in range(200)},
+                    }
+                },
+            },
+        ),
+        422,
+        "invalid_question",
+    )
     assert "max_len" in overflow["errors"][0]["detail"]
 
 
@@ -235,26 +277,31 @@ def _raw(server, request: bytes, wait: float = 0.0) -> bytes:
 
 
 def test_length_required_411(server):
-    head = _raw(server, b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        b"Connection: close\r\n\r\n")
+    head = _raw(
+        server, b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+    )
     assert head.startswith(b"HTTP/1.1 411"), head[:200]
 
 
 @pytest.fixture(scope="module", params=["rsgi", "asgi"])
 def limited(english, tmp_path_factory, request):
     """Tight body limits, through both of Granian's interfaces (each reads the body its own way)."""
-    env = {"OMNI_MODELS": english[1], "OMNI_MAX_BODY_BYTES": "2048", "OMNI_BODY_TIMEOUT_S": "1",
-           "OMNI_MAX_DECOMPRESSED_BYTES": "4096"}
+    env = {
+        "OMNI_MODELS": english[1],
+        "OMNI_MAX_BODY_BYTES": "2048",
+        "OMNI_BODY_TIMEOUT_S": "1",
+        "OMNI_MAX_DECOMPRESSED_BYTES": "4096",
+    }
     with run_server(tmp_path_factory.mktemp("limited"), env, interface=request.param) as s:
         yield s
 
 
 def test_body_limits_413(limited):
     big = dict(BODY, state="x" * 3000)
-    assert_problem(post(limited, big), 413, "too_large")                       # Content-Length
-    chunks = (json.dumps(big).encode()[i:i + 500] for i in range(0, 3200, 500))
+    assert_problem(post(limited, big), 413, "too_large")  # Content-Length
+    chunks = (json.dumps(big).encode()[i : i + 500] for i in range(0, 3200, 500))
     r = httpx.post(limited.url + "/v1/systemone", content=chunks, headers={"content-type": "application/json"})
-    assert_problem(r, 413, "too_large")                                          # while streaming
+    assert_problem(r, 413, "too_large")  # while streaming
     bomb = zstandard.ZstdCompressor().compress(json.dumps(dict(BODY, state="y" * 100000)).encode())
     assert len(bomb) < 2048
     assert_problem(post(limited, content=bomb, headers={"content-encoding": "zstd"}), 413, "too_large")
@@ -262,8 +309,12 @@ def test_body_limits_413(limited):
 
 
 def test_slow_body_408(limited):
-    head = _raw(limited, b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: 100\r\nConnection: close\r\n\r\n{\"state\":", wait=1.5)
+    head = _raw(
+        limited,
+        b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 100\r\nConnection: close\r\n\r\n{"state":',
+        wait=1.5,
+    )
     assert head.startswith(b"HTTP/1.1 408"), head[:200]
     assert b"request_timeout" in head
 
@@ -282,17 +333,23 @@ def test_auth(english, tmp_path):
         assert "s3cret-key" not in s.log()
 
 
-HEAVY = {"state": "The customer wrote again about the refund. " * 60,
-         "questions": {"q%d" % i: {"type": "choice", "instructions": "Pick %d" % i,
-                                   "criteria": {"a": "first option", "b": "second option", "c": None}}
-                       for i in range(16)}}
+HEAVY = {
+    "state": "The customer wrote again about the refund. " * 60,
+    "questions": {
+        "q%d" % i: {
+            "type": "choice",
+            "instructions": "Pick %d" % i,
+            "criteria": {"a": "first option", "b": "second option", "c": None},
+        }
+        for i in range(16)
+    },
+}
 
 
 def test_overload_503_with_retry_after(english, tmp_path):
     import concurrent.futures as cf
 
-    with run_server(tmp_path, {"OMNI_MODELS": english[1], "OMNI_QUEUE_SIZE": "1",
-                               "OMNI_MAX_BATCH_ROWS": "16"}) as s:
+    with run_server(tmp_path, {"OMNI_MODELS": english[1], "OMNI_QUEUE_SIZE": "1", "OMNI_MAX_BATCH_ROWS": "16"}) as s:
         with cf.ThreadPoolExecutor(48) as pool:
             responses = list(pool.map(lambda _: post(s, HEAVY), range(96)))
         statuses = [r.status_code for r in responses]
@@ -316,8 +373,7 @@ def test_deadline_504(english, tmp_path):
 
 
 def test_not_ready_until_warm(english, tmp_path):
-    with run_server(tmp_path, {"OMNI_MODELS": english[1], "OMNI_WARMUP_REQUESTS": "400"},
-                    wait_ready=False) as s:
+    with run_server(tmp_path, {"OMNI_MODELS": english[1], "OMNI_WARMUP_REQUESTS": "400"}, wait_ready=False) as s:
         assert httpx.get(s.url + "/livez").status_code == 200
         r = httpx.get(s.url + "/readyz")
         body = assert_problem(r, 503, "not_ready")
@@ -343,7 +399,7 @@ def test_fatal_load_failure_is_not_ready(english, tmp_path):
             time.sleep(0.1)
         assert "CUDA" in body["models"][0]["error"]
         assert_problem(post(s, BODY), 503, "not_ready")
-        deadline = time.monotonic() + 60          # live while it is rebuilt; then a new process is due
+        deadline = time.monotonic() + 60  # live while it is rebuilt; then a new process is due
         while httpx.get(s.url + "/livez").status_code == 200:
             assert time.monotonic() < deadline
             time.sleep(0.2)
@@ -354,7 +410,11 @@ def test_fatal_load_failure_is_not_ready(english, tmp_path):
 def test_oversized_headers_are_refused_before_the_app(server):
     """Past Granian's HTTP/1 read buffer Granian itself refuses the head with 431 (the app's own
     64 KiB bound, with a problem body: tests/app/test_edges.py)."""
-    head = _raw(server, b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 600_000 +
-                b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+    head = _raw(
+        server,
+        b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nX-Big: "
+        + b"a" * 600_000
+        + b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+    )
     assert head.startswith(b"HTTP/1.1 431")
     assert post(server, BODY).status_code == 200

@@ -1,4 +1,5 @@
 """The official Jev Python SDK (typesafe-sdk) against our server in the `jev` profile."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,10 @@ def test_sdk_parses_every_answer_type(jev_server):
     from typesafe_sdk import Choice, Noul, Score
 
     questions = {
-        "department": Choice(instructions="Which team should handle this?",
-                             criteria={"billing": "Charges and refunds", "technical": None}),
+        "department": Choice(
+            instructions="Which team should handle this?",
+            criteria={"billing": "Charges and refunds", "technical": None},
+        ),
         "urgency": Score(instructions="How urgent?", criteria=["Not urgent", "Soon", "Immediately"]),
         "refund": Noul(instructions="Does the customer ask for a refund?"),
         "spam": Noul(instructions="Is it spam?", criteria={"true": "Unsolicited advertising"}),
@@ -62,6 +65,8 @@ def test_sdk_maps_errors(jev_server):
 
     with _client(jev_server) as client, pytest.raises(TypeSafeUnprocessableEntityError):
         client.system_one(state="x", questions={"q": Noul(instructions="ok?")}, model="nonexistent")
-    with (TypeSafeClient(api_key="wrong-key", base_url=jev_server.url, retry=RetryPolicy(max_retries=0)) as client,
-          pytest.raises(TypeSafeAuthenticationError)):
+    with (
+        TypeSafeClient(api_key="wrong-key", base_url=jev_server.url, retry=RetryPolicy(max_retries=0)) as client,
+        pytest.raises(TypeSafeAuthenticationError),
+    ):
         client.system_one(state="x", questions={"q": Noul(instructions="ok?")})

@@ -1,6 +1,7 @@
 """The `jevcompat` conformance suite (a Jev-compatible server's written spec), run as a subprocess
 against a real server in the `jev` profile: with auth off, and with `OMNI_API_KEY` set and the
 key given (`--key`, which also runs its auth checks). Every MUST and every SHOULD it tests passes."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,17 @@ def test_jevcompat_finds_the_jev_profile_conformant(english, tmp_path_factory, k
     env = {"OMNI_MODELS": english[1], "OMNI_PROFILE": "jev", **({"OMNI_API_KEY": key} if key else {})}
     report_path = tmp / "report.json"
     with run_server(tmp, env) as server:
-        command = [sys.executable, "-m", "jevcompat.cli", "test", server.url, "--json", str(report_path),
-                   "--timeout", "60"] + (["--key", key] if key else [])
+        command = [
+            sys.executable,
+            "-m",
+            "jevcompat.cli",
+            "test",
+            server.url,
+            "--json",
+            str(report_path),
+            "--timeout",
+            "60",
+        ] + (["--key", key] if key else [])
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(report_path.read_text())

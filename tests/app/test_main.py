@@ -1,5 +1,6 @@
 """The app factory at load: an export that failed its parity gate is named; one it cannot serve
 stops the server with one line."""
+
 from __future__ import annotations
 
 import logging
@@ -16,7 +17,7 @@ from models.tokenizer import usable_cores
 def test_a_half_export_that_failed_its_gate_is_named_at_load(english, tmp_path, monkeypatch, caplog):
     from models.laya import export
 
-    monkeypatch.setattr(precision, "MAX_DRIFT", 1e-6)        # below any real drift: the gate fails
+    monkeypatch.setattr(precision, "MAX_DRIFT", 1e-6)  # below any real drift: the gate fails
     out = str(tmp_path / "fp16-recorded")
     export.export(english[0], out, dtype="float16", parity_gate="record", progress=None)
     with caplog.at_level(logging.WARNING, logger="omni"):
@@ -27,8 +28,7 @@ def test_a_half_export_that_failed_its_gate_is_named_at_load(english, tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_half_export_gated_on_the_cpu_after_cuda_failed_is_named_at_load(english, tmp_path, monkeypatch,
-                                                                            caplog):
+def test_a_half_export_gated_on_the_cpu_after_cuda_failed_is_named_at_load(english, tmp_path, monkeypatch, caplog):
     """onnxruntime listed CUDA at export but the provider did not take the graph (the CPU build's
     real fallback stands in for a GPU build without a driver): the gate ran on the CPU, the
     manifest says why, /v1/models shows it and the server's load names it."""
@@ -44,7 +44,7 @@ def test_a_half_export_gated_on_the_cpu_after_cuda_failed_is_named_at_load(engli
     warned = [r.getMessage() for r in caplog.records if "parity gate" in r.getMessage() or "gated" in r.getMessage()]
     assert len(warned) == 1 and "gated against float32 on the CPU, not on CUDA" in warned[0]
     (slot,) = app.state.omni.registry.slots
-    assert slot.model.describe()["parity_gate"]["cuda_failed"] == gate["cuda_failed"]     # GET /v1/models
+    assert slot.model.describe()["parity_gate"]["cuda_failed"] == gate["cuda_failed"]  # GET /v1/models
 
 
 def test_an_export_that_passed_is_not_named(english, caplog):

@@ -1,4 +1,5 @@
 """app.metrics: the event loop's lock-free histogram exposes what prometheus_client's would."""
+
 from __future__ import annotations
 
 import random
@@ -9,14 +10,14 @@ from app.metrics import _LATENCY, Metrics
 
 
 def _samples(text: bytes, name: str) -> list[str]:
-    return sorted(line for line in text.decode().splitlines()
-                  if line.startswith(name) and "_created" not in line)
+    return sorted(line for line in text.decode().splitlines() if line.startswith(name) and "_created" not in line)
 
 
 def test_loop_histogram_matches_prometheus_client():
     registry = CollectorRegistry()
-    reference = Histogram("omni_request_seconds", "Request latency by stage", ["stage", "model"],
-                          buckets=_LATENCY, registry=registry)
+    reference = Histogram(
+        "omni_request_seconds", "Request latency by stage", ["stage", "model"], buckets=_LATENCY, registry=registry
+    )
     metrics = Metrics()
     rnd = random.Random(0)
     for _ in range(3000):
@@ -26,7 +27,7 @@ def test_loop_histogram_matches_prometheus_client():
         reference.labels(*labels).observe(value)
         metrics.child(metrics.latency, *labels).observe(value)
     ours = _samples(metrics.render(), "omni_request_seconds")
-    assert len(ours) == 6 * (len(_LATENCY) + 3)       # buckets, +Inf, _count, _sum per child
+    assert len(ours) == 6 * (len(_LATENCY) + 3)  # buckets, +Inf, _count, _sum per child
     assert ours == _samples(generate_latest(registry), "omni_request_seconds")
 
 
@@ -45,9 +46,9 @@ def test_graphs_captured_as_a_model_loads_count_with_those_captured_between_pass
     from app.runtime.executor import BatchInfo
 
     metrics = Metrics()
-    metrics.observe_captures("english", 218, 11.8)                 # precapture, from the load
+    metrics.observe_captures("english", 218, 11.8)  # precapture, from the load
     metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0.0008))
-    metrics.observe_captures("english", 1, 0.05)                   # one, while the queue was empty
+    metrics.observe_captures("english", 1, 0.05)  # one, while the queue was empty
     metrics.observe_batch(BatchInfo("english", 1, 1, 48, 64, "cuda:0", 0.0, 0.001, {}, 0.0015))
     text = metrics.render().decode()
     assert 'omni_batch_forward_seconds_bucket{le="0.001",model="english"} 1.0' in text

@@ -1,5 +1,6 @@
 """Large requests are prepared on a worker thread, small ones on the event loop (together with
 the others of their loop turn, app/runtime/preparing.py)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,15 +33,20 @@ def test_large_bodies_prepare_off_the_event_loop(english):
         return original_many(bodies, profiles)
 
     model.prepare, model.prepare_many = recording, recording_many
-    big = dict(BODY, state="I was charged twice for my order. " * 3000)     # ~100 KB body
+    big = dict(BODY, state="I was charged twice for my order. " * 3000)  # ~100 KB body
 
     # The same large body as 1 KB of gzip: its size once decompressed decides, not as sent.
     zipped = dict(BODY, state="I was refunded once, never twice. " * 3000)
 
     async def go(client):
         sent = [await client.post("/v1/systemone", json=b) for b in (BODY, big)]
-        return sent + [await client.post("/v1/systemone", content=gzip.compress(json.dumps(zipped).encode()),
-                                         headers={"content-type": "application/json", "content-encoding": "gzip"})]
+        return sent + [
+            await client.post(
+                "/v1/systemone",
+                content=gzip.compress(json.dumps(zipped).encode()),
+                headers={"content-type": "application/json", "content-encoding": "gzip"},
+            )
+        ]
 
     small_r, big_r, zipped_r = asyncio.run(_with_client(app, go))
     assert small_r.status_code == 200 and big_r.status_code == 200 and zipped_r.status_code == 200

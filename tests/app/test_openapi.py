@@ -2,6 +2,7 @@
 one document the server serves (the decision route included); its types are what the server
 really answers (real responses decoded strictly by the wire types the document is made of); the
 bearer scheme appears exactly when a key is set."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,18 @@ from app import wire
 from tests.conftest import run_server
 
 KEY = "openapi-test-key"
-BODY = {"state": "I was charged twice. Please refund the duplicate.",
-        "questions": {"team": {"type": "choice", "instructions": "Which team?",
-                               "criteria": {"billing": "Charges", "technical": None}},
-                      "urgency": {"type": "score", "instructions": "How urgent?", "criteria": ["Low", "High"]},
-                      "refund": {"type": "noul", "instructions": "A refund?"}}}
+BODY = {
+    "state": "I was charged twice. Please refund the duplicate.",
+    "questions": {
+        "team": {
+            "type": "choice",
+            "instructions": "Which team?",
+            "criteria": {"billing": "Charges", "technical": None},
+        },
+        "urgency": {"type": "score", "instructions": "How urgent?", "criteria": ["Low", "High"]},
+        "refund": {"type": "noul", "instructions": "A refund?"},
+    },
+}
 
 
 @pytest.fixture(scope="module", params=["open", "key"])
@@ -48,7 +56,7 @@ def test_the_docs_page_renders_the_served_document(served):
     page = httpx.get(server.url + "/schema/docs")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     embedded = re.search(r"spec: (\{.*\}),\s*$", page.text, re.MULTILINE)
-    assert embedded and json.loads(embedded.group(1)) == doc            # Swagger UI shows this document
+    assert embedded and json.loads(embedded.group(1)) == doc  # Swagger UI shows this document
     assert "/v1/systemone" in doc["paths"] and "post" in doc["paths"]["/v1/systemone"]
     schemas = doc["components"]["schemas"]
     for ref in set(_refs(doc)):
@@ -60,8 +68,10 @@ def test_answers_are_tagged_unions_of_each_profile(served):
     schemas = httpx.get(server.url + "/schema").json()["components"]["schemas"]
     for response, prefix in (("SystemOneResponse", ""), ("JevSystemOneResponse", "Jev")):
         answers = schemas[response]["properties"]["answers"]["additionalProperties"]
-        mapping = {kind: "#/components/schemas/%s%sAnswer" % (prefix, kind.capitalize())
-                   for kind in ("choice", "score", "noul")}
+        mapping = {
+            kind: "#/components/schemas/%s%sAnswer" % (prefix, kind.capitalize())
+            for kind in ("choice", "score", "noul")
+        }
         assert answers["discriminator"] == {"propertyName": "type", "mapping": mapping}
     assert set(schemas["JevChoiceAnswer"]["required"]) == {"type", "choice", "probabilities", "confidence"}
     assert set(schemas["JevScoreAnswer"]["required"]) == {"type", "score", "probabilities", "legend", "confidence"}
@@ -90,8 +100,9 @@ def test_problems_health_and_security_are_documented(served):
     assert "Retry-After" in ready["503"]["headers"]
     models = doc["paths"]["/v1/models"]["get"]
     if keyed:
-        assert doc["components"]["securitySchemes"] == {"bearer": {
-            "type": "http", "scheme": "bearer", "description": "The key set in `OMNI_API_KEY`."}}
+        assert doc["components"]["securitySchemes"] == {
+            "bearer": {"type": "http", "scheme": "bearer", "description": "The key set in `OMNI_API_KEY`."}
+        }
         assert op["security"] == models["security"] == [{"bearer": []}]
         assert "WWW-Authenticate" in responses["401"]["headers"] and "401" in models["responses"]
     else:

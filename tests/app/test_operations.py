@@ -1,6 +1,7 @@
 """What operators rely on, against real Granian processes: a configuration the server cannot
 start with stops it with one line naming the setting; `/livez` fails once a model has failed;
 the default model; `OMNI_MODELS` entries in the export service's `name=source` syntax."""
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,29 @@ def start_fails(tmp_path, env: dict, timeout: float = 60.0) -> tuple[int, str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_")}
     full_env.update(env, PYTHONUNBUFFERED="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "granian", "--interface", "rsgi", "--workers", "1", "--loop", event_loop(full_env),
-         "--host", "127.0.0.1", "--port", str(free_port()), "app.main:app"],
-        cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, text=True)
+        [
+            sys.executable,
+            "-m",
+            "granian",
+            "--interface",
+            "rsgi",
+            "--workers",
+            "1",
+            "--loop",
+            event_loop(full_env),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            "app.main:app",
+        ],
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=timeout,
+        text=True,
+    )
     return proc.returncode, proc.stdout
 
 
@@ -52,6 +73,7 @@ def error_lines(output: str) -> list[str]:
 
 
 # -- settings the server cannot start with ---------------------------------------------------
+
 
 def test_a_typo_in_an_omni_variable_stops_the_server_with_its_name(english, tmp_path):
     code, out = start_fails(tmp_path, {"OMNI_MODELS": english[1], "OMNI_QEUE_SIZE": "8"})
@@ -86,6 +108,7 @@ def test_a_default_model_that_is_not_loaded_stops_the_server(english, tmp_path):
 
 
 # -- liveness ----------------------------------------------------------------------------------
+
 
 def test_livez_fails_once_a_session_cannot_be_created(english, tmp_path):
     """A model whose ONNX file is corrupt: its session creation fails for real, the model is
@@ -134,6 +157,7 @@ def test_a_zero_retry_after_is_refused(english, tmp_path):
 
 # -- the default model and export entries ------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def two_models(english, tmp_path_factory):
     """english and a second model, named in OMNI_MODELS as the export service names them."""
@@ -141,8 +165,11 @@ def two_models(english, tmp_path_factory):
     root = tmp / "models"
     export_copy(english[1], root / "english", "english")
     export_copy(english[1], root / "second", "second")
-    env = {"OMNI_MODEL_ROOT": str(root), "OMNI_MODELS": "english=demo,second=laya:convaiinnovations/laya",
-           "OMNI_DEFAULT_MODEL": "second"}
+    env = {
+        "OMNI_MODEL_ROOT": str(root),
+        "OMNI_MODELS": "english=demo,second=laya:convaiinnovations/laya",
+        "OMNI_DEFAULT_MODEL": "second",
+    }
     with run_server(tmp, env) as s:
         yield s
 

@@ -6,6 +6,7 @@ whose bound blocks are host memory: the real path through `Captured` (staging in
 buffer, one copy each way by pointer, results that outlive the next replay) runs against a real
 ONNX Runtime session. On the GPU, benchmarks/gpu/pass_probe.py checks each replay against a
 plain run."""
+
 from __future__ import annotations
 
 import ctypes
@@ -28,7 +29,7 @@ class HostCudart:
         def host_alloc(pointer, size, flags):
             buf = ctypes.create_string_buffer(size)
             self.buffers[ctypes.addressof(buf)] = buf
-            pointer._obj.value = ctypes.addressof(buf)          # byref(c_void_p): the out-parameter
+            pointer._obj.value = ctypes.addressof(buf)  # byref(c_void_p): the out-parameter
             return 0
 
         def memcpy(dst, src, size, kind):
@@ -54,8 +55,11 @@ def _runtime() -> pinned.CudaRuntime:
 
 
 def _feeds(rng):
-    return {"ids": rng.integers(0, 1000, (3, 40)), "mask": rng.random((3, 40)) < 0.5,
-            "scores": rng.standard_normal((3, 40)).astype(np.float32)}
+    return {
+        "ids": rng.integers(0, 1000, (3, 40)),
+        "mask": rng.random((3, 40)) < 0.5,
+        "scores": rng.standard_normal((3, 40)).astype(np.float32),
+    }
 
 
 def test_replays_copy_once_each_way_through_pinned_buffers(mixed):  # noqa: F811
@@ -70,7 +74,7 @@ def test_replays_copy_once_each_way_through_pinned_buffers(mixed):  # noqa: F811
         np.testing.assert_allclose(total, (feeds["scores"] * feeds["mask"]).sum(1), rtol=1e-6)
         np.testing.assert_array_equal(id_sum, feeds["ids"].sum(1))
         kept.append((total.copy(), id_sum.copy(), total, id_sum))
-    for copy_total, copy_ids, total, id_sum in kept:            # not views of the pinned output
+    for copy_total, copy_ids, total, id_sum in kept:  # not views of the pinned output
         np.testing.assert_array_equal(total, copy_total)
         np.testing.assert_array_equal(id_sum, copy_ids)
     (entry,) = runner.graphs.values()
@@ -83,7 +87,7 @@ def test_replays_copy_once_each_way_through_pinned_buffers(mixed):  # noqa: F811
     assert cuda.lib.freed == []
     del entry, runner
     gc.collect()
-    assert set(cuda.lib.freed) == held                           # freed with their graph
+    assert set(cuda.lib.freed) == held  # freed with their graph
 
 
 def test_a_failed_copy_raises_with_cudas_message(mixed):  # noqa: F811
@@ -112,9 +116,12 @@ def test_the_runtime_is_the_one_the_process_loaded(tmp_path):
         "7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
         "7f0000002000-7f0000003000 r--p 00000000 00:00 0 \n"
         "7f0000004000-7f0000005000 r-xp 00000000 08:01 2 /opt/venv/lib/python3.12/site-packages/"
-        "nvidia/cuda_runtime/lib/libcudart.so.13\n")
-    assert pinned.loaded_cudart(str(maps)) == \
-        "/opt/venv/lib/python3.12/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13"
+        "nvidia/cuda_runtime/lib/libcudart.so.13\n"
+    )
+    assert (
+        pinned.loaded_cudart(str(maps))
+        == "/opt/venv/lib/python3.12/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13"
+    )
     maps.write_text("7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /usr/lib/libc.so.6\n")
     assert pinned.loaded_cudart(str(maps)) is None
     assert pinned.loaded_cudart(str(tmp_path / "absent")) is None

@@ -1,6 +1,7 @@
 """app.runtime.preparing: the requests that reach the loop in one turn are prepared by one
 `prepare_many` call (on a real tiny Laya), each gets its own result or error, and a request that
 left before the turn ended is skipped."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,8 +11,10 @@ import pytest
 from app.runtime.preparing import PrepareBatch
 from models.errors import RequestError
 
-GOOD = [{"state": "I was charged twice (%d)." % i, "questions": {"r": {"type": "noul", "instructions": "Refund?"}}}
-        for i in range(5)]
+GOOD = [
+    {"state": "I was charged twice (%d)." % i, "questions": {"r": {"type": "noul", "instructions": "Refund?"}}}
+    for i in range(5)
+]
 BAD = {"state": "x", "questions": {"q": {"type": "choice", "instructions": "pick", "criteria": {}}}}
 
 
@@ -32,9 +35,9 @@ def test_one_turn_one_call_each_its_own_answer(pipeline_english):
     async def main():
         batch = PrepareBatch(model, asyncio.get_running_loop())
         bodies = GOOD[:2] + [BAD] + GOOD[2:]
-        first = [batch.prepare(b) for b in bodies]           # one turn
+        first = [batch.prepare(b) for b in bodies]  # one turn
         results = await asyncio.gather(*first, return_exceptions=True)
-        later = await batch.prepare(GOOD[0])                 # the next turn: a call of its own
+        later = await batch.prepare(GOOD[0])  # the next turn: a call of its own
         return results, later
 
     results, later = asyncio.run(main())

@@ -2,6 +2,7 @@
 that expand to millions of empty arrays neither stall other clients nor keep their memory, large
 valid requests give their memory back once answered, and small requests are answered while large
 ones run."""
+
 from __future__ import annotations
 
 import gzip
@@ -28,9 +29,14 @@ def amplified(size: int = 32 << 20) -> bytes:
 def large() -> bytes:
     """The largest request Laya takes: 64 questions, 2,048 options, a 150 KB state."""
     sentence = "The customer wrote again about the order, the refund and the delivery date. "
-    questions = {"q%02d" % i: {"type": "choice", "instructions": "Which option fits best, case %d?" % i,
-                               "criteria": {"option %d" % j: "the description of option %d" % j for j in range(32)}}
-                 for i in range(64)}
+    questions = {
+        "q%02d" % i: {
+            "type": "choice",
+            "instructions": "Which option fits best, case %d?" % i,
+            "criteria": {"option %d" % j: "the description of option %d" % j for j in range(32)},
+        }
+        for i in range(64)
+    }
     return json.dumps({"state": (sentence * 2000)[:150_000], "questions": questions}).encode()
 
 
@@ -73,13 +79,17 @@ def test_amplified_bodies_neither_stall_other_clients_nor_keep_their_memory(engl
         answers = []
 
         def send(encoding, data):
-            r = httpx.post(s.url + "/v1/systemone", content=data, timeout=60,
-                           headers={"content-type": "application/json", "content-encoding": encoding})
+            r = httpx.post(
+                s.url + "/v1/systemone",
+                content=data,
+                timeout=60,
+                headers={"content-type": "application/json", "content-encoding": encoding},
+            )
             answers.append((r.status_code, r.json()["code"]))
 
         for encoding, data in bodies * 2:
             send(encoding, data)
-        both = [threading.Thread(target=send, args=pair) for pair in bodies]       # two at once
+        both = [threading.Thread(target=send, args=pair) for pair in bodies]  # two at once
         for t in both:
             t.start()
         for t in both:
@@ -90,7 +100,7 @@ def test_amplified_bodies_neither_stall_other_clients_nor_keep_their_memory(engl
         assert httpx.post(s.url + "/v1/systemone", json=SMALL, timeout=30).status_code == 200
     assert answers == [(413, "too_large")] * 6
     assert livez.failures == [] and livez.polls >= 10
-    assert livez.slowest < 2.0, livez.slowest       # a bounded wait for liveness, not a speed test
+    assert livez.slowest < 2.0, livez.slowest  # a bounded wait for liveness, not a speed test
     # Ten million arrays would take about 1 GB; what stays is the allocator's slack.
     assert after - before < 200 << 20, (before, after)
 
@@ -102,7 +112,7 @@ def test_large_requests_give_their_memory_back_and_small_ones_are_answered_meanw
     with run_server(tmp_path, {"OMNI_MODELS": english[1]}) as s:
         with httpx.Client(base_url=s.url, timeout=120) as client:
             assert client.post("/v1/systemone", content=body, headers=headers).status_code == 200
-        start = rss(s)                  # after one large request: caches and pools have their size
+        start = rss(s)  # after one large request: caches and pools have their size
         statuses, running, small_while_large = [], threading.Event(), []
 
         def heavy():

@@ -6,6 +6,7 @@ through Granian's RSGI calls by a stand-in for its protocol object, for what a r
 easily provoke: an engine bug, a client gone while its body is read, a streamed answer, a lifespan
 that fails.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -69,6 +70,7 @@ class Proto:
         async def chunks():
             for chunk in self.chunks:
                 yield chunk
+
         return chunks()
 
     async def client_disconnect(self):
@@ -85,6 +87,7 @@ class Proto:
         class Transport:
             async def send_bytes(self, data):
                 proto.streamed.append(data)
+
         return Transport()
 
     def json(self):
@@ -151,7 +154,7 @@ def test_a_chunked_body_is_read_chunk_by_chunk_within_the_limit(served, pipeline
 def test_problems_keep_their_status_headers_and_request_id(served):
     scope, proto = post({"state": "x", "questions": {}}, {"prefer": "profile=jev"})
     served.call(scope, proto)
-    assert proto.status == 422 and proto.headers["content-type"] == "application/json"   # the jev profile's shape
+    assert proto.status == 422 and proto.headers["content-type"] == "application/json"  # the jev profile's shape
     assert proto.json()["detail"][0]["loc"][0] == "body"
     scope, proto = post(BODY, {"content-type": "text/plain"})
     scope.headers.pairs = [p for p in scope.headers.pairs if p != ("content-type", "application/json")]
@@ -198,7 +201,7 @@ def test_the_request_span_continues_the_callers_trace(english):
         served.close()
     assert proto.status == 200
     root = next(s for s in exporter.get_finished_spans() if s.name == "POST /v1/systemone")
-    assert root.context.trace_id == int(TRACE_ID, 16) and root.parent.span_id == 0x00f067aa0ba902b7
+    assert root.context.trace_id == int(TRACE_ID, 16) and root.parent.span_id == 0x00F067AA0BA902B7
     assert root.attributes["omni.request_id"] == "t-1" and root.attributes["http.response.status_code"] == 200
     names = {s.name for s in exporter.get_finished_spans() if s.context.trace_id == int(TRACE_ID, 16)}
     assert {"decode", "prepare", "queue", "finish"} <= names
@@ -223,7 +226,7 @@ def test_the_bridge_streams_what_an_asgi_app_streams_and_answers_a_bodiless_star
         scope = seen["scope"]
         assert scope["query_string"] == b"q=1" and (b"x-up", b"y") in scope["headers"]
         assert scope["client"] == ("127.0.0.1", 50000) and scope["method"] == "POST"
-        assert scope["state"] == state and scope["state"] is not state      # a copy, as ASGI servers give
+        assert scope["state"] == state and scope["state"] is not state  # a copy, as ASGI servers give
         empty = Proto()
         loop.run_until_complete(bridge(app, Scope("HEAD", "/"), empty))
         assert empty.status == 200 and empty.content == b""
@@ -255,5 +258,5 @@ def test_a_bridged_request_that_fails_before_its_answer_is_a_problem(served, cap
     assert proto.status == 500 and proto.json()["code"] == "internal_error"
     assert proto.json()["title"] == "Internal server error" and proto.json()["instance"] == "odd-1"
     assert proto.headers["x-request-id"] == "odd-1" and "total;dur=" in proto.headers["server-timing"]
-    ok = served.call(Scope("GET", "/livez", query="q=\u20ac\U0001f600"))      # raw UTF-8, as Granian gives it
+    ok = served.call(Scope("GET", "/livez", query="q=\u20ac\U0001f600"))  # raw UTF-8, as Granian gives it
     assert ok.status == 200 and ok.headers["x-request-id"]

@@ -8,6 +8,7 @@ name: `checkpoint`, `revision`, `device`, `weights_dtype`), with `compiled` from
 real server (`python -m tests.app.test_served_laya_client URL` writes them again); the tests
 read them the way that client does, and check that a live server still answers in their shape.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,16 @@ REQUEST = {
     "model": "english",
     "state": "Ticket: I was charged twice for my order. Please refund the duplicate today.",
     "questions": {
-        "route": {"type": "choice", "instructions": "Which team should handle this ticket?",
-                  "criteria": {"billing": "Charges, refunds and invoices", "technical": "Software problems"}},
-        "urgency": {"type": "score", "instructions": "How urgent is the ticket?",
-                    "criteria": ["Not urgent", "Soon", "Immediately"]},
+        "route": {
+            "type": "choice",
+            "instructions": "Which team should handle this ticket?",
+            "criteria": {"billing": "Charges, refunds and invoices", "technical": "Software problems"},
+        },
+        "urgency": {
+            "type": "score",
+            "instructions": "How urgent is the ticket?",
+            "criteria": ["Not urgent", "Soon", "Immediately"],
+        },
         "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
     },
 }
@@ -47,10 +54,17 @@ def identity(response: dict, health: dict) -> dict:
         return {"checkpoint": routing.get("repo"), "revision": None, "device": None, "source": "routing"}
     compile_state = health.get("compile") if isinstance(health.get("compile"), dict) else {}
     enabled, device = compile_state.get("enabled"), entry.get("device")
-    compiled = enabled and not device.startswith("cpu") if isinstance(enabled, bool) and isinstance(device, str) \
-        else None
-    return {"checkpoint": entry.get("checkpoint") or routing.get("repo"), "revision": entry.get("revision"),
-            "device": device, "weights_dtype": entry.get("weights_dtype"), "compiled": compiled, "source": "health"}
+    compiled = (
+        enabled and not device.startswith("cpu") if isinstance(enabled, bool) and isinstance(device, str) else None
+    )
+    return {
+        "checkpoint": entry.get("checkpoint") or routing.get("repo"),
+        "revision": entry.get("revision"),
+        "device": device,
+        "weights_dtype": entry.get("weights_dtype"),
+        "compiled": compiled,
+        "source": "health",
+    }
 
 
 def label(who: dict, fallback: str) -> str:
@@ -79,10 +93,17 @@ def client_view(name: str, body: dict):
     if name == "request.json":
         return shape(body)
     if name == "health.json":
-        return {"status": body["status"], "compile": shape(body["compile"]),
-                "models": {n: shape({k: e[k] for k in IDENTITY if k in e}) for n, e in body["models"].items()}}
-    return {"keys": sorted(body), "answers": list(body["answers"]), "usage": shape(body["usage"]),
-            **{k: shape(body[k]) for k in ("served_by", "routing", "x_served_by", "x_routing") if k in body}}
+        return {
+            "status": body["status"],
+            "compile": shape(body["compile"]),
+            "models": {n: shape({k: e[k] for k in IDENTITY if k in e}) for n, e in body["models"].items()},
+        }
+    return {
+        "keys": sorted(body),
+        "answers": list(body["answers"]),
+        "usage": shape(body["usage"]),
+        **{k: shape(body[k]) for k in ("served_by", "routing", "x_served_by", "x_routing") if k in body},
+    }
 
 
 IDENTITY = ("checkpoint", "revision", "device", "weights_dtype", "compiled")
@@ -94,7 +115,7 @@ def test_the_recorded_health_is_keyed_by_model_name():
     entry = health["models"]["english"]
     assert entry["name"] == "english"
     assert all(isinstance(entry[k], str) for k in ("checkpoint", "device", "weights_dtype"))
-    assert "revision" in entry          # null for a local checkpoint, the Hub commit for a published one
+    assert "revision" in entry  # null for a local checkpoint, the Hub commit for a published one
 
 
 def test_served_by_and_health_give_the_client_the_same_identity():
@@ -102,7 +123,7 @@ def test_served_by_and_health_give_the_client_the_same_identity():
     name the same checkpoint, revision, device, dtype and compilation."""
     health, response = fixture("health.json"), fixture("response_reference.json")
     sent = identity(response, health)
-    assert sent["source"] == "response" and sent["compiled"] is False           # a CPU model
+    assert sent["source"] == "response" and sent["compiled"] is False  # a CPU model
     read = identity({k: v for k, v in response.items() if k != "served_by"}, health)
     assert read["source"] == "health"
     assert {k: read[k] for k in IDENTITY} == {k: sent[k] for k in IDENTITY}

@@ -1,5 +1,6 @@
 """How a waiting request learns why its job's future was cancelled (app/serving.py): the
 disconnect watcher and the deadline each cancel the future and say which."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,7 +21,7 @@ def test_a_disconnect_cancels_the_job_and_says_so():
         loop = asyncio.get_running_loop()
         job = _job(loop)
 
-        async def gone():          # the client's disconnect arrives at once
+        async def gone():  # the client's disconnect arrives at once
             return None
 
         watch = loop.create_task(gone())
@@ -68,11 +69,16 @@ def test_generated_request_ids_are_unique_hex():
     assert len(set(ids)) == 1000
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     assert request_id({"x-request-id": "client-1"}) == "client-1"
-    assert len(request_id({"x-request-id": "has space"})) == 32      # not printable ASCII: a new one
+    assert len(request_id({"x-request-id": "has space"})) == 32  # not printable ASCII: a new one
 
 
-def _guarded(dispatch_after: float | None, gone_after: float, budget_s: float | None, wait: float = 0.05,
-             watch_after_s: float = 0.001):
+def _guarded(
+    dispatch_after: float | None,
+    gone_after: float,
+    budget_s: float | None,
+    wait: float = 0.05,
+    watch_after_s: float = 0.001,
+):
     """A job under a _Guard: the executor dispatches it after `dispatch_after` s (None: never)
     and the client leaves after `gone_after` s; returns the job, whether a watcher was started,
     and whether the client's receive() was ever called."""
@@ -123,7 +129,7 @@ def test_the_deadline_follows_the_watch_and_ends_a_job_still_waiting():
     job, watched, _ = _guarded(dispatch_after=None, gone_after=3600, budget_s=0.005)
     assert watched and job.cancelled and job.outcome == "expired"
     job, watched, received = _guarded(dispatch_after=None, gone_after=3600, budget_s=0.0005)
-    assert not watched and not received and job.outcome == "expired"      # the deadline came first
+    assert not watched and not received and job.outcome == "expired"  # the deadline came first
 
 
 def test_a_called_off_guard_lets_go_of_its_request():
@@ -141,20 +147,20 @@ def test_a_called_off_guard_lets_go_of_its_request():
             await asyncio.sleep(3600)
 
         guard = _Guard(job, disconnected, 30.0, watch_after_s=0.0)
-        await asyncio.sleep(0.01)                 # the watch has started; the deadline timer is set
+        await asyncio.sleep(0.01)  # the watch has started; the deadline timer is set
         assert guard.watch is not None and guard.handle is not None
-        kept = guard._fire                        # what such a loop holds after the cancel
+        kept = guard._fire  # what such a loop holds after the cancel
         watch, alive = guard.watch, weakref.ref(job)
         job.future.set_result("answer")
         guard.cancel()
-        for _ in range(3):                        # the watcher's cancellation and its done callback run
+        for _ in range(3):  # the watcher's cancellation and its done callback run
             await asyncio.sleep(0)
         assert watch.cancelled()
         assert guard.job is guard.watch is guard.disconnected is guard.handle is None
         del job, watch
         gc.collect()
-        assert alive() is None                    # nothing of the request is left through `kept`
-        kept()                                    # a late firing is harmless
+        assert alive() is None  # nothing of the request is left through `kept`
+        kept()  # a late firing is harmless
 
     asyncio.run(main())
 

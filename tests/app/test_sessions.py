@@ -1,6 +1,7 @@
 """GraphRunner's capture bookkeeping and batch_runner's choice, over real ONNX Runtime CPU sessions
 (the capture itself needs a GPU: benchmarks/gpu measures it; here the binding, the sighting
 count, the candidates, the cap and the in-place updates of replayed shapes run for real)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,9 +20,14 @@ def session(tmp_path_factory):
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", "length"])
     graph = helper.make_graph(
         [helper.make_node("Mul", ["x", "two"], ["x2"]), helper.make_node("Add", ["x2", "one"], ["y"])],
-        "affine", [x], [y],
-        [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
-         helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+        "affine",
+        [x],
+        [y],
+        [
+            helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
+            helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     path = tmp_path_factory.mktemp("graph") / "affine.onnx"
     onnx.save(model, str(path))
@@ -46,15 +52,15 @@ def test_a_shape_is_due_on_its_nth_sighting_captured_apart_then_replayed_with_ne
         assert list(runner.pending) == ([key] if seed >= 2 else [])
     assert runner.sightings == {key: 4}
     due = runner.pending[key]
-    np.testing.assert_array_equal(due["x"], _feeds(2, 16, 2)["x"])       # a copy of the third run's
+    np.testing.assert_array_equal(due["x"], _feeds(2, 16, 2)["x"])  # a copy of the third run's
     took = runner.capture(due)
     assert took > 0 and list(runner.graphs) == [key] and runner.pending == {} and runner.sightings == {}
     for seed in range(10, 13):
         feeds = _feeds(2, 16, seed)
-        (y,) = runner.run(None, feeds)                                    # replayed
+        (y,) = runner.run(None, feeds)  # replayed
         np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
-    assert runner.capture(due) is None and len(runner.graphs) == 1        # captured already
-    runner.run(None, _feeds(4, 16, 9))                                    # another shape: counted from one
+    assert runner.capture(due) is None and len(runner.graphs) == 1  # captured already
+    runner.run(None, _feeds(4, 16, 9))  # another shape: counted from one
     assert len(runner.graphs) == 1 and list(runner.sightings.values()) == [1]
 
 
@@ -70,12 +76,12 @@ def test_captured_and_uncaptured_answers_are_identical(session):
 
 def test_listed_shapes_wait_their_turn_and_the_cap_ends_counting(session):
     runner = sessions.GraphRunner(session, 0, max_graphs=2, device="cpu")
-    runner.want(_feeds(1, 8, 0))                  # a shape the model lists, not yet seen
+    runner.want(_feeds(1, 8, 0))  # a shape the model lists, not yet seen
     for length in (16, 32, 32):
         feeds = _feeds(1, length, length)
         (y,) = runner.run(None, feeds)
         np.testing.assert_array_equal(y, feeds["x"] * 2 + 1)
-    assert [key[0][1] for key in runner.pending] == [(1, 8), (1, 16), (1, 32)]     # in the order due
+    assert [key[0][1] for key in runner.pending] == [(1, 8), (1, 16), (1, 32)]  # in the order due
     runner.capture(runner.pending[next(iter(runner.pending))])
     runner.capture(runner.pending[next(iter(runner.pending))])
     # 8 and 16 took the two graphs; 32 runs uncaptured past the cap, no longer counted or due.
@@ -108,7 +114,7 @@ def test_a_shape_whose_capture_fails_runs_uncaptured_from_then_on(session, caplo
         for seed in range(2):
             runner.run(None, _feeds(2, 16, seed))
         key = runner.shape_key(_feeds(2, 16, 0))
-        assert runner.capture(runner.pending[key]) is None          # the capture fails
+        assert runner.capture(runner.pending[key]) is None  # the capture fails
         for seed in range(2, 4):
             feeds = _feeds(2, 16, seed)
             (y,) = runner.run(None, feeds)
@@ -116,28 +122,33 @@ def test_a_shape_whose_capture_fails_runs_uncaptured_from_then_on(session, caplo
     assert runner.graphs == {} and runner.refused == {key} and runner.sightings == {} and runner.pending == {}
     assert [r.getMessage() for r in caplog.records if "capturing CUDA graph" in r.getMessage()] == [
         "capturing CUDA graph 1 failed; that shape runs uncaptured from now on (x[2, 16]): "
-        "operation not permitted when stream is capturing"]
-    assert not runner.takes(_feeds(2, 16, 9)) and runner.takes(_feeds(4, 16, 9))   # others still count
+        "operation not permitted when stream is capturing"
+    ]
+    assert not runner.takes(_feeds(2, 16, 9)) and runner.takes(_feeds(4, 16, 9))  # others still count
     runner.want(_feeds(2, 16, 9))
-    assert runner.pending == {}                   # a refused shape is never due again
-    assert runner.capture(_feeds(4, 16, 10)) is None       # another shape's capture gets a new graph id
+    assert runner.pending == {}  # a refused shape is never due again
+    assert runner.capture(_feeds(4, 16, 10)) is None  # another shape's capture gets a new graph id
     (y,) = runner.run(None, _feeds(4, 16, 10))
     np.testing.assert_array_equal(y, _feeds(4, 16, 10)["x"] * 2 + 1)
     assert "capturing CUDA graph 2 failed" in caplog.text and len(runner.refused) == 2
 
 
-@pytest.mark.parametrize("refusal", [
-    "[ONNXRuntimeError] : 1 : FAIL : This session cannot use the CUDA Graph feature as requested by the user as "
-    "the model has control flow nodes which can't be supported by CUDA Graphs.",
-    "[ONNXRuntimeError] : 1 : FAIL : This session cannot use the graph capture feature as requested by the user  "
-    "as all compute graph nodes have not been partitioned to the CUDAExecutionProvider"])
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "[ONNXRuntimeError] : 1 : FAIL : This session cannot use the CUDA Graph feature as requested by the user as "
+        "the model has control flow nodes which can't be supported by CUDA Graphs.",
+        "[ONNXRuntimeError] : 1 : FAIL : This session cannot use the graph capture feature as requested by the user  "
+        "as all compute graph nodes have not been partitioned to the CUDAExecutionProvider",
+    ],
+)
 def test_a_graph_onnx_runtime_will_not_capture_is_served_without_graphs(refusal, session, caplog):
     """ONNX Runtime fails a session's creation when CUDA graphs are enabled for a graph it cannot
     capture (both of its messages); the server then builds it without them rather than failing
     the model. Other failures still fail it."""
     asked = []
 
-    def build(cuda):                 # as ORT answers: the refusal with graphs on, a session without
+    def build(cuda):  # as ORT answers: the refusal with graphs on, a session without
         asked.append(dict(cuda))
         if cuda.get("enable_cuda_graph"):
             raise RuntimeError(refusal)
@@ -149,15 +160,17 @@ def test_a_graph_onnx_runtime_will_not_capture_is_served_without_graphs(refusal,
     assert asked == [{"device_id": 0, "enable_cuda_graph": "1"}, {"device_id": 0}] and cuda == {"device_id": 0}
     assert "m.onnx cannot be captured as CUDA graphs, so it runs without them" in caplog.text
 
-    assert (sessions.without_graphs_if_refused(lambda c: session, {"enable_cuda_graph": "1"}, "m.onnx")
-            == (session, None))
+    assert sessions.without_graphs_if_refused(lambda c: session, {"enable_cuda_graph": "1"}, "m.onnx") == (
+        session,
+        None,
+    )
 
     def broken(cuda):
         raise RuntimeError("CUDA out of memory")
 
     with pytest.raises(RuntimeError, match="out of memory"):
         sessions.without_graphs_if_refused(broken, {"enable_cuda_graph": "1"}, "m.onnx")
-    with pytest.raises(RuntimeError, match="cannot use the"):           # graphs were not asked for
+    with pytest.raises(RuntimeError, match="cannot use the"):  # graphs were not asked for
         sessions.without_graphs_if_refused(lambda c: build({"enable_cuda_graph": "1"}), {}, "m.onnx")
 
 
@@ -166,17 +179,24 @@ def mixed(tmp_path_factory):
     """Three inputs of three dtypes and two outputs, as an export has: ids int64, a bool mask and
     float scores in; the masked sum of the scores (float32) and the ids' row sums (int64) out."""
     graph = helper.make_graph(
-        [helper.make_node("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT),
-         helper.make_node("Mul", ["scores", "maskf"], ["kept"]),
-         helper.make_node("ReduceSum", ["kept", "axis"], ["total"], keepdims=0),
-         helper.make_node("ReduceSum", ["ids", "axis"], ["id_sum"], keepdims=0)],
+        [
+            helper.make_node("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["scores", "maskf"], ["kept"]),
+            helper.make_node("ReduceSum", ["kept", "axis"], ["total"], keepdims=0),
+            helper.make_node("ReduceSum", ["ids", "axis"], ["id_sum"], keepdims=0),
+        ],
         "mixed",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["rows", "length"]),
-         helper.make_tensor_value_info("mask", TensorProto.BOOL, ["rows", "length"]),
-         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["rows", "length"])],
-        [helper.make_tensor_value_info("total", TensorProto.FLOAT, ["rows"]),
-         helper.make_tensor_value_info("id_sum", TensorProto.INT64, ["rows"])],
-        [helper.make_tensor("axis", TensorProto.INT64, [1], [1])])
+        [
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["rows", "length"]),
+            helper.make_tensor_value_info("mask", TensorProto.BOOL, ["rows", "length"]),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["rows", "length"]),
+        ],
+        [
+            helper.make_tensor_value_info("total", TensorProto.FLOAT, ["rows"]),
+            helper.make_tensor_value_info("id_sum", TensorProto.INT64, ["rows"]),
+        ],
+        [helper.make_tensor("axis", TensorProto.INT64, [1], [1])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     path = tmp_path_factory.mktemp("graph") / "mixed.onnx"
     onnx.save(model, str(path))
@@ -191,8 +211,11 @@ def test_a_captured_shape_keeps_its_tensors_in_one_block_each_way(mixed):
     rng = np.random.default_rng(0)
     kept = []
     for i in range(4):
-        feeds = {"ids": rng.integers(0, 1000, (3, 40)), "mask": rng.random((3, 40)) < 0.5,
-                 "scores": rng.standard_normal((3, 40)).astype(np.float32)}
+        feeds = {
+            "ids": rng.integers(0, 1000, (3, 40)),
+            "mask": rng.random((3, 40)) < 0.5,
+            "scores": rng.standard_normal((3, 40)).astype(np.float32),
+        }
         if i == 0:
             runner.capture(feeds)
         total, id_sum = runner.run(None, feeds)
@@ -200,14 +223,16 @@ def test_a_captured_shape_keeps_its_tensors_in_one_block_each_way(mixed):
         np.testing.assert_allclose(total, (feeds["scores"] * feeds["mask"]).sum(1), rtol=1e-6)
         np.testing.assert_array_equal(id_sum, feeds["ids"].sum(1))
         kept.append((total.copy(), id_sum.copy(), total, id_sum))
-    for copy_total, copy_ids, total, id_sum in kept:           # later replays left them alone
+    for copy_total, copy_ids, total, id_sum in kept:  # later replays left them alone
         np.testing.assert_array_equal(total, copy_total)
         np.testing.assert_array_equal(id_sum, copy_ids)
     (entry,) = runner.graphs.values()
-    assert entry.inputs.shape() == [1024 + 256 + 512]     # ids 960, mask 120 and scores 480 bytes, each rounded up
+    assert entry.inputs.shape() == [1024 + 256 + 512]  # ids 960, mask 120 and scores 480 bytes, each rounded up
     assert [slot[2] for slot in entry.out_slots] == [0, 256]
     assert sessions._layout([(np.float16, (0, 4)), (np.int32, (2,))]) == (
-        [(np.dtype(np.float16), (0, 4), 0, 0), (np.dtype(np.int32), (2,), 0, 8)], 256)
+        [(np.dtype(np.float16), (0, 4), 0, 0), (np.dtype(np.int32), (2,), 0, 8)],
+        256,
+    )
 
 
 def test_gdn_plan_is_set_only_while_a_session_is_built(monkeypatch):
@@ -223,7 +248,7 @@ def test_gdn_plan_is_set_only_while_a_session_is_built(monkeypatch):
     assert "ORT_GDN_PLAN" not in os.environ
     monkeypatch.setenv("ORT_GDN_PLAN", "recurrent")
     with sessions.gdn_engine("auto"):
-        assert "ORT_GDN_PLAN" not in os.environ            # auto: ONNX Runtime's own heuristic
+        assert "ORT_GDN_PLAN" not in os.environ  # auto: ONNX Runtime's own heuristic
     assert os.environ["ORT_GDN_PLAN"] == "recurrent"
     assert Settings().cuda_gdn_plan == "chunked_split"
     assert Settings.from_env({"OMNI_CUDA_GDN_PLAN": "auto"}).cuda_gdn_plan == "auto"
@@ -240,8 +265,11 @@ def test_readiness_says_whether_each_model_replays_cuda_graphs_and_why_not():
     from app.runtime.registry import ModelSlot
 
     model = types.SimpleNamespace(name="m", aliases=(), manifest={}, limits=lambda: {})
-    on, refused, off = (ModelSlot(model, static_shapes=True), ModelSlot(model, graphs_refused="no capture"),
-                        ModelSlot(model))
+    on, refused, off = (
+        ModelSlot(model, static_shapes=True),
+        ModelSlot(model, graphs_refused="no capture"),
+        ModelSlot(model),
+    )
     assert [s.cuda_graphs() for s in (on, refused, off)] == ["on", "refused", "off"]
     status = _model_status(refused)
     assert status["cuda_graphs"] == "refused" and status["cuda_graphs_refused"] == "no capture"
@@ -260,12 +288,12 @@ def test_idle_captures_take_the_shape_seen_most_then_rest(session):
     b = sessions.GraphRunner(session, 0, max_graphs=8, capture_after=2, device="cpu")
     slots = [SimpleNamespace(session=a), SimpleNamespace(session=b), SimpleNamespace(session=object())]
     idle = IdleCaptures()
-    assert idle.wait(slots, 0.0) is None and idle.pick(slots) is None        # nothing due
-    a.want(_feeds(1, 8, 0))                         # listed: due, never seen
-    a.run(None, _feeds(1, 16, 0))                   # seen once
+    assert idle.wait(slots, 0.0) is None and idle.pick(slots) is None  # nothing due
+    a.want(_feeds(1, 8, 0))  # listed: due, never seen
+    a.run(None, _feeds(1, 16, 0))  # seen once
     for seed in range(3):
-        b.run(None, _feeds(2, 16, seed))            # seen three times, due since the second
-    b.run(None, _feeds(4, 16, 0))                   # seen once: not yet due on b
+        b.run(None, _feeds(2, 16, seed))  # seen three times, due since the second
+    b.run(None, _feeds(4, 16, 0))  # seen once: not yet due on b
     assert idle.wait(slots, 0.0) == 0.0
     order = []
     while (due := idle.pick(slots)) is not None:

@@ -1,6 +1,7 @@
 """Metrics, logs and the dashboard against a real Granian process: label sets that no client can
 grow, the end-to-end latency histogram, process and build metrics, one access line per request
 and the request id on every line logged while serving it, as text and as JSON."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,8 @@ from tests.app.test_http import BODY
 from tests.conftest import ROOT, run_server
 
 FAULTY = "tests.app.faulty_app:app"
-FAULT_MODEL = "fault"              # the models faulty_app fails on, each at a place of its own
-FRESH_FAULT = "fault-2"            # hit once per server: its traceback is logged
+FAULT_MODEL = "fault"  # the models faulty_app fails on, each at a place of its own
+FRESH_FAULT = "fault-2"  # hit once per server: its traceback is logged
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "dashboards", "system1-omni.json")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = "00-%s-00f067aa0ba902b7-01" % TRACE_ID
@@ -69,6 +70,7 @@ def served(english, tmp_path_factory):
 
 # -- metrics ---------------------------------------------------------------------------------
 
+
 def test_metrics_name_routes_models_codes_the_process_and_the_build(served):
     url = served.url
     assert httpx.post(url + "/v1/systemone", json=BODY, timeout=30).status_code == 200
@@ -96,12 +98,16 @@ def test_metrics_name_routes_models_codes_the_process_and_the_build(served):
 
     assert sample(families, "process_resident_memory_bytes", "process_resident_memory_bytes") > 10 * 2**20
     assert sample(families, "python_gc_collections", "python_gc_collections_total", generation="0") is not None
-    assert sample(families, "python_gc_objects_collected", "python_gc_objects_collected_total",
-                  generation="2") is not None
+    assert (
+        sample(families, "python_gc_objects_collected", "python_gc_objects_collected_total", generation="2") is not None
+    )
 
     (build,) = families["omni_build_info"]
-    assert build.value == 1 and build.labels == {"version": __version__, "onnxruntime": onnxruntime.__version__,
-                                                 "device": "cpu"}
+    assert build.value == 1 and build.labels == {
+        "version": __version__,
+        "onnxruntime": onnxruntime.__version__,
+        "device": "cpu",
+    }
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         assert tomllib.load(f)["project"]["version"] == __version__
 
@@ -118,20 +124,28 @@ def test_a_flood_of_unknown_paths_adds_no_series(english, tmp_path, api_key):
     env = {"OMNI_MODELS": english[1], **({"OMNI_API_KEY": api_key} if api_key else {})}
     rng = random.Random(46)
     prefixes = ["/v1/", "/v1/systemone/", "/v1/models/", "/schema/", "/schema/docs/", "/schema", "/", "/metrics/"]
-    requests = [(rng.choice(["GET", "POST", "PUT", "DELETE", "PATCH"]),
-                 rng.choice(prefixes) + _junk(rng, rng.randint(1, 40))
-                 + (("?" + _junk(rng, 8)) if rng.random() < 0.3 else "")) for _ in range(2000)]
+    requests = [
+        (
+            rng.choice(["GET", "POST", "PUT", "DELETE", "PATCH"]),
+            rng.choice(prefixes)
+            + _junk(rng, rng.randint(1, 40))
+            + (("?" + _junk(rng, 8)) if rng.random() < 0.3 else ""),
+        )
+        for _ in range(2000)
+    ]
 
     async def flood(url: str) -> list[int]:
         gate = asyncio.Semaphore(16)
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+
             async def one(method: str, path: str) -> int:
                 async with gate:
                     return (await client.request(method, path)).status_code
+
             return await asyncio.gather(*(one(m, p) for m, p in requests))
 
     with run_server(tmp_path, env) as s:
-        httpx.get(s.url + "/metrics")                    # the scrape's own series exist before
+        httpx.get(s.url + "/metrics")  # the scrape's own series exist before
         before = httpx.get(s.url + "/metrics").text
         statuses = asyncio.run(flood(s.url))
         after = httpx.get(s.url + "/metrics").text
@@ -145,7 +159,7 @@ def test_a_flood_of_unknown_paths_adds_no_series(english, tmp_path, api_key):
     assert len(after) - len(before) < 2000, (len(before), len(after))
     new = {line.split(" ")[0] for line in after.splitlines()} - {line.split(" ")[0] for line in before.splitlines()}
     assert len(new) <= 12, sorted(new)
-    assert log.count(" omni.access ") >= len(requests)            # every request still logged
+    assert log.count(" omni.access ") >= len(requests)  # every request still logged
 
 
 def test_metrics_label_only_what_the_server_owns():
@@ -159,10 +173,11 @@ def test_metrics_label_only_what_the_server_owns():
     assert 'omni_request_duration_seconds_bucket{code="200",le="0.005",model="english"} 1.0' in text
     assert 'omni_request_duration_seconds_count{code="422",model=""} 1.0' in text
     assert 'omni_requests_total{model="",route="unmatched",status="404"} 1.0' in text
-    assert "omni_request_duration_seconds_count{code=\"404\"" not in text      # decisions only
+    assert 'omni_request_duration_seconds_count{code="404"' not in text  # decisions only
 
 
 # -- logs ------------------------------------------------------------------------------------
+
 
 def test_the_log_format_is_text_or_json():
     from app.config import Settings
@@ -179,10 +194,18 @@ def _requests(server, fmt: str) -> dict[str, httpx.Response]:
     url = server.url
     ids = {name: "%s-%s" % (name, fmt) for name in ("ok", "boom", "lost", "probe")}
     return {
-        "ok": httpx.post(url + "/v1/systemone", json=BODY, timeout=30,
-                         headers={"x-request-id": ids["ok"], "traceparent": TRACEPARENT}),
-        "boom": httpx.post(url + "/v1/systemone", json={**BODY, "model": FRESH_FAULT}, timeout=30,
-                           headers={"x-request-id": ids["boom"]}),
+        "ok": httpx.post(
+            url + "/v1/systemone",
+            json=BODY,
+            timeout=30,
+            headers={"x-request-id": ids["ok"], "traceparent": TRACEPARENT},
+        ),
+        "boom": httpx.post(
+            url + "/v1/systemone",
+            json={**BODY, "model": FRESH_FAULT},
+            timeout=30,
+            headers={"x-request-id": ids["boom"]},
+        ),
         "lost": httpx.get(url + "/v1/random-%d" % random.randint(0, 10**9), headers={"x-request-id": ids["lost"]}),
         "probe": httpx.get(url + "/livez", headers={"x-request-id": ids["probe"]}),
     }
@@ -198,9 +221,13 @@ def test_text_logs_carry_an_access_line_per_request_and_the_id_of_the_500(served
     def access(rid: str) -> list[str]:
         return [line for line in lines if " INFO omni.access [%s]: " % rid in line]
 
-    for rid, start in (("ok-text", "POST /v1/systemone 200 "), ("boom-text", "POST /v1/systemone 500 "),
-                       ("lost-text", "GET unmatched 404 "), ("probe-text", "GET /livez 200 ")):
-        (line,) = access(rid)                                          # exactly one
+    for rid, start in (
+        ("ok-text", "POST /v1/systemone 200 "),
+        ("boom-text", "POST /v1/systemone 500 "),
+        ("lost-text", "GET unmatched 404 "),
+        ("probe-text", "GET /livez 200 "),
+    ):
+        (line,) = access(rid)  # exactly one
         message = line.split("]: ", 1)[1]
         assert message.startswith(start), line
         assert re.search(r" \d+\.\d{3} ms model=\S+ trace_id=\S+$", message), line
@@ -213,10 +240,10 @@ def test_text_logs_carry_an_access_line_per_request_and_the_id_of_the_500(served
     assert any("WARNING omni.serving [boom-text]: about to fail on purpose" in line for line in found)
     (error,) = [line for line in found if " ERROR " in line]
     assert "unhandled error on POST /v1/systemone" in error
-    after = lines[lines.index(error) + 1:]
+    after = lines[lines.index(error) + 1 :]
     assert after[0] == "  Traceback (most recent call last):"
     assert any("RuntimeError: injected fault" in line for line in after[:40])
-    assert all(line.startswith("  ") for line in after[:after.index("  RuntimeError: injected fault")])
+    assert all(line.startswith("  ") for line in after[: after.index("  RuntimeError: injected fault")])
     assert len(found) == 3
 
 
@@ -224,8 +251,12 @@ def test_a_client_cannot_forge_a_text_log_line(served):
     """Text a client sends that reaches a log message (here the fault's warning quotes the state)
     is written escaped: one record, one line."""
     forged = "2030-01-01 00:00:00,000 ERROR omni [forged-id]: forged line"
-    reply = httpx.post(served.url + "/v1/systemone", json={**BODY, "model": FAULT_MODEL, "state": "x\r\n" + forged},
-                       headers={"x-request-id": "forge"}, timeout=30)
+    reply = httpx.post(
+        served.url + "/v1/systemone",
+        json={**BODY, "model": FAULT_MODEL, "state": "x\r\n" + forged},
+        headers={"x-request-id": "forge"},
+        timeout=30,
+    )
     assert reply.status_code == 500
     lines = wait_for(served, lambda t: "omni.access [forge]" in t).splitlines()
     assert not any(line.startswith(forged) for line in lines)
@@ -237,18 +268,21 @@ def test_a_client_cannot_forge_a_line_through_a_traceback(served):
     """A bug whose exception quotes the client's text: its traceback keeps its own lines, each
     indented under the error record, so the quoted line stands inside it, not as a record."""
     forged = "2030-01-01 00:00:00,000 ERROR omni [forged-id]: forged line"
-    reply = httpx.post(served.url + "/v1/systemone",
-                       json={**BODY, "model": "fault-quoting", "state": "x\r\n" + forged + "\x1b[2K"},
-                       headers={"x-request-id": "forge-tb"}, timeout=30)
+    reply = httpx.post(
+        served.url + "/v1/systemone",
+        json={**BODY, "model": "fault-quoting", "state": "x\r\n" + forged + "\x1b[2K"},
+        headers={"x-request-id": "forge-tb"},
+        timeout=30,
+    )
     assert reply.status_code == 500
     lines = wait_for(served, lambda t: "omni.access [forge-tb]" in t).splitlines()
     assert not any(line.startswith(forged) for line in lines)
     (error,) = [line for line in lines if "ERROR" in line and "[forge-tb]" in line]
-    tail = lines[lines.index(error) + 1:]
-    end = tail.index(next(line for line in tail if "[forge-tb]" in line))     # the access line
+    tail = lines[lines.index(error) + 1 :]
+    end = tail.index(next(line for line in tail if "[forge-tb]" in line))  # the access line
     assert tail[0] == "  Traceback (most recent call last):"
     assert all(line.startswith("  ") for line in tail[:end])
-    assert "  " + forged + "\\x1b[2K" in tail[:end]                       # quoted, indented, escaped
+    assert "  " + forged + "\\x1b[2K" in tail[:end]  # quoted, indented, escaped
 
 
 def test_json_logs_are_one_object_a_line(english, tmp_path):
@@ -259,7 +293,7 @@ def test_json_logs_are_one_object_a_line(english, tmp_path):
         replies = _requests(s, "json")
         log = wait_for(s, lambda t: '"probe-json"' in t)
     assert [r.status_code for r in replies.values()] == [200, 500, 404, 200]
-    records = [json.loads(line) for line in log.splitlines()]          # every line
+    records = [json.loads(line) for line in log.splitlines()]  # every line
     assert len(records) > 10 and all({"time", "level", "logger", "message"} <= r.keys() for r in records)
     assert any(r["logger"] == "_granian" and r["message"].startswith("Starting granian") for r in records)
     assert any(r["message"].startswith("model english ready on cpu") for r in records)
@@ -279,6 +313,7 @@ def test_json_logs_are_one_object_a_line(english, tmp_path):
 
 
 # -- dashboard -------------------------------------------------------------------------------
+
 
 def _metric_names(expr: str) -> set[str]:
     names = set(re.findall(r"\b((?:omni|process|python)_[a-z_]+)", expr))

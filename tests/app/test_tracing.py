@@ -1,5 +1,6 @@
 """Traces: the span tree per request, the batch span and its links, traceparent, error classes,
 Server-Timing agreeing with the spans; and spans reaching a real OTLP/HTTP receiver."""
+
 from __future__ import annotations
 
 import asyncio
@@ -69,8 +70,9 @@ def test_span_tree_of_a_request(traced):
     exporter.clear()
 
     async def go(client):
-        return await client.post("/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT,
-                                                                      "x-request-id": "trace-me"})
+        return await client.post(
+            "/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT, "x-request-id": "trace-me"}
+        )
 
     r = asyncio.run(_with_client(app, go))
     assert r.status_code == 200
@@ -78,7 +80,7 @@ def test_span_tree_of_a_request(traced):
     by_name = {s.name: s for s in spans}
     root = by_name["POST /v1/systemone"]
     assert root.kind == SpanKind.SERVER
-    assert root.parent.span_id == 0x00f067aa0ba902b7                   # continues the caller's trace
+    assert root.parent.span_id == 0x00F067AA0BA902B7  # continues the caller's trace
     assert root.attributes["omni.request_id"] == "trace-me"
     assert root.attributes["omni.model"] == "english"
     assert root.attributes["omni.questions"] == 3
@@ -103,16 +105,21 @@ def test_span_tree_of_a_request(traced):
 def test_error_classes_are_on_the_span(traced, english):
     app, exporter = traced
     exporter.clear()
-    cases = [(b"{", 400, "malformed_request"),
-             (b'{"state": "x", "questions": {"q": {"type": "nope"}}}', 422, "invalid_question"),
-             (b'{"model": "zzz", "state": "x", "questions": {}}', 422, "unknown_model")]
+    cases = [
+        (b"{", 400, "malformed_request"),
+        (b'{"state": "x", "questions": {"q": {"type": "nope"}}}', 422, "invalid_question"),
+        (b'{"model": "zzz", "state": "x", "questions": {}}', 422, "unknown_model"),
+    ]
 
     async def go(client):
         out = []
         for i, (content, _, _) in enumerate(cases):
             tp = "00-%032x-00f067aa0ba902b7-01" % (i + 1)
-            out.append(await client.post("/v1/systemone", content=content,
-                                         headers={"content-type": "application/json", "traceparent": tp}))
+            out.append(
+                await client.post(
+                    "/v1/systemone", content=content, headers={"content-type": "application/json", "traceparent": tp}
+                )
+            )
         return out
 
     responses = asyncio.run(_with_client(app, go))
@@ -171,20 +178,25 @@ def test_a_request_not_sampled_makes_no_spans_and_still_gets_server_timing(trace
 
     async def go(client):
         slot = app.state.omni.registry.slots[0]
-        slot.session = _SlowFirst(slot.session)       # the two below queue up into one batch
+        slot.session = _SlowFirst(slot.session)  # the two below queue up into one batch
         first = asyncio.create_task(client.post("/v1/systemone", json=BODY))
         await asyncio.sleep(0.05)
-        return await asyncio.gather(first,
-                                    client.post("/v1/systemone", json=BODY, headers={"traceparent": unsampled}),
-                                    client.post("/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT}))
+        return await asyncio.gather(
+            first,
+            client.post("/v1/systemone", json=BODY, headers={"traceparent": unsampled}),
+            client.post("/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT}),
+        )
 
     responses = asyncio.run(_with_client(app, go))
     assert [r.status_code for r in responses] == [200, 200, 200]
     assert not _spans_of(exporter, int("1" * 32, 16))
     assert set(timing(responses[1])) >= {"decode", "prepare", "queue", "infer", "finish", "total"}
     root = next(s for s in _spans_of(exporter, int(TRACE_ID, 16)) if s.kind == SpanKind.SERVER)
-    executes = [s for s in exporter.get_finished_spans() if s.name == "execute"
-                and any(link.context.span_id == root.context.span_id for link in s.links)]
+    executes = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.name == "execute" and any(link.context.span_id == root.context.span_id for link in s.links)
+    ]
     assert len(executes) == 1 and executes[0].parent.span_id == root.context.span_id
     assert executes[0].attributes["omni.batch.requests"] == 2 and len(executes[0].links) == 1
 
@@ -195,7 +207,7 @@ def test_batch_span_links_every_request(traced):
 
     async def go(client):
         slot = app.state.omni.registry.slots[0]
-        slot.session = _SlowFirst(slot.session)       # the rest queue up behind the first batch
+        slot.session = _SlowFirst(slot.session)  # the rest queue up behind the first batch
         return await asyncio.gather(*(client.post("/v1/systemone", json=BODY) for _ in range(12)))
 
     responses = asyncio.run(_with_client(app, go))
@@ -204,8 +216,8 @@ def test_batch_span_links_every_request(traced):
     roots = {s.context.span_id for s in spans if s.kind == SpanKind.SERVER}
     executes = [s for s in spans if s.name == "execute"]
     linked = {link.context.span_id for s in executes for link in s.links}
-    assert roots <= linked                                           # every request is linked
-    assert any(len(s.links) > 1 for s in executes)                  # and some batches served several
+    assert roots <= linked  # every request is linked
+    assert any(len(s.links) > 1 for s in executes)  # and some batches served several
     for s in executes:
         assert s.attributes["omni.batch.requests"] == len(s.links)
 
@@ -251,9 +263,12 @@ def otlp_receiver():
 
 def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
     receiver, _Receiver = otlp_receiver()
-    env = {"OMNI_MODELS": english[1], "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % receiver.server_port,
-           "OTEL_RESOURCE_ATTRIBUTES": "service.name=omni%20under%20test,deployment.environment=test",
-           "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    env = {
+        "OMNI_MODELS": english[1],
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % receiver.server_port,
+        "OTEL_RESOURCE_ATTRIBUTES": "service.name=omni%20under%20test,deployment.environment=test",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
     try:
         with run_server(tmp_path, env) as s:
             r = httpx.post(s.url + "/v1/systemone", json=BODY, headers={"traceparent": TRACEPARENT})
@@ -263,30 +278,34 @@ def test_spans_reach_a_real_otlp_receiver(english, tmp_path):
             assert own.status_code == 200
             deadline = time.monotonic() + 20
             names, own_trace = set(), None
-            while time.monotonic() < deadline and not ({"POST /v1/systemone", "execute", "queue"} <= names
-                                                       and own_trace):
+            while time.monotonic() < deadline and not (
+                {"POST /v1/systemone", "execute", "queue"} <= names and own_trace
+            ):
                 time.sleep(0.2)
                 names = set()
                 for path, message in _Receiver.requests:
                     assert path == "/v1/traces"
                     for rs in message.resource_spans:
                         resource = {a.key: a.value.string_value for a in rs.resource.attributes}
-                        assert resource["service.name"] == "omni under test"      # not the default
+                        assert resource["service.name"] == "omni under test"  # not the default
                         assert resource["deployment.environment"] == "test"
                         for ss in rs.scope_spans:
                             for span in ss.spans:
                                 if span.trace_id.hex() == TRACE_ID:
                                     names.add(span.name)
-                                if any(a.key == "omni.request_id" and a.value.string_value == "own-trace"
-                                       for a in span.attributes):
+                                if any(
+                                    a.key == "omni.request_id" and a.value.string_value == "own-trace"
+                                    for a in span.attributes
+                                ):
                                     own_trace = span.trace_id.hex()
             assert {"POST /v1/systemone", "decode", "prepare", "queue", "finish", "execute"} <= names
             # The access lines name each request's trace: the caller's, and the one the server began.
             log = s.log()
             assert "POST /v1/systemone 200 " in log and "trace_id=%s" % TRACE_ID in log
             assert own_trace and own_trace != TRACE_ID
-            assert re.search(r"omni\.access \[own-trace\]: POST /v1/systemone 200 .* trace_id=%s$" % own_trace,
-                             log, re.M)
+            assert re.search(
+                r"omni\.access \[own-trace\]: POST /v1/systemone 200 .* trace_id=%s$" % own_trace, log, re.M
+            )
     finally:
         receiver.shutdown()
 
@@ -324,7 +343,7 @@ def test_a_ratio_sampler_is_decided_before_the_sdk_on_the_same_trace_id():
     assert len(finished) == len(kept) and all(s.kind == SpanKind.SERVER and s.parent is None for s in finished)
     bound = TraceIdRatioBased(0.25).bound
     assert all(s.context.trace_id & ((1 << 64) - 1) < bound for s in finished)
-    assert len({s.context.trace_id for s in finished}) == len(finished)      # no staged id reused
+    assert len({s.context.trace_id for s in finished}) == len(finished)  # no staged id reused
     # Another root span afterwards draws its own id: nothing is left staged for it.
     other = tracing.tracer.start_span("other")
     assert other.get_span_context().trace_id not in {s.context.trace_id for s in finished}
@@ -373,15 +392,18 @@ def test_the_providers_from_the_environment_stage_their_ids():
         provider.shutdown()
 
 
-@pytest.mark.parametrize("name, arg, description", [
-    (None, None, "ParentBased{root:AlwaysOnSampler"),                       # the SDK's default
-    ("always_off", None, "AlwaysOffSampler"),
-    ("traceidratio", "0.25", "TraceIdRatioBased{0.25}"),
-    ("parentbased_traceidratio", "0.01", "ParentBased{root:TraceIdRatioBased{0.01}"),
-    ("parentbased_traceidratio", "lots", "ParentBased{root:TraceIdRatioBased{1.0}"),   # as the SDK
-    ("PARENTBASED_ALWAYS_OFF", None, "ParentBased{root:AlwaysOffSampler"),
-    ("jaeger_remote", None, "ParentBased{root:AlwaysOnSampler"),           # unknown: the default
-])
+@pytest.mark.parametrize(
+    "name, arg, description",
+    [
+        (None, None, "ParentBased{root:AlwaysOnSampler"),  # the SDK's default
+        ("always_off", None, "AlwaysOffSampler"),
+        ("traceidratio", "0.25", "TraceIdRatioBased{0.25}"),
+        ("parentbased_traceidratio", "0.01", "ParentBased{root:TraceIdRatioBased{0.01}"),
+        ("parentbased_traceidratio", "lots", "ParentBased{root:TraceIdRatioBased{1.0}"),  # as the SDK
+        ("PARENTBASED_ALWAYS_OFF", None, "ParentBased{root:AlwaysOffSampler"),
+        ("jaeger_remote", None, "ParentBased{root:AlwaysOnSampler"),  # unknown: the default
+    ],
+)
 def test_the_sampler_is_the_one_the_standard_variables_name(name, arg, description):
     from app.tracing import sampler_from_env
 
@@ -389,12 +411,15 @@ def test_the_sampler_is_the_one_the_standard_variables_name(name, arg, descripti
     assert sampler_from_env(env).get_description().startswith(description)
 
 
-@pytest.mark.parametrize("env, service", [
-    ({}, "system1-omni"),
-    ({"OTEL_RESOURCE_ATTRIBUTES": "team=decisions, service.name=from-attributes"}, "from-attributes"),
-    ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attributes", "OTEL_SERVICE_NAME": "from-name"}, "from-name"),
-    ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=a%2Cb", "OTEL_SERVICE_NAME": " "}, "a,b"),
-])
+@pytest.mark.parametrize(
+    "env, service",
+    [
+        ({}, "system1-omni"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "team=decisions, service.name=from-attributes"}, "from-attributes"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attributes", "OTEL_SERVICE_NAME": "from-name"}, "from-name"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=a%2Cb", "OTEL_SERVICE_NAME": " "}, "a,b"),
+    ],
+)
 def test_the_service_name_follows_opentelemetrys_precedence(env, service):
     from app.tracing import provider_from_env
 

@@ -1,5 +1,6 @@
 """benchmarks.first_requests against real servers it starts (CPU here: no captures): a server a
 concurrency, its start-to-ready, its first requests and its steady state, side by side."""
+
 from __future__ import annotations
 
 import json
@@ -12,14 +13,44 @@ from benchmarks import first_requests
 @pytest.mark.slow
 def test_first_requests_and_steady_state_of_a_fresh_server(english, tmp_path, monkeypatch, capsys):
     workload = tmp_path / "w.jsonl"
-    workload.write_text("".join(json.dumps({"model": "english", "state": state, "questions": {
-        "refund": {"type": "noul", "instructions": "Refund?"}}}) + "\n"
-        for state in ("I was charged twice.", "My parcel never came, and the tracking page says it was delivered.")))
+    workload.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "model": "english",
+                    "state": state,
+                    "questions": {"refund": {"type": "noul", "instructions": "Refund?"}},
+                }
+            )
+            + "\n"
+            for state in ("I was charged twice.", "My parcel never came, and the tracking page says it was delivered.")
+        )
+    )
     monkeypatch.setenv("OMNI_MODELS", english[1])
     out = tmp_path / "first.json"
-    assert first_requests.main(["--workload", str(workload), "--requests", "6", "--concurrency", "1,2",
-                                "--quiet", "0.2", "--settle", "5", "--procs", "1", "--label", "cpu",
-                                "--out", str(out)]) == 0
+    assert (
+        first_requests.main(
+            [
+                "--workload",
+                str(workload),
+                "--requests",
+                "6",
+                "--concurrency",
+                "1,2",
+                "--quiet",
+                "0.2",
+                "--settle",
+                "5",
+                "--procs",
+                "1",
+                "--label",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     assert [level["concurrency"] for level in report["levels"]] == [1, 2]
     for level in report["levels"]:
@@ -51,10 +82,12 @@ class _Captures:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 count, spent = owner.now()
-                body = ("# TYPE omni_cuda_graph_captures counter\n"
-                        'omni_cuda_graph_captures_total{model="m"} %s\n'
-                        "# TYPE omni_cuda_graph_capture_seconds counter\n"
-                        'omni_cuda_graph_capture_seconds_total{model="m"} %s\n' % (count, spent)).encode()
+                body = (
+                    "# TYPE omni_cuda_graph_captures counter\n"
+                    'omni_cuda_graph_captures_total{model="m"} %s\n'
+                    "# TYPE omni_cuda_graph_capture_seconds counter\n"
+                    'omni_cuda_graph_capture_seconds_total{model="m"} %s\n' % (count, spent)
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))

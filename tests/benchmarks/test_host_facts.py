@@ -1,5 +1,6 @@
 """benchmarks.host_facts: what it reads of /proc is read right, and a run on this machine records
 this machine."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,10 @@ def test_steal_and_busy_are_shares_of_all_cores_time():
 
 
 def test_cpuinfo_gives_the_first_model_the_mean_clock_and_the_hypervisor_flag():
-    info = ("processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\ncpu MHz\t\t: 2000.000\nflags\t\t: fpu sse hypervisor\n\n"
-            "processor\t: 1\nmodel name\t: Some CPU @ 2.0GHz\ncpu MHz\t\t: 3000.000\nflags\t\t: fpu sse hypervisor\n")
+    info = (
+        "processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\ncpu MHz\t\t: 2000.000\nflags\t\t: fpu sse hypervisor\n\n"
+        "processor\t: 1\nmodel name\t: Some CPU @ 2.0GHz\ncpu MHz\t\t: 3000.000\nflags\t\t: fpu sse hypervisor\n"
+    )
     cpu = host_facts.cpu_facts(info)
     assert cpu["model"] == "Some CPU @ 2.0GHz"
     assert cpu["mhz_mean"] == 2500.0

@@ -1,5 +1,6 @@
 """benchmarks.inprocess on the CPU: two exports of one checkpoint side by side, the report's
 parity against the first export and a timing for every export and workload."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,25 @@ from benchmarks import inprocess
 
 def test_two_exports_side_by_side(english, tmp_path):
     out = tmp_path / "inprocess.json"
-    inprocess.main(["--checkpoint", english[0], "--export", "a=" + english[1], "--export", "b=" + english[1],
-                    "--device", "cpu", "--warmup", "0", "--iters", "2", "--no-laya", "--out", str(out)])
+    inprocess.main(
+        [
+            "--checkpoint",
+            english[0],
+            "--export",
+            "a=" + english[1],
+            "--export",
+            "b=" + english[1],
+            "--device",
+            "cpu",
+            "--warmup",
+            "0",
+            "--iters",
+            "2",
+            "--no-laya",
+            "--out",
+            str(out),
+        ]
+    )
     report = json.loads(out.read_text())
     workloads = ("1q", "3q", "16x1q", "64x1q")
     assert set(report["results"]) == {"%s/%s" % (e, w) for e in ("a", "b") for w in workloads}

@@ -1,4 +1,5 @@
 """benchmarks.load against a real server: passes, warm-up size and per-request records."""
+
 from __future__ import annotations
 
 import json
@@ -9,15 +10,38 @@ from benchmarks import load
 
 
 def test_load_report_with_per_request_records(server, tmp_path, capsys):
-    bodies = [{"state": "refund my order %d" % i,
-               "questions": {"q": {"type": "noul", "instructions": "Refund?"},
-                             "d": {"type": "choice", "instructions": "Team?", "criteria": ["billing", "tech"]}}}
-              for i in range(3)]
+    bodies = [
+        {
+            "state": "refund my order %d" % i,
+            "questions": {
+                "q": {"type": "noul", "instructions": "Refund?"},
+                "d": {"type": "choice", "instructions": "Team?", "criteria": ["billing", "tech"]},
+            },
+        }
+        for i in range(3)
+    ]
     workload = tmp_path / "w.jsonl"
     workload.write_text("".join(json.dumps(b) + "\n" for b in bodies))
     out = tmp_path / "r.json"
-    load.main(["--url", server.url, "--workload", str(workload), "--concurrency", "1,2", "--requests", "6",
-               "--warmup", "3", "--per-request", "--procs", "1", "--out", str(out)])
+    load.main(
+        [
+            "--url",
+            server.url,
+            "--workload",
+            str(workload),
+            "--concurrency",
+            "1,2",
+            "--requests",
+            "6",
+            "--warmup",
+            "3",
+            "--per-request",
+            "--procs",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     report = json.loads(out.read_text())
     assert [level["concurrency"] for level in report["levels"]] == [1, 2]
     for level in report["levels"]:
@@ -25,7 +49,7 @@ def test_load_report_with_per_request_records(server, tmp_path, capsys):
         for p in level["passes"]:
             assert p["ok"] == p["requests"] == 6 and p["errors"] == {}
             assert p["decisions_per_s"] == 2 * p["requests_per_s"]
-            assert sorted(r[0] for r in p["per_request"]) == [0, 0, 1, 1, 2, 2]     # each line twice
+            assert sorted(r[0] for r in p["per_request"]) == [0, 0, 1, 1, 2, 2]  # each line twice
             assert all(r[2] == 200 and r[1] > 0 for r in p["per_request"])
             # Sent within the pass, in order within a client (one client at c=1), each with its stages.
             sent = [r[3] for r in p["per_request"]]
@@ -57,9 +81,13 @@ def test_scraped_counters_count_what_was_served(server):
 
     before = loop_profile._served(server.url)
     for _ in range(3):
-        assert httpx.post(server.url + "/v1/systemone", json={
-            "state": "refund please",
-            "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}).status_code == 200
+        assert (
+            httpx.post(
+                server.url + "/v1/systemone",
+                json={"state": "refund please", "questions": {"q": {"type": "noul", "instructions": "Refund?"}}},
+            ).status_code
+            == 200
+        )
     assert loop_profile._served(server.url) - before == 3
     assert scrape.totals(server.url, ["omni_requests_total"], {"route": "/nowhere"}) == {"omni_requests_total": 0.0}
 
@@ -68,14 +96,35 @@ def test_client_loops_send_the_same_requests(server, tmp_path):
     """Each client kind (asyncio, uvloop, blocking sockets in threads) sends every request of a
     pass, reads every answer through, and reports the server's stages: the client kind changes
     only what the client adds to the latency."""
-    bodies = [{"state": "refund my order %d" % i, "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
-              for i in range(2)]
+    bodies = [
+        {"state": "refund my order %d" % i, "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
+        for i in range(2)
+    ]
     workload = tmp_path / "w.jsonl"
     workload.write_text("".join(json.dumps(b) + "\n" for b in bodies))
     for kind in ("uvloop", "blocking"):
         out = tmp_path / ("%s.json" % kind)
-        load.main(["--url", server.url, "--workload", str(workload), "--concurrency", "1,2", "--requests", "4",
-                   "--warmup", "2", "--per-request", "--procs", "1", "--client-loop", kind, "--out", str(out)])
+        load.main(
+            [
+                "--url",
+                server.url,
+                "--workload",
+                str(workload),
+                "--concurrency",
+                "1,2",
+                "--requests",
+                "4",
+                "--warmup",
+                "2",
+                "--per-request",
+                "--procs",
+                "1",
+                "--client-loop",
+                kind,
+                "--out",
+                str(out),
+            ]
+        )
         report = json.loads(out.read_text())
         assert report["client_loop"] == kind
         for level in report["levels"]:

@@ -1,17 +1,20 @@
 """benchmarks.loop_profile's summary of py-spy raw samples: per thread, and the loop thread's
 functions inclusive and as leaves."""
+
 from __future__ import annotations
 
 from benchmarks.loop_profile import summarize
 
 LOOP = "thread (11): MainThread;BaseEventLoop.run_forever (base_events.py:607);"
 # py-spy's raw lines, one a stack: frames joined by ";", then the sample count.
-RAW = "".join([
-    LOOP + "BaseEventLoop._run_once (base_events.py:1922);decide (serving.py:118);prepare (served.py:31) 6\n",
-    LOOP + "BaseEventLoop._run_once (base_events.py:1922);decide (serving.py:146);finish (served.py:42) 3\n",
-    LOOP + "BaseEventLoop._run_once (base_events.py:1884);EpollSelector.select (selectors.py:468) 1\n",
-    "thread (12): omni-executor;_run (executor.py:120);_execute (executor.py:205) 10\n",
-])
+RAW = "".join(
+    [
+        LOOP + "BaseEventLoop._run_once (base_events.py:1922);decide (serving.py:118);prepare (served.py:31) 6\n",
+        LOOP + "BaseEventLoop._run_once (base_events.py:1922);decide (serving.py:146);finish (served.py:42) 3\n",
+        LOOP + "BaseEventLoop._run_once (base_events.py:1884);EpollSelector.select (selectors.py:468) 1\n",
+        "thread (12): omni-executor;_run (executor.py:120);_execute (executor.py:205) 10\n",
+    ]
+)
 
 
 def test_shares_are_of_the_loop_threads_samples():
@@ -22,10 +25,13 @@ def test_shares_are_of_the_loop_threads_samples():
     # Two lines of `decide` are one function; a caller counts what its callees do; the frames
     # down to the loop's dispatch are left out.
     assert inclusive["decide (serving.py)"] == 90.0 and "run_forever (base_events.py)" not in inclusive
-    assert dict(report["leaf_pct"]) == {"prepare (served.py)": 60.0, "finish (served.py)": 30.0,
-                                        "EpollSelector.select (selectors.py)": 10.0}
+    assert dict(report["leaf_pct"]) == {
+        "prepare (served.py)": 60.0,
+        "finish (served.py)": 30.0,
+        "EpollSelector.select (selectors.py)": 10.0,
+    }
     assert report["idle_pct"] == 10.0
-    assert "_execute (executor.py)" not in inclusive          # another thread's samples stay out
+    assert "_execute (executor.py)" not in inclusive  # another thread's samples stay out
 
 
 def test_cpu_per_request_reads_each_threads_time(monkeypatch):
@@ -71,21 +77,28 @@ def test_cpu_per_request_reads_each_threads_time(monkeypatch):
 def test_a_loop_in_c_is_cut_below_the_frames_every_sample_shares():
     """uvloop has no Python `_run_once`: the frames all samples share (Granian's CLI down to the
     worker's run_forever call) are left out instead; an idle sample keeps its last frame."""
-    raw = ("thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:118);prepare (served.py:31) 6\n"
-           "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:146) 3\n"
-           "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2) 1\n")
+    raw = (
+        "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:118);prepare (served.py:31) 6\n"
+        "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:146) 3\n"
+        "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2) 1\n"
+    )
     report = summarize(raw.splitlines())
     inclusive = dict(report["inclusive_pct"])
     assert inclusive == {"decide (serving.py)": 90.0, "prepare (served.py)": 60.0, "serve (mp.py)": 10.0}
-    assert dict(report["leaf_pct"]) == {"prepare (served.py)": 60.0, "decide (serving.py)": 30.0,
-                                        "serve (mp.py)": 10.0}
+    assert dict(report["leaf_pct"]) == {"prepare (served.py)": 60.0, "decide (serving.py)": 30.0, "serve (mp.py)": 10.0}
 
 
 def test_stacks_that_start_part_way_down_are_kept_whole():
-    raw = ("thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:118);prepare (served.py:31) 6\n"
-           "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:146) 2\n"
-           "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2) 1\n"
-           "thread (11): MainThread;decide (serving.py:146);finish (served.py:42) 1\n")
+    raw = (
+        "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:118);prepare (served.py:31) 6\n"
+        "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2);decide (serving.py:146) 2\n"
+        "thread (11): MainThread;cli (cli.py:1);serve (mp.py:2) 1\n"
+        "thread (11): MainThread;decide (serving.py:146);finish (served.py:42) 1\n"
+    )
     report = summarize(raw.splitlines())
-    assert dict(report["inclusive_pct"]) == {"decide (serving.py)": 90.0, "prepare (served.py)": 60.0,
-                                             "serve (mp.py)": 10.0, "finish (served.py)": 10.0}
+    assert dict(report["inclusive_pct"]) == {
+        "decide (serving.py)": 90.0,
+        "prepare (served.py)": 60.0,
+        "serve (mp.py)": 10.0,
+        "finish (served.py)": 10.0,
+    }

@@ -1,6 +1,7 @@
 """The committed workloads are what `benchmarks.make_workloads` writes, the 48-token Laya
 workload is 48 tokens with the tokenizer the random english checkpoints carry, and laya_spread's
 rows spread over 40-479 tokens."""
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ def test_laya_48_rows_are_48_tokens_with_the_checkpoint_tokenizer(english):
     assert len(bodies) == 64
     lengths = {len(prepare_rows(body, builder, LayaLimits())[1][0].ids) for body in bodies}
     assert lengths == {48}
-    assert len({body["state"] for body in bodies}) > 4        # not one request repeated
+    assert len({body["state"] for body in bodies}) > 4  # not one request repeated
 
 
 def test_committed_laya_workloads_match_the_generator():
@@ -38,4 +39,4 @@ def test_laya_spread_rows_spread_over_many_lengths(english):
     builder = RowBuilder(TokenizerHandle.load(os.path.join(checkpoint, "tokenizer")), 512, 192)
     lengths = sorted(len(prepare_rows(body, builder, LayaLimits())[1][0].ids) for body in _lines("laya_spread.jsonl"))
     assert len(lengths) == 256 and lengths[0] == 40 and lengths[-1] <= 480
-    assert lengths[64] < 100 and lengths[192] > 240 and len(set(lengths)) > 150     # log-uniform
+    assert lengths[64] < 100 and lengths[192] > 240 and len(set(lengths)) > 150  # log-uniform

@@ -1,6 +1,7 @@
 """benchmarks.gpu.pass_probe's CPU dry run: the executor's steps on a GraphRunner, captured below
 the graph-rows bound and uncaptured above it, each stage timed and adding up to the pass; and,
 on tiny Cua-S1 and Clef-Flash exports, each model's own graph policy."""
+
 from __future__ import annotations
 
 import json
@@ -37,13 +38,27 @@ def clef_export(tmp_path_factory):
 def test_stages_add_up_to_the_pass(english, tmp_path, monkeypatch):
     monkeypatch.setenv("OMNI_CUDA_GRAPH_ROWS", "2")
     out = tmp_path / "probe.json"
-    pass_probe.main(["--export", english[1], "--device", "cpu", "--rows", "1,2,3", "--iters", "3",
-                     "--warmup", "1", "--out", str(out)])
+    pass_probe.main(
+        [
+            "--export",
+            english[1],
+            "--device",
+            "cpu",
+            "--rows",
+            "1,2,3",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     report = json.loads(out.read_text())
     assert report["graph_rows"] == 2
     cases = report["cases"]
     assert [cases[n]["captured"] for n in ("1", "2", "3")] == [True, True, False]
-    assert cases["3"]["shape"][0] == 3 and cases["2"]["shape"][0] == 2     # uncaptured: its own rows
+    assert cases["3"]["shape"][0] == 3 and cases["2"]["shape"][0] == 2  # uncaptured: its own rows
     assert cases["1"]["replay_max_abs_diff"] == cases["2"]["replay_max_abs_diff"] == 0.0
     assert "replay_max_abs_diff" not in cases["3"]
     for case in cases.values():
@@ -53,13 +68,29 @@ def test_stages_add_up_to_the_pass(english, tmp_path, monkeypatch):
 
 
 def test_a_workload_file_sets_the_rows_lengths(english, tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNI_CUDA_GRAPHS", "0")          # no graphs: the batch's own shape
+    monkeypatch.setenv("OMNI_CUDA_GRAPHS", "0")  # no graphs: the batch's own shape
 
     out = tmp_path / "probe.json"
-    pass_probe.main(["--export", english[1], "--device", "cpu", "--rows", "1,3", "--iters", "2",
-                     "--warmup", "1", "--workload", HERE + "/laya_48.jsonl", "--out", str(out)])
+    pass_probe.main(
+        [
+            "--export",
+            english[1],
+            "--device",
+            "cpu",
+            "--rows",
+            "1,3",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--workload",
+            HERE + "/laya_48.jsonl",
+            "--out",
+            str(out),
+        ]
+    )
     cases = json.loads(out.read_text())["cases"]
-    assert cases["3"]["shape"] == [3, 48] and not cases["3"]["captured"]   # 48 tokens, unpadded
+    assert cases["3"]["shape"] == [3, 48] and not cases["3"]["captured"]  # 48 tokens, unpadded
 
 
 def test_a_shape_whose_capture_failed_is_reported_not_captured(english, tmp_path, monkeypatch):
@@ -74,12 +105,13 @@ def test_a_shape_whose_capture_failed_is_reported_not_captured(english, tmp_path
     monkeypatch.setenv("OMNI_CUDA_GRAPH_ROWS", "2")
     monkeypatch.setattr(sessions, "Captured", refuse)
     out = tmp_path / "probe.json"
-    pass_probe.main(["--export", english[1], "--device", "cpu", "--rows", "1", "--iters", "2",
-                     "--warmup", "1", "--out", str(out)])
+    pass_probe.main(
+        ["--export", english[1], "--device", "cpu", "--rows", "1", "--iters", "2", "--warmup", "1", "--out", str(out)]
+    )
     case = json.loads(out.read_text())["cases"]["1"]
     assert not case["bucketed"] and not case["captured"] and "replay_max_abs_diff" not in case
     p50 = case["p50_ms"]
-    assert 0 < p50["run"] <= p50["pass"] and p50["unpack"] < p50["run"]     # the uncaptured run, timed as one
+    assert 0 < p50["run"] <= p50["pass"] and p50["unpack"] < p50["run"]  # the uncaptured run, timed as one
 
 
 @pytest.mark.slow
@@ -88,12 +120,28 @@ def test_cua_s1_follows_the_models_graph_policy(cua_export, tmp_path):
     only up to 1,024 of the tokens the graph runs (here the tokens after the baked head), so one
     218-token question replays a graph and eight do not."""
     out = tmp_path / "probe.json"
-    pass_probe.main(["--export", cua_export, "--device", "cpu", "--rows", "1,8", "--iters", "2", "--warmup", "1",
-                     "--workload", HERE + "/cua_218.jsonl", "--out", str(out)])
+    pass_probe.main(
+        [
+            "--export",
+            cua_export,
+            "--device",
+            "cpu",
+            "--rows",
+            "1,8",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--workload",
+            HERE + "/cua_218.jsonl",
+            "--out",
+            str(out),
+        ]
+    )
     cases = json.loads(out.read_text())["cases"]
     assert cases["1"]["captured"] and cases["1"]["replay_max_abs_diff"] == 0.0
     assert not cases["8"]["captured"] and cases["8"]["shape"][0] == 8
-    assert cases["1"]["shape"][1] * 8 > 1024          # eight rows exceed the policy's token bound
+    assert cases["1"]["shape"][1] * 8 > 1024  # eight rows exceed the policy's token bound
 
 
 @pytest.mark.slow
@@ -102,8 +150,24 @@ def test_clef_flash_replays_each_record_of_a_pass(clef_export, tmp_path):
     own shape's graph (GraphRunner on the CPU here: no capture, the same bookkeeping), every stage
     timed, the replay against a plain run."""
     out = tmp_path / "probe.json"
-    pass_probe.main(["--export", clef_export, "--device", "cpu", "--rows", "1,2", "--iters", "2", "--warmup", "1",
-                     "--workload", HERE + "/clef_1q.jsonl", "--out", str(out)])
+    pass_probe.main(
+        [
+            "--export",
+            clef_export,
+            "--device",
+            "cpu",
+            "--rows",
+            "1,2",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--workload",
+            HERE + "/clef_1q.jsonl",
+            "--out",
+            str(out),
+        ]
+    )
     cases = json.loads(out.read_text())["cases"]
     for n in ("1", "2"):
         assert cases[n]["captured"] and cases[n]["p50_ms"]["run"] > 0

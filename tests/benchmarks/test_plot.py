@@ -1,5 +1,6 @@
 """benchmarks.plot on a real measured result file: the figures it draws are the file's last
 measured pass per concurrency level, and it writes a PNG."""
+
 from __future__ import annotations
 
 import json

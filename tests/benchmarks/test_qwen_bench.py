@@ -1,6 +1,7 @@
 """The HF transformers baseline's model (benchmarks.gpu.qwen_bench.hf_model) holds the checkpoint's
 weights, written or described, in the dtype asked for, as from_pretrained would build it; on the
 CPU at tiny dims (the GPU machine runs it on CUDA)."""
+
 from __future__ import annotations
 
 import json
@@ -73,6 +74,6 @@ def test_timed_reports_a_variant_that_cannot_run_and_times_the_rest():
     results: dict = {}
     stats = _timed(calls, "218", "1x218", warmup=2, iters=3, results=results)
     assert set(stats) == {"a", "b"} and "broken" not in calls
-    assert ran == ["a", "b"] + ["a", "b"] * 5                       # first calls, then 2 + 3 rounds
+    assert ran == ["a", "b"] + ["a", "b"] * 5  # first calls, then 2 + 3 rounds
     assert set(results["first_call_ms"]["218"]) == {"a", "b"}
     assert "no kernel" in results["errors"]["broken@1x218"]

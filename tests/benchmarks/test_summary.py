@@ -1,6 +1,7 @@
 """benchmarks/results/summary.py, which prints every published figure of docs/benchmarks.md,
 run on the committed raw files: every part runs, every measured HTTP pass of every raw result
 file is printed under its file's name, and every raw file or folder the docs cite exists."""
+
 from __future__ import annotations
 
 import contextlib
@@ -79,5 +80,6 @@ def test_every_raw_result_the_docs_cite_exists():
 def test_the_performance_anchors_the_docs_cite_are_in_the_repository():
     text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert "](reference/performance.md)" in text
-    assert (ROOT / "docs" / "reference" / "performance.md").read_text(encoding="utf-8").startswith(
-        "# Performance anchors")
+    assert (
+        (ROOT / "docs" / "reference" / "performance.md").read_text(encoding="utf-8").startswith("# Performance anchors")
+    )

@@ -1,4 +1,5 @@
 """benchmarks.gpu.weight_fp8: E4M3 weights in blocks or one scale, as ONNX Runtime's FP8 ops read them."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,18 +13,18 @@ def test_blocks_round_each_value_by_at_most_a_sixteenth_of_its_block():
     w = rng.standard_normal((384, 32)).astype(np.float32) * np.linspace(0.01, 10, 384)[:, None]
     q, scale = fp8.quantize_blocks(w)
     assert q.dtype == fp8.E4M3 and q.shape == (32, 384) and scale.shape == (32, 3)
-    assert np.abs(q.astype(np.float32)).max() == fp8.E4M3_MAX       # each block's largest maps to 448
+    assert np.abs(q.astype(np.float32)).max() == fp8.E4M3_MAX  # each block's largest maps to 448
     back = fp8.dequantize(q, scale)
     assert back.shape == w.shape
     # E4M3 keeps 3 mantissa bits: half a step is 1/16 of a value's power of two; below 2^-6 of
     # the block's scale, steps are 2^-9 of it.
-    step = np.maximum(np.abs(w) / 16, scale.repeat(128, 1).T * 2.0 ** -9)
+    step = np.maximum(np.abs(w) / 16, scale.repeat(128, 1).T * 2.0**-9)
     assert np.all(np.abs(back - w) <= step * 1.0001)
 
 
 def test_values_on_the_grid_come_back_exactly():
-    grid = np.array([0, 0.5, -1, 1.75, 448, -448, 2 ** -6, 3 * 2 ** -9], np.float32)
-    w = np.tile(grid, 16)[:, None] * np.float32(0.125)                 # one block of 128, one column
+    grid = np.array([0, 0.5, -1, 1.75, 448, -448, 2**-6, 3 * 2**-9], np.float32)
+    w = np.tile(grid, 16)[:, None] * np.float32(0.125)  # one block of 128, one column
     q, scale = fp8.quantize_blocks(w)
     assert scale[0, 0] == np.float32(0.125) and np.array_equal(fp8.dequantize(q, scale), w)
     q, s = fp8.quantize_tensor(w)

@@ -8,6 +8,7 @@ are served on 127.0.0.1. iptables stays on (the engine's DNS for service names, 
 each container, is wired with it); the host's rules are saved before and restored after, since
 dockerd leaves its chains behind.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,10 +65,25 @@ def _iptables_restore(saved: str | None) -> None:
 def private_engine(timeout: float = 60.0):
     root = tempfile.mkdtemp(prefix="omni-engine-")
     saved_rules = _iptables_save()
-    cmd = [_dockerd(), "--data-root", os.path.join(root, "data"), "--exec-root", os.path.join(root, "exec"),
-           "--pidfile", os.path.join(root, "dockerd.pid"), "--host", "unix://" + os.path.join(root, "docker.sock"),
-           "--bridge", "none", "--ip-masq=false", "--ip-forward=false",
-           "--containerd-namespace", "omni-ci", "--containerd-plugins-namespace", "omni-ci-plugins"]
+    cmd = [
+        _dockerd(),
+        "--data-root",
+        os.path.join(root, "data"),
+        "--exec-root",
+        os.path.join(root, "exec"),
+        "--pidfile",
+        os.path.join(root, "dockerd.pid"),
+        "--host",
+        "unix://" + os.path.join(root, "docker.sock"),
+        "--bridge",
+        "none",
+        "--ip-masq=false",
+        "--ip-forward=false",
+        "--containerd-namespace",
+        "omni-ci",
+        "--containerd-plugins-namespace",
+        "omni-ci-plugins",
+    ]
     with open(os.path.join(root, "dockerd.log"), "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     engine = Engine(root, proc)
@@ -80,7 +96,7 @@ def private_engine(timeout: float = 60.0):
         yield engine
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)       # dockerd stops its containers and its containerd
+            proc.send_signal(signal.SIGTERM)  # dockerd stops its containers and its containerd
             try:
                 proc.wait(60)
             except subprocess.TimeoutExpired:

@@ -1,5 +1,6 @@
 """One compose project of the image test: compose.yaml + compose.cpu.yaml + compose.test.yaml,
 run by the pinned Compose v2 binary against the private engine."""
+
 from __future__ import annotations
 
 import json
@@ -17,11 +18,12 @@ class Stack:
 
     def run(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         cmd = [self.compose, "--project-name", self.project] + sum((["--file", f] for f in FILES), [])
-        proc = subprocess.run(cmd + list(args), cwd=ROOT, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(cmd + list(args), cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise AssertionError("docker compose %s failed (%d):\n%s\n%s\n--- logs ---\n%s" % (
-                " ".join(args), proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:], self.logs()))
+            raise AssertionError(
+                "docker compose %s failed (%d):\n%s\n%s\n--- logs ---\n%s"
+                % (" ".join(args), proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:], self.logs())
+            )
         return proc
 
     def logs(self, *services: str) -> str:

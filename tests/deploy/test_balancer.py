@@ -8,6 +8,7 @@ three loopback servers and its binds by loopback ports (`render`); everything el
 checks, retries, the metrics endpoint) is the file compose runs. The counts of the run are
 printed (`pytest -s`) and recorded in docs/reliability.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,7 +32,7 @@ from tests.soak import TEMPLATES, close
 CONFIG = os.path.join(ROOT, "deploy", "haproxy", "haproxy.cfg")
 BACKEND = "servers"
 CLIENTS = 16
-OK_3 = ("haproxy_server_http_responses_total", "omni3", ("code", "2xx"))     # answers of the drained server
+OK_3 = ("haproxy_server_http_responses_total", "omni3", ("code", "2xx"))  # answers of the drained server
 # A request sent again counts in one of the two: retried on its server, or redispatched to another.
 SENT_AGAIN = ("haproxy_backend_retry_warnings_total", "haproxy_backend_redispatch_warnings_total")
 SERVERS = 3
@@ -56,8 +57,10 @@ def render(text: str, port: int, metrics_port: int, server_ports: list[int], unc
     rotation whatever their health (`no-check`), so that requests reach a server not ready."""
     text = _replace_line(text, r"^    bind :8000$", "    bind 127.0.0.1:%d" % port)
     text = _replace_line(text, r"^    bind :8404$", "    bind 127.0.0.1:%d" % metrics_port)
-    servers = "\n".join("    server omni%d 127.0.0.1:%d%s" % (i + 1, p, " no-check" if i < unchecked else "")
-                         for i, p in enumerate(server_ports))
+    servers = "\n".join(
+        "    server omni%d 127.0.0.1:%d%s" % (i + 1, p, " no-check" if i < unchecked else "")
+        for i, p in enumerate(server_ports)
+    )
     return _replace_line(text, r"^    server-template omni \d+ server:8000 .*$", servers)
 
 
@@ -65,8 +68,10 @@ def check_timing(text: str) -> dict[str, float]:
     """The health check's timing on the `default-server` line, in seconds (and counts)."""
     line = re.search(r"^    default-server (.*)$", text, flags=re.MULTILINE).group(1).split()
     value = {k: v for k, v in zip(line, line[1:])}
-    seconds = {k: float(value[k][:-2]) / 1000 if value[k].endswith("ms") else float(value[k].rstrip("s"))
-               for k in ("inter", "fastinter", "downinter")}
+    seconds = {
+        k: float(value[k][:-2]) / 1000 if value[k].endswith("ms") else float(value[k].rstrip("s"))
+        for k in ("inter", "fastinter", "downinter")
+    }
     return {**seconds, "fall": int(value["fall"]), "rise": int(value["rise"])}
 
 
@@ -86,12 +91,17 @@ def test_render_keeps_the_compose_configuration():
     kept = [line for line in text.splitlines() if not re.match(r"    (bind :|server-template )", line)]
     assert [line for line in out.splitlines() if not re.match(r"    (bind 127|server omni)", line)] == kept
     # What the compose setup promises (docs/deployment.md).
-    for line in ("balance leastconn", "option httpchk GET /readyz", "http-check expect status 200",
-                 "retry-on conn-failure empty-response 503", "option redispatch 1",
-                 "http-request use-service prometheus-exporter if { path /metrics }"):
+    for line in (
+        "balance leastconn",
+        "option httpchk GET /readyz",
+        "http-check expect status 200",
+        "retry-on conn-failure empty-response 503",
+        "option redispatch 1",
+        "http-request use-service prometheus-exporter if { path /metrics }",
+    ):
         assert re.search(r"^\s+%s$" % re.escape(line), text, flags=re.MULTILINE), line
     assert re.search(r"^\s+retries [1-9]$", text, flags=re.MULTILINE)
-    assert "del-header" not in text             # X-Request-Id and traceparent pass through
+    assert "del-header" not in text  # X-Request-Id and traceparent pass through
     assert check_timing(text)["fall"] >= 1
 
 
@@ -104,11 +114,12 @@ class Balancer:
         path.write_text(render(self.config_text, self.port, self.metrics_port, server_ports, unchecked))
         self.log_path = tmp_path / "haproxy.log"
         with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen([haproxy_binary(), "-db", "-f", str(path)], stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [haproxy_binary(), "-db", "-f", str(path)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.url = "http://127.0.0.1:%d" % self.port
         deadline = time.monotonic() + 10
-        while True:                                  # up once its metrics answer
+        while True:  # up once its metrics answer
             assert self.proc.poll() is None, "haproxy exited:\n" + self.log()
             with contextlib.suppress(httpx.TransportError):
                 self.metrics()
@@ -140,8 +151,11 @@ class Balancer:
 
     def state(self, server: str) -> str:
         m = self.metrics()
-        return next(dict(k[1:])["state"] for k, v in m.items()
-                    if k[0] == "haproxy_server_status" and dict(k[1:]).get("server") == server and v == 1)
+        return next(
+            dict(k[1:])["state"]
+            for k, v in m.items()
+            if k[0] == "haproxy_server_status" and dict(k[1:]).get("server") == server and v == 1
+        )
 
     def server_value(self, name: str, server: str, *labels: tuple) -> float:
         return self.metrics()[(name, *sorted([*labels, ("server", server)]))]
@@ -160,8 +174,12 @@ class Balancer:
             current = await asyncio.to_thread(self.state, server)
             if current == state:
                 return time.monotonic() - t0
-            assert time.monotonic() - t0 < timeout, "%s still %s after %ss:\n%s" % (server, current, timeout,
-                                                                                   self.log()[-3000:])
+            assert time.monotonic() - t0 < timeout, "%s still %s after %ss:\n%s" % (
+                server,
+                current,
+                timeout,
+                self.log()[-3000:],
+            )
             await asyncio.sleep(0.05)
 
     async def wait_in_flight(self, server: str, timeout: float = 10.0) -> int:
@@ -185,13 +203,14 @@ def _body(n: int) -> tuple[int, bytes, list[str]]:
 
 
 def _trace(n: int) -> str:
-    return "00-%032x-%016x-00" % (0xba1a0000 + n, n + 1)       # unsampled: the server only logs its id
+    return "00-%032x-%016x-00" % (0xBA1A0000 + n, n + 1)  # unsampled: the server only logs its id
 
 
 async def _load(url: str, stop: asyncio.Event, reference: list[dict], stats: dict) -> None:
     counter = iter(range(10**9))
     limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
         async def one_client() -> None:
             while not stop.is_set():
                 n = next(counter)
@@ -199,8 +218,11 @@ async def _load(url: str, stop: asyncio.Event, reference: list[dict], stats: dic
                 rid = "bal-%d" % n
                 stats["sent"] += 1
                 try:
-                    r = await client.post("/v1/systemone", content=content, headers={
-                        "content-type": "application/json", "x-request-id": rid, "traceparent": _trace(n)})
+                    r = await client.post(
+                        "/v1/systemone",
+                        content=content,
+                        headers={"content-type": "application/json", "x-request-id": rid, "traceparent": _trace(n)},
+                    )
                 except httpx.HTTPError as exc:
                     stats["failures"].append("request %d: transport error %r" % (n, exc))
                     continue
@@ -234,22 +256,33 @@ def test_a_503_is_answered_by_another_server(english, tmp_path):
     """A server whose model has failed answers every decision 503 `not_ready`; kept in rotation
     (unchecked), each request it gets is sent again to the other server, and the client sees only
     200s, with its own id."""
-    failed_env = {"OMNI_MODELS": english[1], "OMNI_DEVICE": "cuda:0",        # no CUDA here: the load fails
-                  "OMNI_LOG_FORMAT": "json"}
-    with run_server(tmp_path, failed_env, wait_ready=False) as failed, \
-            run_server(tmp_path, {"OMNI_MODELS": english[1]}) as ready:
+    failed_env = {
+        "OMNI_MODELS": english[1],
+        "OMNI_DEVICE": "cuda:0",  # no CUDA here: the load fails
+        "OMNI_LOG_FORMAT": "json",
+    }
+    with (
+        run_server(tmp_path, failed_env, wait_ready=False) as failed,
+        run_server(tmp_path, {"OMNI_MODELS": english[1]}) as ready,
+    ):
         deadline = time.monotonic() + 30
         while httpx.get(failed.url + "/readyz", timeout=5).json()["models"][0]["state"] != "failed":
             assert time.monotonic() < deadline, "the model did not fail"
             time.sleep(0.1)
         balancer = Balancer(tmp_path, [failed.port, ready.port], unchecked=1)
         try:
+
             async def send():
                 async with httpx.AsyncClient(base_url=balancer.url, timeout=30) as client:
+
                     async def one(n):
-                        r = await client.post("/v1/systemone", json=TEMPLATES[n % len(TEMPLATES)],
-                                              headers={"x-request-id": "retry-%d" % n})
+                        r = await client.post(
+                            "/v1/systemone",
+                            json=TEMPLATES[n % len(TEMPLATES)],
+                            headers={"x-request-id": "retry-%d" % n},
+                        )
                         return r.status_code, r.headers.get("x-request-id"), n
+
                     return await asyncio.gather(*(one(n) for n in range(40)))
 
             asyncio.run(balancer.wait_state("omni2", "UP", 20))
@@ -260,11 +293,11 @@ def test_a_503_is_answered_by_another_server(english, tmp_path):
         failed_log = failed.log()
     assert [(status, rid) for status, rid, _ in answers] == [(200, "retry-%d" % n) for _, _, n in answers]
     sent_to_failed = int(m[("haproxy_server_sessions_total", ("server", "omni1"))])
-    assert sent_to_failed >= 1                                  # requests reached the failed server,
+    assert sent_to_failed >= 1  # requests reached the failed server,
     refused = [a for a in _access_lines(failed_log) if a["status"] == 503]
-    assert len(refused) == sent_to_failed                       # which answered each 503,
+    assert len(refused) == sent_to_failed  # which answered each 503,
     assert all(a["request_id"].startswith("retry-") for a in refused)
-    assert m[("haproxy_server_retry_warnings_total", ("server", "omni1"))] == sent_to_failed   # each sent again
+    assert m[("haproxy_server_retry_warnings_total", ("server", "omni1"))] == sent_to_failed  # each sent again
     assert m[("haproxy_server_http_responses_total", ("code", "2xx"), ("server", "omni2"))] == len(answers)
 
 
@@ -281,7 +314,7 @@ def test_failover_under_load(english, tmp_path):
         servers = [stack.enter_context(run_server(tmp_path, env)) for _ in range(SERVERS)]
         logs = [s.log_path for s in servers]
         reference = []
-        for t in TEMPLATES:                          # each body's answer alone, from one server directly
+        for t in TEMPLATES:  # each body's answer alone, from one server directly
             r = httpx.post(servers[0].url + "/v1/systemone", json=t, timeout=30)
             assert r.status_code == 200, r.text
             reference.append(r.json()["answers"])
@@ -338,8 +371,7 @@ def test_failover_under_load(english, tmp_path):
                     await balancer.wait_state("omni3", "DOWN", 30)
                 record["sigterm_to_out_of_rotation_s"] = round(time.monotonic() - t_term, 2)
                 record["sigterm_exit_code"] = await asyncio.to_thread(drained.proc.wait, 40)
-                record["answered_after_sigterm"] = int(await asyncio.to_thread(balancer.server_value, *OK_3)
-                                                       - answered)
+                record["answered_after_sigterm"] = int(await asyncio.to_thread(balancer.server_value, *OK_3) - answered)
                 record["sent_again_after_sigterm"] = int(await asyncio.to_thread(balancer.sent_again) - retried)
                 await asyncio.sleep(max(0.0, 16 - (time.monotonic() - t_load)))
             finally:
@@ -349,22 +381,32 @@ def test_failover_under_load(english, tmp_path):
 
         asyncio.run(scenario())
         m = balancer.metrics()
-        record.update({
-            "clients": CLIENTS, "servers": SERVERS, "sent": stats["sent"], "answered_200": stats["ok"],
-            "failed": len(stats["failures"]),
-            "retries": int(m[("haproxy_backend_retry_warnings_total",)]),
-            "redispatches": int(m[("haproxy_backend_redispatch_warnings_total",)]),
-            "connection_errors": int(m[("haproxy_backend_connection_errors_total",)]),
-            "answered_by": {s: int(m[("haproxy_server_http_responses_total", ("code", "2xx"), ("server", s))])
-                            for s in ("omni1", "omni2", "omni3")},
-        })
+        record.update(
+            {
+                "clients": CLIENTS,
+                "servers": SERVERS,
+                "sent": stats["sent"],
+                "answered_200": stats["ok"],
+                "failed": len(stats["failures"]),
+                "retries": int(m[("haproxy_backend_retry_warnings_total",)]),
+                "redispatches": int(m[("haproxy_backend_redispatch_warnings_total",)]),
+                "connection_errors": int(m[("haproxy_backend_connection_errors_total",)]),
+                "answered_by": {
+                    s: int(m[("haproxy_server_http_responses_total", ("code", "2xx"), ("server", s))])
+                    for s in ("omni1", "omni2", "omni3")
+                },
+            }
+        )
     for k, v in record.items():
         if isinstance(v, float):
             record[k] = round(v, 2)
     print("\nbalancer failover:", json.dumps(record, sort_keys=True))
 
     assert not stats["failures"], "%d of %d requests failed: %s" % (
-        len(stats["failures"]), stats["sent"], stats["failures"][:5])
+        len(stats["failures"]),
+        stats["sent"],
+        stats["failures"][:5],
+    )
     assert stats["ok"] == stats["sent"] > 100
     # In-flight requests on the killed server were sent again, to another server.
     assert record["retries"] >= 1 and record["redispatches"] >= 1
@@ -378,16 +420,21 @@ def test_failover_under_load(english, tmp_path):
     # What the drained server had read, it answers (test_hardening holds it to that); what still
     # sat unread in its socket when it closed, which HAProxy counts in flight too, is sent again
     # to another server. Which of the two a request meets is a race with the signal.
-    assert (record["answered_after_sigterm"] + record["sent_again_after_sigterm"]
-            >= record["in_flight_at_sigterm"] >= 1), record
+    assert (
+        record["answered_after_sigterm"] + record["sent_again_after_sigterm"] >= record["in_flight_at_sigterm"] >= 1
+    ), record
     # Request ids and traceparent reach the servers unchanged: every access line of a load
     # request names its own trace.
-    lines = [a for path in logs for a in _access_lines(pathlib.Path(path).read_text(encoding="utf-8"))
-             if str(a.get("request_id", "")).startswith("bal-")]
+    lines = [
+        a
+        for path in logs
+        for a in _access_lines(pathlib.Path(path).read_text(encoding="utf-8"))
+        if str(a.get("request_id", "")).startswith("bal-")
+    ]
     assert len(lines) >= stats["ok"]
     for a in lines:
-        n = int(a["request_id"][len("bal-"):])
-        assert a["trace_id"] == "%032x" % (0xba1a0000 + n), a
+        n = int(a["request_id"][len("bal-") :])
+        assert a["trace_id"] == "%032x" % (0xBA1A0000 + n), a
     assert {int(a["request_id"][4:]) for a in lines if a["status"] == 200} >= stats["answered"]
 
 
@@ -410,7 +457,7 @@ class _Stub:
             def log_message(self, *args):
                 pass
 
-            def do_GET(self):           # HAProxy's checks (the stubs run unchecked)
+            def do_GET(self):  # HAProxy's checks (the stubs run unchecked)
                 self._answer(200, b'{"status":"ready"}')
 
             def do_POST(self):
@@ -426,8 +473,11 @@ class _Stub:
 
             def _answer(self, status, body, headers=None):
                 self.send_response(status)
-                for k, v in {"Content-Type": "application/json", "Content-Length": str(len(body)),
-                             **(headers or {})}.items():
+                for k, v in {
+                    "Content-Type": "application/json",
+                    "Content-Length": str(len(body)),
+                    **(headers or {}),
+                }.items():
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(body)
@@ -457,8 +507,7 @@ def test_retries_do_not_multiply_work_at_saturation(tmp_path):
     """Every server saturated (503 `overloaded`): each client request reaches at most two servers
     (one retry), so retries at most double what the saturated servers are sent."""
     with _stubs_behind_the_balancer(tmp_path, "overloaded") as (balancer, stubs):
-        codes = [httpx.post(balancer.url + "/v1/systemone", content=b"{}", timeout=10).status_code
-                 for _ in range(30)]
+        codes = [httpx.post(balancer.url + "/v1/systemone", content=b"{}", timeout=10).status_code for _ in range(30)]
     assert codes == [503] * 30
     assert 30 < sum(s.hits for s in stubs) <= 2 * 30, [s.hits for s in stubs]
 

@@ -1,5 +1,6 @@
 """`docker compose config` (Compose v2, the version the docs ask for) accepts every compose
 file and override in the repository, and every port they publish is on 127.0.0.1 only."""
+
 from __future__ import annotations
 
 import glob
@@ -45,8 +46,9 @@ def test_compose_config_validates(compose_bin, files):
 def _config(compose_bin, files, *args):
     cmd = [compose_bin, "--project-name", "validate"] + sum((["--file", f] for f in files), []) + list(args)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMNI_", "DOCKER_", "COMPOSE_"))}
-    proc = subprocess.run(cmd + ["config", "--format", "json"], cwd=ROOT, env={**env, **ENV},
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        cmd + ["config", "--format", "json"], cwd=ROOT, env={**env, **ENV}, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["services"]
 
@@ -89,7 +91,7 @@ def test_one_server_per_gpu_behind_the_balancer(compose_bin, gpus):
         assert s["depends_on"]["export"]["condition"] == "service_completed_successfully"
         assert s["image"] == services["server"]["image"] and s["environment"] == services["server"]["environment"]
         assert "/readyz" in " ".join(s["healthcheck"]["test"])
-        if name != "server":                # the service name is its own alias
+        if name != "server":  # the service name is its own alias
             assert "server" in s["networks"]["default"]["aliases"], name
     assert services["export"]["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 1
     balancer = services["balancer"]
@@ -119,7 +121,7 @@ def test_the_balancer_fills_its_slots_from_the_servers_name():
     assert job["static_configs"] == [{"targets": ["balancer:8404"]}]
     with open(os.path.join(ROOT, "deploy", "otel", "collector.yaml")) as f:
         (scrape,) = yaml.safe_load(f)["receivers"]["prometheus"]["config"]["scrape_configs"]
-    assert scrape["dns_sd_configs"][0]["names"] == ["server"]       # every server, not one of them
+    assert scrape["dns_sd_configs"][0]["names"] == ["server"]  # every server, not one of them
 
 
 def test_the_observability_profile_scrapes_the_balancer(compose_bin):

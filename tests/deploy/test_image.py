@@ -5,6 +5,7 @@ decision, /readyz, a trace at the collector, a clean stop, and `down` with every
 
 See docs/deployment.md ("The image test") and compose.test.yaml for what stands in for what.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.image]
 
 BASE_IMAGE = "omni-ci-base:bookworm"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
-TRACEPARENT = "00-%s-00f067aa0ba902b7-01" % TRACE_ID     # sampled: parent-based sampling keeps it
+TRACEPARENT = "00-%s-00f067aa0ba902b7-01" % TRACE_ID  # sampled: parent-based sampling keeps it
 
 
 def _step(timings: dict, name: str, t0: float) -> float:
@@ -62,13 +63,17 @@ def test_image_builds_and_serves_with_compose(compose_bin, engine, demo_dir):
     # The demo checkpoint (torch, on the host) builds while the engine builds the image.
     demo_log = os.path.join(engine.root, "demo.log")
     with open(demo_log, "w") as log:
-        demo = subprocess.Popen([sys.executable, "-m", "models.demo", demo_dir], cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT)
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "models.demo", demo_dir], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+        )
     port = free_port()
     # Only the compose files' defaults and this test's values: nothing from the caller's shell.
-    env = {k: v for k, v in engine.env().items()
-           if not k.startswith(("OMNI_", "OTEL_", "COMPOSE_FILE", "COMPOSE_PROJECT", "COMPOSE_PROFILES"))
-           and k not in ("PORT", "GRAFANA_PORT", "ORT_EXTRA", "HF_TOKEN")}
+    env = {
+        k: v
+        for k, v in engine.env().items()
+        if not k.startswith(("OMNI_", "OTEL_", "COMPOSE_FILE", "COMPOSE_PROJECT", "COMPOSE_PROFILES"))
+        and k not in ("PORT", "GRAFANA_PORT", "ORT_EXTRA", "HF_TOKEN")
+    }
     env.update(OMNI_BASE_IMAGE=BASE_IMAGE, OMNI_TEST_DEMO=demo_dir, PORT=str(port))
     stack = Stack(compose_bin, "omni-image-test-%d" % os.getpid(), env)
     try:
@@ -96,18 +101,28 @@ def test_image_builds_and_serves_with_compose(compose_bin, engine, demo_dir):
         assert exported and exported[0]["ExitCode"] == 0, stack.logs("export")
         assert stack.run("exec", "-T", "server", "id", "-u").stdout.strip() == "10001"
         # The runtime image holds the served modules of models/ and no exporter (nor torch).
-        held = stack.run("exec", "-T", "server", "python3", "-c",
-                         "import importlib.util as u; print([m for m in ('models.laya.served', "
-                         "'models.qwen35.rows', 'models.laya.export', 'models.export', 'models.qwen35.gate', "
-                         "'torch') if u.find_spec(m) is not None])").stdout.strip()
+        held = stack.run(
+            "exec",
+            "-T",
+            "server",
+            "python3",
+            "-c",
+            "import importlib.util as u; print([m for m in ('models.laya.served', "
+            "'models.qwen35.rows', 'models.laya.export', 'models.export', 'models.qwen35.gate', "
+            "'torch') if u.find_spec(m) is not None])",
+        ).stdout.strip()
         assert held == "['models.laya.served', 'models.qwen35.rows']", held
 
         url = "http://127.0.0.1:%d" % port
         assert httpx.get(url + "/readyz", timeout=10).status_code == 200
         models = httpx.get(url + "/v1/models", timeout=10).json()["models"]
         assert [m["name"] for m in models] == ["english"] and models[0]["random_weights"] is True
-        r = httpx.post(url + "/v1/systemone", json={"model": models[0]["name"], **WARMUP_REQUEST},
-                       headers={"traceparent": TRACEPARENT}, timeout=30)
+        r = httpx.post(
+            url + "/v1/systemone",
+            json={"model": models[0]["name"], **WARMUP_REQUEST},
+            headers={"traceparent": TRACEPARENT},
+            timeout=30,
+        )
         assert r.status_code == 200, r.text
         body = r.json()
         assert list(body["answers"]) == list(WARMUP_REQUEST["questions"])
@@ -135,10 +150,15 @@ def test_image_builds_and_serves_with_compose(compose_bin, engine, demo_dir):
             demo.wait()
         down = stack.run("down", "--volumes", "--rmi", "all", "--remove-orphans", timeout=300, check=False)
         subprocess.run(["docker", "image", "rm", "--force", BASE_IMAGE], env=env, capture_output=True)
-        leftovers = {what: subprocess.run(["docker", what, "ls", "--all", "--quiet"] if what != "volume"
-                                          else ["docker", what, "ls", "--quiet"],
-                                          env=env, capture_output=True, text=True).stdout.split()
-                     for what in ("container", "image", "volume")}
+        leftovers = {
+            what: subprocess.run(
+                ["docker", what, "ls", "--all", "--quiet"] if what != "volume" else ["docker", what, "ls", "--quiet"],
+                env=env,
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            for what in ("container", "image", "volume")
+        }
         _step(timings, "down, images removed", t)
         print("image test: total %.1f s %s" % (time.monotonic() - t_start, timings), file=sys.stderr, flush=True)
     assert down.returncode == 0, down.stderr

@@ -6,6 +6,7 @@ servers, servers that wait for the export Job's manifests, a restricted security
 
 kubectl is the pinned one of tests/deploy/get_kubectl.sh (from PyPI), else one on PATH; the
 Kubernetes API's schemas come with kubernetes-validate (tests/deploy/get_kubernetes_validate.sh)."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,11 @@ from tests.deploy import tools
 
 K8S = os.path.join(ROOT, "deploy", "kubernetes")
 OVERLAYS = ("gpu", "cpu")
-SERVER_LABELS = {"app.kubernetes.io/name": "system1-omni", "app.kubernetes.io/component": "server",
-                 "app.kubernetes.io/instance": "omni"}
+SERVER_LABELS = {
+    "app.kubernetes.io/name": "system1-omni",
+    "app.kubernetes.io/component": "server",
+    "app.kubernetes.io/instance": "omni",
+}
 # The oldest Kubernetes the manifests are checked against (kubectl 1.27 ships Kustomize 5), and the newest
 # kubernetes-validate knows.
 KUBERNETES_VERSIONS = ("1.27.0", "1.37.0")
@@ -50,16 +54,20 @@ def kubectl() -> str:
     found = shutil.which("kubectl")
     if found and _kustomize_major(found) >= 5:
         return found
-    tools.cannot_run("no kubectl with kustomize 5 (tests/deploy/get_kubectl.sh: %s; on PATH: %s)"
-                     % (proc.stderr.strip()[-500:], found or "none"))
+    tools.cannot_run(
+        "no kubectl with kustomize 5 (tests/deploy/get_kubectl.sh: %s; on PATH: %s)"
+        % (proc.stderr.strip()[-500:], found or "none")
+    )
 
 
 @pytest.fixture(scope="module")
 def validator() -> str:
     proc = tools.script("get_kubernetes_validate.sh", timeout=600)
     if proc.returncode != 0:
-        tools.cannot_run("kubernetes-validate cannot be installed (tests/deploy/get_kubernetes_validate.sh): "
-                         + proc.stderr.strip()[-1000:])
+        tools.cannot_run(
+            "kubernetes-validate cannot be installed (tests/deploy/get_kubernetes_validate.sh): "
+            + proc.stderr.strip()[-1000:]
+        )
     return proc.stdout.strip().splitlines()[-1]
 
 
@@ -112,13 +120,23 @@ def entrypoint_option(flag: str) -> int:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_each_overlay_renders_the_whole_stack(rendered, overlay):
     docs = rendered[overlay]
-    kinds = sorted((d["kind"], d["metadata"]["name"].rsplit("-", 1)[0] if d["kind"] == "ConfigMap"
-                    else d["metadata"]["name"]) for d in docs)
-    assert kinds == sorted([
-        ("ConfigMap", "omni-env"), ("ConfigMap", "omni-export-env"), ("Deployment", "omni-server"),
-        ("HorizontalPodAutoscaler", "omni-server"), ("Job", "omni-export"),
-        ("PersistentVolumeClaim", "omni-hf-cache"), ("PersistentVolumeClaim", "omni-models"),
-        ("PodDisruptionBudget", "omni-server"), ("Service", "omni-server")])
+    kinds = sorted(
+        (d["kind"], d["metadata"]["name"].rsplit("-", 1)[0] if d["kind"] == "ConfigMap" else d["metadata"]["name"])
+        for d in docs
+    )
+    assert kinds == sorted(
+        [
+            ("ConfigMap", "omni-env"),
+            ("ConfigMap", "omni-export-env"),
+            ("Deployment", "omni-server"),
+            ("HorizontalPodAutoscaler", "omni-server"),
+            ("Job", "omni-export"),
+            ("PersistentVolumeClaim", "omni-hf-cache"),
+            ("PersistentVolumeClaim", "omni-models"),
+            ("PodDisruptionBudget", "omni-server"),
+            ("Service", "omni-server"),
+        ]
+    )
     for d in docs:
         assert d["apiVersion"] and d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "system1-omni"
         assert "namespace" not in d["metadata"], "the operator picks the namespace (kubectl apply -n)"
@@ -130,8 +148,12 @@ def test_every_object_is_valid_against_the_kubernetes_api_schemas(rendered, vali
     path = tmp_path / (overlay + ".yaml")
     path.write_text(yaml.safe_dump_all(rendered[overlay]))
     for version in KUBERNETES_VERSIONS:
-        proc = subprocess.run([validator, "-m", "kubernetes_validate", "--strict", "--quiet", "-k", version, str(path)],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [validator, "-m", "kubernetes_validate", "--strict", "--quiet", "-k", version, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, (version, proc.stdout + proc.stderr)
 
 
@@ -144,9 +166,11 @@ def test_probes_ask_readyz_and_livez_on_the_served_port_with_a_startup_budget(re
     assert "EXPOSE 8000" in dockerfile() and '"--port", "8000"' in dockerfile()
     assert "command" not in c and "args" not in c, "the image's Granian entrypoint runs as shipped"
     paths = {kind: c[kind]["httpGet"] for kind in ("startupProbe", "readinessProbe", "livenessProbe")}
-    assert paths == {"startupProbe": {"path": "/readyz", "port": "http"},
-                     "readinessProbe": {"path": "/readyz", "port": "http"},
-                     "livenessProbe": {"path": "/livez", "port": "http"}}
+    assert paths == {
+        "startupProbe": {"path": "/readyz", "port": "http"},
+        "readinessProbe": {"path": "/readyz", "port": "http"},
+        "livenessProbe": {"path": "/livez", "port": "http"},
+    }
     # The start-up budget covers at least the image's own HEALTHCHECK start period (the largest
     # export's load, capture and warm-up), and each probe's timeout fits its period.
     start_period = int(re.search(r"--start-period=(\d+)s", dockerfile()).group(1))
@@ -168,8 +192,11 @@ def test_the_gpu_overlay_gives_each_server_and_the_export_one_gpu(rendered):
         assert c["image"].split(":")[1] == "0.1.0"
     assert env_of(docs, container(server(docs)["spec"]["template"]["spec"], "server"))["OMNI_DEVICE"] == "cuda"
     export_env = env_of(docs, container(one(docs, "Job")["spec"]["template"]["spec"], "export"))
-    assert (export_env["OMNI_EXPORT_DTYPE"], export_env["OMNI_LAYA_EXPORT_DTYPE"], export_env["OMNI_GDN_KERNEL"]) \
-        == ("float16", "float16", "gated_delta_net_fused")
+    assert (export_env["OMNI_EXPORT_DTYPE"], export_env["OMNI_LAYA_EXPORT_DTYPE"], export_env["OMNI_GDN_KERNEL"]) == (
+        "float16",
+        "float16",
+        "gated_delta_net_fused",
+    )
     assert one(docs, "PersistentVolumeClaim", "omni-models")["spec"]["accessModes"] == ["ReadWriteMany"]
 
 
@@ -232,15 +259,19 @@ def test_the_adapter_rule_serves_the_hpa_metric_and_the_servicemonitor_the_servi
     rel = os.path.relpath(K8S, tmp_path)
     (tmp_path / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s/overlays/gpu]\n"
-        "components: [%s/components/servicemonitor]\n" % (rel, rel))
+        "components: [%s/components/servicemonitor]\n" % (rel, rel)
+    )
     docs = kustomize(kubectl, str(tmp_path))
     monitor = one(docs, "ServiceMonitor")["spec"]
     service = one(docs, "Service")
     assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert monitor["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
     annotations = server(docs)["spec"]["template"]["metadata"]["annotations"]
-    assert annotations == {"prometheus.io/scrape": "true", "prometheus.io/port": "8000",
-                           "prometheus.io/path": "/metrics"}
+    assert annotations == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8000",
+        "prometheus.io/path": "/metrics",
+    }
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -248,12 +279,16 @@ def test_servers_read_the_volume_the_export_job_writes(rendered, overlay):
     docs = rendered[overlay]
     job_pod = one(docs, "Job", "omni-export")["spec"]["template"]["spec"]
     pod = server(docs)["spec"]["template"]["spec"]
-    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for p in (job_pod, pod) for v in p["volumes"]
-              if "persistentVolumeClaim" in v}
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"]
+        for p in (job_pod, pod)
+        for v in p["volumes"]
+        if "persistentVolumeClaim" in v
+    }
     assert claims["models"] == "omni-models"
     root = env_of(docs, container(pod, "server"))["OMNI_MODEL_ROOT"]
     export = container(job_pod, "export")
-    assert {"name": "models", "mountPath": root} in export["volumeMounts"]           # written
+    assert {"name": "models", "mountPath": root} in export["volumeMounts"]  # written
     assert env_of(docs, export)["OMNI_MODEL_ROOT"] == root
     for c in (container(pod, "server"), container(pod, "wait-for-export", init=True)):
         assert {"name": "models", "mountPath": root, "readOnly": True} in c["volumeMounts"]
@@ -266,11 +301,20 @@ def test_the_init_container_waits_for_every_manifest_then_lets_the_server_start(
     docs = rendered["gpu"]
     init = container(server(docs)["spec"]["template"]["spec"], "wait-for-export", init=True)
     assert init["image"] == container(server(docs)["spec"]["template"]["spec"], "server")["image"]
-    env = {**env_of(docs, init), "OMNI_MODELS": "english,big=open-jev:some/checkpoint",
-           "OMNI_MODEL_ROOT": str(tmp_path)}
+    env = {
+        **env_of(docs, init),
+        "OMNI_MODELS": "english,big=open-jev:some/checkpoint",
+        "OMNI_MODEL_ROOT": str(tmp_path),
+    }
     cmd = [sys.executable if a == "python3" else a for a in init["command"]]
-    proc = subprocess.Popen(cmd, env={"PATH": os.environ["PATH"], "PYTHONPATH": ROOT, **env}, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": ROOT, **env},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         (tmp_path / "english").mkdir()
         (tmp_path / "english" / MANIFEST).write_text("{}")
@@ -293,13 +337,22 @@ def test_every_container_runs_restricted_as_the_images_user(rendered, overlay):
     uid = int(re.search(r"^USER (\d+):(\d+)$", dockerfile(), re.M).group(1))
     for obj in (server(docs), one(docs, "Job")):
         pod = obj["spec"]["template"]["spec"]
-        assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
-                                          "seccompProfile": {"type": "RuntimeDefault"}}
+        assert pod["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+            "runAsGroup": uid,
+            "fsGroup": uid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
         assert pod["automountServiceAccountToken"] is False
         writable = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
         for c in pod["containers"] + pod.get("initContainers", []):
-            assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+            assert c["securityContext"] == {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "runAsNonRoot": True,
+                "capabilities": {"drop": ["ALL"]},
+            }
             assert "limits" in c["resources"] and "memory" in c["resources"]["limits"]
             assert "cpu" not in c["resources"]["limits"], "a throttled worker shows as latency"
         # The main containers' scratch space (HOME, /tmp) is an emptyDir.
@@ -318,7 +371,7 @@ def test_every_omni_variable_is_a_known_setting_and_the_server_takes_its_env(ren
             unknown = {n for n in names if n.startswith("OMNI_")} - _ENV_NAMES - OTHER_VARIABLES
             assert not unknown, (c["name"], unknown)
     env = env_of(docs, container(pods[0], "server"))
-    settings = Settings.from_env(env)               # what the server does at start: no ConfigError
+    settings = Settings.from_env(env)  # what the server does at start: no ConfigError
     assert settings.model_dirs() == [os.path.join(env["OMNI_MODEL_ROOT"], "english")]
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http")
     assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
@@ -328,7 +381,7 @@ def docs_split_overlay() -> str:
     """The split overlay of docs/deployment.md ("Splitting models across Deployments")."""
     with open(os.path.join(ROOT, "docs", "deployment.md")) as f:
         text = f.read()
-    section = text[text.index("**Splitting models across Deployments.**"):]
+    section = text[text.index("**Splitting models across Deployments.**") :]
     return re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
 
 
@@ -338,7 +391,8 @@ def test_the_documented_split_serves_its_own_models_on_pods_no_other_group_selec
     text = docs_split_overlay()
     assert "resources: [../gpu]" in text
     (overlay / "kustomization.yaml").write_text(
-        text.replace("../gpu", os.path.relpath(os.path.join(K8S, "overlays", "gpu"), overlay)))
+        text.replace("../gpu", os.path.relpath(os.path.join(K8S, "overlays", "gpu"), overlay))
+    )
     split, plain = kustomize(kubectl, str(overlay)), rendered["gpu"]
     deployment = one(split, "Deployment", "omni-server-jev27b")
     pod = deployment["spec"]["template"]["spec"]
@@ -351,9 +405,11 @@ def test_the_documented_split_serves_its_own_models_on_pods_no_other_group_selec
     for mine, other in ((split, plain), (plain, split)):
         theirs = server(other)["spec"]["template"]["metadata"]["labels"]
         ours = server(mine)["spec"]["template"]["metadata"]["labels"]
-        for selector in (one(mine, "Service")["spec"]["selector"],
-                         one(mine, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
-                         server(mine)["spec"]["selector"]["matchLabels"]):
+        for selector in (
+            one(mine, "Service")["spec"]["selector"],
+            one(mine, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+            server(mine)["spec"]["selector"]["matchLabels"],
+        ):
             assert selector.items() <= ours.items() and not selector.items() <= theirs.items()
 
 
@@ -377,12 +433,15 @@ def test_service_links_are_off_because_the_server_refuses_them(rendered, overlay
     docs = rendered[overlay]
     assert server(docs)["spec"]["template"]["spec"]["enableServiceLinks"] is False
     services = [d["metadata"]["name"] for d in docs if d["kind"] == "Service"]
-    links = {n.upper().replace("-", "_") + suffix: "tcp://10.0.0.1:8000"
-             for n in services for suffix in ("_PORT", "_SERVICE_HOST", "_SERVICE_PORT")}
+    links = {
+        n.upper().replace("-", "_") + suffix: "tcp://10.0.0.1:8000"
+        for n in services
+        for suffix in ("_PORT", "_SERVICE_HOST", "_SERVICE_PORT")
+    }
     omni_links = {k: v for k, v in links.items() if k.startswith("OMNI_")}
-    assert omni_links                       # the Service's name makes OMNI_ variables ...
+    assert omni_links  # the Service's name makes OMNI_ variables ...
     with pytest.raises(ConfigError, match="unknown variables? OMNI_SERVER_PORT"):
-        Settings.from_env(omni_links)       # ... which the server would refuse
+        Settings.from_env(omni_links)  # ... which the server would refuse
 
 
 def test_the_dashboards_process_panels_read_only_the_servers():

@@ -1,5 +1,6 @@
 """The lock files in requirements/: fresh against pyproject.toml, consistent with one another, and
 what the Makefile and the Dockerfile install from (with their hashes)."""
+
 from __future__ import annotations
 
 import glob
@@ -47,17 +48,29 @@ def _entries(name):
             continue
         spec, _, marker = head.partition(";")
         pkg, version = spec.strip().split("==")
-        out.append((canonicalize_name(pkg), version, marker.strip() or None,
-                    frozenset(re.findall(r"--hash=sha256:([0-9a-f]{64})", block))))
+        out.append(
+            (
+                canonicalize_name(pkg),
+                version,
+                marker.strip() or None,
+                frozenset(re.findall(r"--hash=sha256:([0-9a-f]{64})", block)),
+            )
+        )
     return out
 
 
 def _pins(name, env=None):
     """{name: version} of a lock where its markers hold (for Python 3.11 on x86_64 Linux)."""
-    env = env or {"python_full_version": "3.11.7", "python_version": "3.11", "sys_platform": "linux",
-                  "platform_machine": "x86_64", "platform_system": "Linux"}
-    return {pkg: version for pkg, version, marker, _ in _entries(name)
-            if marker is None or Marker(marker).evaluate(env)}
+    env = env or {
+        "python_full_version": "3.11.7",
+        "python_version": "3.11",
+        "sys_platform": "linux",
+        "platform_machine": "x86_64",
+        "platform_system": "Linux",
+    }
+    return {
+        pkg: version for pkg, version, marker, _ in _entries(name) if marker is None or Marker(marker).evaluate(env)
+    }
 
 
 def test_every_lock_is_fresh_against_pyproject():
@@ -89,7 +102,7 @@ def test_each_extra_lock_satisfies_pyproject(extra):
         name = canonicalize_name(req.name)
         assert name in pins, "%s is not in requirements/%s.txt" % (req.name, extra)
         assert req.specifier.contains(Version(pins[name]), prereleases=True), (line, pins[name])
-        if req.name == "onnxruntime-gpu":   # [cuda,cudnn]: the CUDA wheels it loads are locked too
+        if req.name == "onnxruntime-gpu":  # [cuda,cudnn]: the CUDA wheels it loads are locked too
             assert {"nvidia-cudnn-cu13", "nvidia-cublas"} <= set(pins), sorted(pins)
 
 
@@ -116,32 +129,40 @@ def test_the_cpu_install_brings_no_cuda_wheels():
     assert _pins("torch-cpu")["torch"].endswith("+cpu")
     assert "+" not in _pins("torch-cuda")["torch"]
     assert any(CUDA_WHEELS.match(p) for p in _pins("torch-cuda"))
-    assert any(CUDA_WHEELS.match(p) for p in _pins("gpu"))        # onnxruntime-gpu[cuda,cudnn]
+    assert any(CUDA_WHEELS.match(p) for p in _pins("gpu"))  # onnxruntime-gpu[cuda,cudnn]
 
 
 def _make_dry_run(tmp_path, *args):
     """`make -n` with a venv that does not exist: the commands a fresh install would run."""
-    proc = subprocess.run(["make", "-n", "--no-print-directory", "VENV=%s" % (tmp_path / "venv")] + list(args),
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["make", "-n", "--no-print-directory", "VENV=%s" % (tmp_path / "venv")] + list(args),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
-@pytest.mark.parametrize("args, locks", [
-    ((), ["cpu", "export", "test", "torch-cpu"]),
-    (("EXTRAS=gpu,export",), ["gpu", "export", "torch-cuda"]),
-    (("EXTRAS=cpu",), ["cpu"]),
-    (("EXTRAS=cpu,export", "TORCH=cuda"), ["cpu", "export", "torch-cuda"]),
-])
+@pytest.mark.parametrize(
+    "args, locks",
+    [
+        ((), ["cpu", "export", "test", "torch-cpu"]),
+        (("EXTRAS=gpu,export",), ["gpu", "export", "torch-cuda"]),
+        (("EXTRAS=cpu",), ["cpu"]),
+        (("EXTRAS=cpu,export", "TORCH=cuda"), ["cpu", "export", "torch-cuda"]),
+    ],
+)
 def test_make_install_installs_the_locks(tmp_path, args, locks):
     """`make install` installs the extras' locks with their hashes, then the project alone: no
     pip install of a package by name, and a stamp of its own for each set of extras."""
     out = _make_dry_run(tmp_path, "install", *args)
     sync = [line.split() for line in out.splitlines() if "requirements/sync.py" in line]
     assert len(sync) == 1
-    words = sync[0][sync[0].index("requirements/sync.py") + 1:]
-    options = dict(zip(words[:-len(locks)][::2], words[:-len(locks)][1::2]))
-    assert words[-len(locks):] == ["requirements/%s.txt" % n for n in locks], words
+    words = sync[0][sync[0].index("requirements/sync.py") + 1 :]
+    options = dict(zip(words[: -len(locks)][::2], words[: -len(locks)][1::2]))
+    assert words[-len(locks) :] == ["requirements/%s.txt" % n for n in locks], words
     # The other runtime goes (onnxruntime and onnxruntime-gpu share one package directory).
     assert options["--drop"] == "requirements/%s.txt" % ("cpu" if "gpu" in locks else "gpu")
     assert ("--nodeps" in options) == ("test" in locks)
@@ -187,10 +208,13 @@ def test_the_dockerfile_installs_from_the_locks():
     for cmd in installs:
         words = cmd.split()
         assert "--require-hashes" in words, cmd
-        after = words[words.index("install") + 1:]
-        args = [w for i, w in enumerate(after) if not w.startswith("-") and after[i - 1] not in
-                ("-r", "--find-links", "--extra-index-url")]
-        assert args == ['"$@"'], cmd       # only the optional index flags
+        after = words[words.index("install") + 1 :]
+        args = [
+            w
+            for i, w in enumerate(after)
+            if not w.startswith("-") and after[i - 1] not in ("-r", "--find-links", "--extra-index-url")
+        ]
+        assert args == ['"$@"'], cmd  # only the optional index flags
     locks = set(re.findall(r"requirements/([\w${}-]+)\.txt", " ".join(runs)))
     assert locks == {"pip", "${ORT_EXTRA}", "export", "torch-${TORCH}"}, locks
     with open(os.path.join(ROOT, ".dockerignore")) as f:
@@ -204,7 +228,7 @@ def _block(lock, name):
     return next(b for b in blocks if b.startswith(name + "==")).split("    #")[0].rstrip() + "\n"
 
 
-@pytest.mark.slow      # a venv and packages from the index
+@pytest.mark.slow  # a venv and packages from the index
 def test_sync_removes_the_other_runtime_and_other_versions_then_installs_the_locks(tmp_path):
     """requirements/sync.py in a real venv: a package the --drop lock names and the install does
     not goes, one installed at another version than locked is replaced, and the lock's own pins
@@ -216,16 +240,25 @@ def test_sync_removes_the_other_runtime_and_other_versions_then_installs_the_loc
     subprocess.run(pip + ["sniffio==1.3.0", "mdurl==0.1.2", "iniconfig==2.3.1"], check=True, timeout=300)
     (tmp_path / "want.txt").write_text(_block("cpu", "sniffio"))
     (tmp_path / "drop.txt").write_text(_block("cpu", "mdurl"))
-    proc = subprocess.run([py, os.path.join(REQ, "sync.py"), "--drop", str(tmp_path / "drop.txt"),
-                           str(tmp_path / "want.txt")], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [py, os.path.join(REQ, "sync.py"), "--drop", str(tmp_path / "drop.txt"), str(tmp_path / "want.txt")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "sync: removing mdurl sniffio" in proc.stderr
-    listed = subprocess.run([py, "-m", "pip", "list", "--format", "freeze", "--disable-pip-version-check"],
-                            capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        [py, "-m", "pip", "list", "--format", "freeze", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert "sniffio==1.3.1" in listed and "iniconfig==2.3.1" in listed
     assert not [p for p in listed if p.startswith("mdurl==")]
     # A lock without hashes is refused, as --require-hashes does.
     (tmp_path / "bare.txt").write_text("mdurl==0.1.2\n")
-    bare = subprocess.run([py, os.path.join(REQ, "sync.py"), str(tmp_path / "bare.txt")], capture_output=True,
-                          text=True, timeout=300)
+    bare = subprocess.run(
+        [py, os.path.join(REQ, "sync.py"), str(tmp_path / "bare.txt")], capture_output=True, text=True, timeout=300
+    )
     assert bare.returncode != 0 and "hash" in bare.stderr.lower()

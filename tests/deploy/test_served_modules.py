@@ -1,6 +1,7 @@
 """deploy/served_modules.py, which the Dockerfile copies models/ through: the runtime image holds
 the modules serving imports and none of the export side that the import contracts forbid it,
 and a real server runs from that copy alone and answers."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -33,16 +34,24 @@ def test_the_image_holds_what_serving_imports_and_no_exporter():
     served, every = tool.served_modules(ROOT), tool.all_modules(ROOT)
     # Every family the registry loads by name, and each one's preparation and finishing.
     from models.registry import FAMILIES
+
     assert set(FAMILIES.values()) <= served
     for family in ("laya", "cua_s1", "open_jev", "clef_flash"):
         assert {"models.%s.prepare" % family, "models.%s.finish" % family} <= served
     assert {"models.registry", "models.base", "models.manifest", "models.gdn_plan"} <= served
     forbidden = [m for m in served for pattern in _forbidden() if fnmatch.fnmatchcase(m, pattern)]
     assert not forbidden, forbidden
-    for left_out in ("models.export", "models.laya.export", "models.qwen35.gate", "models.fold",
-                     "models.open_jev.head", "models.qwen35.bake", "models.demo"):
+    for left_out in (
+        "models.export",
+        "models.laya.export",
+        "models.qwen35.gate",
+        "models.fold",
+        "models.open_jev.head",
+        "models.qwen35.bake",
+        "models.demo",
+    ):
         assert left_out in every - served
-    assert set(models_not_in_runtime()) == every - served        # what every test server is denied
+    assert set(models_not_in_runtime()) == every - served  # what every test server is denied
 
 
 def test_a_server_runs_from_the_copy_alone(english, tmp_path):
@@ -54,10 +63,16 @@ def test_a_server_runs_from_the_copy_alone(english, tmp_path):
     assert "models/qwen35/rows.py" in copied and "models/qwen35/graph.py" not in copied
     # Granian puts its working directory first on sys.path: app and models come from the copy.
     with run_server(tmp_path, {"OMNI_MODELS": english[1]}, cwd=str(tree)) as server:
-        r = httpx.post(server.url + "/v1/systemone", json={
-            "state": "I was charged twice.", "questions": {
-                "refund": {"type": "noul", "instructions": "Refund?"},
-                "team": {"type": "choice", "instructions": "Which team?", "criteria": ["billing", "tech"]}}})
+        r = httpx.post(
+            server.url + "/v1/systemone",
+            json={
+                "state": "I was charged twice.",
+                "questions": {
+                    "refund": {"type": "noul", "instructions": "Refund?"},
+                    "team": {"type": "choice", "instructions": "Which team?", "criteria": ["billing", "tech"]},
+                },
+            },
+        )
         assert r.status_code == 200, r.text
         assert set(r.json()["answers"]) == {"refund", "team"}
         log = server.log()

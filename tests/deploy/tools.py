@@ -5,6 +5,7 @@ Where a step truly cannot run (not root, nothing to install it from), the tests 
 reason, except in CI (CI=true), where a skipped image test would hide a broken image: there
 they fail instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,13 @@ def cannot_run(reason: str):
 
 
 def script(name: str, *args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", os.path.join(HERE, name), *args], env={**(env or os.environ), "PY": sys.executable},
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["bash", os.path.join(HERE, name), *args],
+        env={**(env or os.environ), "PY": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def compose_binary() -> str:

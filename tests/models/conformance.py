@@ -9,6 +9,7 @@ response profiles. A family's `test_conformance.py` gives its export and how lon
 get; `make test-gpu` runs the same checks against full-size exports on a GPU
 (tests/gpu/test_gpu_tier.py), with the half-precision bound.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,19 +27,44 @@ from models.errors import RequestError
 # Float32 on the CPU: a request's numbers alone and batched differ only by the summation order
 # that another shape brings.
 ATOL = 1e-5
-CONFORMANCE = settings(max_examples=60, deadline=None, derandomize=True,
-                       suppress_health_check=list(HealthCheck))
+CONFORMANCE = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
-WORDS = ["refund", "charged", "twice", "order", "login", "fails", "since", "update", "please", "today",
-         "café", "naïve", "Straße", "日本語", "привет", "مرحبا", "🙂", "ticket", "#4411", "€12.50", "{json}",
-         "line\nbreak", "tab\there", "«quoted»", "ÅÄÖ", "ﬁ"]
+WORDS = [
+    "refund",
+    "charged",
+    "twice",
+    "order",
+    "login",
+    "fails",
+    "since",
+    "update",
+    "please",
+    "today",
+    "café",
+    "naïve",
+    "Straße",
+    "日本語",
+    "привет",
+    "مرحبا",
+    "🙂",
+    "ticket",
+    "#4411",
+    "€12.50",
+    "{json}",
+    "line\nbreak",
+    "tab\there",
+    "«quoted»",
+    "ÅÄÖ",
+    "ﬁ",
+]
 
 
 def state(max_words: int) -> st.SearchStrategy[Any]:
     """A state: words (a few to `max_words`), free Unicode text, or a small JSON object."""
     words = st.lists(st.sampled_from(WORDS), min_size=1, max_size=max_words).map(" ".join)
     long = st.integers(max(1, max_words // 2), max_words).map(
-        lambda n: " ".join(WORDS[i % len(WORDS)] for i in range(n)))
+        lambda n: " ".join(WORDS[i % len(WORDS)] for i in range(n))
+    )
     text = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=60)
     obj = st.fixed_dictionaries({"ticket": words, "tags": st.lists(st.sampled_from(WORDS), max_size=4)})
     return st.one_of(words, long, text, obj)
@@ -54,24 +80,38 @@ def question(kind: str, limits: dict, cap: int) -> st.SearchStrategy[dict]:
     instructions = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
     if kind == "choice":
         n = _count(limits.get("max_choice_options", 26), cap)
-        return st.builds(lambda n, text: {"type": "choice", "instructions": text,
-                                          "criteria": {"o%d" % i: "option %d: %s" % (i, WORDS[i % len(WORDS)])
-                                                       for i in range(n)}}, n, instructions)
+        return st.builds(
+            lambda n, text: {
+                "type": "choice",
+                "instructions": text,
+                "criteria": {"o%d" % i: "option %d: %s" % (i, WORDS[i % len(WORDS)]) for i in range(n)},
+            },
+            n,
+            instructions,
+        )
     if kind == "score":
         n = _count(limits.get("max_score_levels", 10), min(cap, 10))
-        return st.builds(lambda n, text: {"type": "score", "instructions": text,
-                                          "criteria": ["level %d" % i for i in range(n)]}, n, instructions)
+        return st.builds(
+            lambda n, text: {"type": "score", "instructions": text, "criteria": ["level %d" % i for i in range(n)]},
+            n,
+            instructions,
+        )
     return st.builds(lambda text: {"type": "noul", "instructions": text}, instructions)
 
 
 def request(model: str, limits: dict, max_words: int, max_questions: int = 4, cap: int = 40):
     """(body, profile) for one request to `model` within its `limits`."""
     kinds = st.sampled_from(limits["question_types"])
-    questions = st.lists(kinds.flatmap(lambda k: question(k, limits, cap)), min_size=1,
-                         max_size=min(max_questions, limits.get("max_questions", max_questions)))
-    body = st.builds(lambda s, qs: {"model": model, "state": s,
-                                    "questions": {"q%d" % i: q for i, q in enumerate(qs)}},
-                     state(max_words), questions)
+    questions = st.lists(
+        kinds.flatmap(lambda k: question(k, limits, cap)),
+        min_size=1,
+        max_size=min(max_questions, limits.get("max_questions", max_questions)),
+    )
+    body = st.builds(
+        lambda s, qs: {"model": model, "state": s, "questions": {"q%d" % i: q for i, q in enumerate(qs)}},
+        state(max_words),
+        questions,
+    )
     return st.tuples(body, st.sampled_from(["reference", "jev"]))
 
 
@@ -113,7 +153,7 @@ def same(a: Any, b: Any, atol: float, where: str = "output") -> None:
 def same_answers(alone: dict, batched: dict, atol: float) -> None:
     """Finished responses: the same usage, keys and choices; probabilities within `atol` plus the
     4-place rounding; a choice may differ only where its top two were within `atol` alone."""
-    assert alone.get("usage") == batched.get("usage")              # padding never counts
+    assert alone.get("usage") == batched.get("usage")  # padding never counts
     assert alone["answers"].keys() == batched["answers"].keys()
     for qid, a in alone["answers"].items():
         b = batched["answers"][qid]
@@ -132,21 +172,22 @@ async def _alone_and_batched(harness, slot, items: Sequence[tuple[dict, str]]):
     for body, profile in items:
         try:
             prepared.append(model.prepare(body, profile))
-        except RequestError as exc:          # over a limit: a 4xx, the same alone or batched
+        except RequestError as exc:  # over a limit: a 4xx, the same alone or batched
             assert 400 <= exc.status < 500
             prepared.append(None)
     valid = [i for i, p in enumerate(prepared) if p is not None]
     alone = {}
     for i in valid:
         alone[i] = await harness.executor.submit(slot, prepared[i]).future
-    with harness.executor._cv:           # queued together, before the thread takes any
+    with harness.executor._cv:  # queued together, before the thread takes any
         jobs = {i: harness.executor.submit(slot, prepared[i]) for i in valid}
     batched = {i: await job.future for i, job in jobs.items()}
     return prepared, valid, alone, batched
 
 
-def check_batch_invariance(harness, slot, items: Sequence[tuple[dict, str]], atol: float = ATOL,
-                           outputs: bool = True) -> int:
+def check_batch_invariance(
+    harness, slot, items: Sequence[tuple[dict, str]], atol: float = ATOL, outputs: bool = True
+) -> int:
     """Every valid request of `items` answered alone and in one concurrent batch, the same within
     `atol` (`outputs`: the raw outputs too, not only the finished answers; float32 only, where
     logits compare as closely as probabilities); returns how many were valid."""
@@ -178,10 +219,16 @@ def traffic(model: str, limits: dict, n: int, seed: int, max_words: int = 150, c
             limit = limits.get("max_score_levels" if kind == "score" else "max_choice_options", cap)
             top = min(limit, 10 if kind == "score" else 40) if rng.random() < 0.05 else min(limit, cap)
             k = rng.randint(2, max(2, top))
-            criteria = (["level %d" % j for j in range(k)] if kind == "score"
-                        else {"o%d" % j: "option %d: %s" % (j, WORDS[j % len(WORDS)]) for j in range(k)})
-            questions["q%d" % q] = {"type": kind, "instructions": "Which fits? " + rng.choice(WORDS),
-                                    "criteria": criteria}
+            criteria = (
+                ["level %d" % j for j in range(k)]
+                if kind == "score"
+                else {"o%d" % j: "option %d: %s" % (j, WORDS[j % len(WORDS)]) for j in range(k)}
+            )
+            questions["q%d" % q] = {
+                "type": kind,
+                "instructions": "Which fits? " + rng.choice(WORDS),
+                "criteria": criteria,
+            }
         words = rng.randint(1, max_words)
         state = " ".join(rng.choice(WORDS) for _ in range(words))
         out.append({"model": model, "state": "%d: %s" % (i, state), "questions": questions})
@@ -200,7 +247,7 @@ def check_contract(model) -> None:
     for name in ("pack", "unpack"):
         want = [p for p in inspect.signature(getattr(BatchAdapter, name)).parameters if p != "self"]
         have = list(inspect.signature(getattr(adapter, name)).parameters)
-        assert have[:len(want)] == want, (name, have, want)
+        assert have[: len(want)] == want, (name, have, want)
     if model.cuda_graphs is not None and model.cuda_graphs.precapture:
         assert isinstance(adapter, CapturingAdapter)
     if model.micro_batches is not None:

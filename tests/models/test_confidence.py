@@ -1,4 +1,5 @@
 """Jev's confidences (models/confidence.py), which every model's finishing uses."""
+
 from __future__ import annotations
 
 import pytest

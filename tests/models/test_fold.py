@@ -1,5 +1,6 @@
 """models.fold: constant weight transforms folded into the weights at export, the graph's answers
 bit for bit the same, over real ONNX Runtime sessions and real external data files."""
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,13 @@ def _graph(path: str) -> None:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((64, 32)).astype(np.float16)
     order = np.array([3, 1, 2, 0, 7, 5, 6, 4], np.int64)
-    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(order, "order"),
-             numpy_helper.from_array(np.array([0], np.int64), "s"),
-             numpy_helper.from_array(np.array([8], np.int64), "e"),
-             numpy_helper.from_array(np.array([0.5] * 8, np.float32), "scale32")]
+    inits = [
+        numpy_helper.from_array(w, "W"),
+        numpy_helper.from_array(order, "order"),
+        numpy_helper.from_array(np.array([0], np.int64), "s"),
+        numpy_helper.from_array(np.array([8], np.int64), "e"),
+        numpy_helper.from_array(np.array([0.5] * 8, np.float32), "scale32"),
+    ]
     nodes = [
         helper.make_node("Slice", ["W", "s", "e"], ["w_slice"]),
         helper.make_node("Transpose", ["w_slice"], ["w_t"], perm=[1, 0]),
@@ -37,18 +41,25 @@ def _graph(path: str) -> None:
         helper.make_node("Mul", ["b2", "scale16"], ["b3"]),
         helper.make_node("Add", ["a", "b"], ["ab"]),
         helper.make_node("Add", ["ab", "b3"], ["y"]),
-        helper.make_node("Gemm", ["x", "W"], ["z"], transB=1),             # W itself stays, for this
+        helper.make_node("Gemm", ["x", "W"], ["z"], transB=1),  # W itself stays, for this
     ]
-    graph = helper.make_graph(nodes, "layouts", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["n", 32])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["n", 8]),
-                               helper.make_tensor_value_info("z", TensorProto.FLOAT16, ["n", 64])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "layouts",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["n", 32])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["n", 8]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT16, ["n", 64]),
+        ],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     onnx.save(model, path, save_as_external_data=True, location="model.onnx.data")
 
 
 def _run(path: str, x: np.ndarray) -> list:
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL   # no folding of its own
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # no folding of its own
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]).run(None, {"x": x})
 
 
@@ -59,12 +70,12 @@ def test_folding_keeps_the_answers_and_leaves_no_constant_layout_work(tmp_path, 
     x = np.random.default_rng(1).standard_normal((3, 32)).astype(np.float16)
     before = _run(path, x)
 
-    assert fold_weights(path, release=release) == 4        # Slice, Transpose; Gather, Transpose
+    assert fold_weights(path, release=release) == 4  # Slice, Transpose; Gather, Transpose
 
     model = onnx.load(path, load_external_data=False)
     ops = [n.op_type for n in model.graph.node]
     assert "Slice" not in ops and "Transpose" not in ops
-    assert "Gather" not in ops and ops.count("Cast") == 1 and ops.count("Gemm") == 1     # arithmetic stays
+    assert "Gather" not in ops and ops.count("Cast") == 1 and ops.count("Gemm") == 1  # arithmetic stays
     after = _run(path, x)
     for a, b in zip(before, after):
         assert a.dtype == b.dtype and np.array_equal(a, b)
@@ -76,15 +87,20 @@ def test_folding_keeps_the_answers_and_leaves_no_constant_layout_work(tmp_path, 
         if tensor.data_location == tensor.EXTERNAL:
             entries = {e.key: e.value for e in tensor.external_data}
             assert entries["location"] == "model.onnx.data" and int(entries["offset"]) % ALIGN == 0
-    assert numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "w_t"),
-                                 str(tmp_path)).shape == (32, 8)
+    assert numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "w_t"), str(tmp_path)).shape == (
+        32,
+        8,
+    )
 
 
 def test_a_graph_with_nothing_to_fold_is_left_alone(tmp_path):
     path = str(tmp_path / "model.onnx")
-    graph = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])], "plain",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])])
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])],
+        "plain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])],
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10), path)
     stamp = os.path.getmtime(path)
     assert fold_weights(path) == 0
@@ -99,8 +115,10 @@ def test_the_command_folds_an_export_in_place_and_records_it(tmp_path, capsys):
     _graph(str(tmp_path / "model.onnx"))
     before = manifest.sha256_file(str(tmp_path / "model.onnx"))
     data_before = manifest.sha256_file(str(tmp_path / "model.onnx.data"))
-    manifest.write(str(tmp_path), {"name": "old", "onnx": "model.onnx",
-                                   "files": {"model.onnx": before, "model.onnx.data": data_before}})
+    manifest.write(
+        str(tmp_path),
+        {"name": "old", "onnx": "model.onnx", "files": {"model.onnx": before, "model.onnx.data": data_before}},
+    )
     x = np.random.default_rng(2).standard_normal((2, 32)).astype(np.float16)
     answers = _run(str(tmp_path / "model.onnx"), x)
 
@@ -111,9 +129,11 @@ def test_the_command_folds_an_export_in_place_and_records_it(tmp_path, capsys):
     # The folded weights here are small enough to sit in the graph: the data file holds W alone, as before.
     assert meta["files"]["model.onnx.data"] == manifest.sha256_file(str(tmp_path / "model.onnx.data")) == data_before
     assert all(np.array_equal(a, b) for a, b in zip(answers, _run(str(tmp_path / "model.onnx"), x)))
-    assert fold.main([str(tmp_path)]) == 0            # again: nothing left, and it says so
-    assert capsys.readouterr().out.splitlines() == ["%s: 4 weight transforms folded" % tmp_path,
-                                                    "%s: nothing left to fold" % tmp_path]
+    assert fold.main([str(tmp_path)]) == 0  # again: nothing left, and it says so
+    assert capsys.readouterr().out.splitlines() == [
+        "%s: 4 weight transforms folded" % tmp_path,
+        "%s: nothing left to fold" % tmp_path,
+    ]
 
 
 def test_a_fold_that_fails_halfway_leaves_the_export_as_it_was(tmp_path, monkeypatch):
@@ -144,11 +164,18 @@ def test_bfloat16_weights_are_moved_bit_for_bit(tmp_path):
     w = helper.make_tensor("W", TensorProto.BFLOAT16, [64, 32], bits.tobytes(), raw=True)
     graph = helper.make_graph(
         [helper.make_node("Transpose", ["W"], ["w_t"], perm=[1, 0]), helper.make_node("MatMul", ["x", "w_t"], ["y"])],
-        "bf16", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, ["n", 64])],
-        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, ["n", 32])], [w])
+        "bf16",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, ["n", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, ["n", 32])],
+        [w],
+    )
     path = str(tmp_path / "model.onnx")
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10), path,
-              save_as_external_data=True, location="model.onnx.data")
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10),
+        path,
+        save_as_external_data=True,
+        location="model.onnx.data",
+    )
     assert fold_weights(path, release=True) == 1
     model = onnx.load(path, load_external_data=False)
     (tensor,) = model.graph.initializer
@@ -168,8 +195,10 @@ def same_graph(a: str, b: str) -> int:
         return [(n.op_type, n.domain, list(n.input), list(n.output), [str(x) for x in n.attribute]) for n in g.node]
 
     assert nodes(ga) == nodes(gb)
-    ia, ib = ({t.name: (t.data_type, list(t.dims), numpy_helper.to_array(t).tobytes()) for t in g.initializer}
-              for g in (ga, gb))
+    ia, ib = (
+        {t.name: (t.data_type, list(t.dims), numpy_helper.to_array(t).tobytes()) for t in g.initializer}
+        for g in (ga, gb)
+    )
     assert ia == ib
     return len(ia)
 

@@ -1,6 +1,7 @@
 """Property-based fuzzing of the Qwen3.5 families' preparation with real tokenizers: any JSON
 request either prepares or is refused with a client error of a known code, never anything else
 (which the server would answer with a 5xx)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,7 @@ from models.errors import RequestError
 from models.nesting import nests_deeper
 from tests.app.test_fuzz import KNOWN, deep_requests, requests_, speaks_python, valid_ish, values
 
-pytestmark = pytest.mark.slow      # hundreds of generated requests a family
+pytestmark = pytest.mark.slow  # hundreds of generated requests a family
 
 FUZZ = settings(max_examples=700, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 KNOWN_HERE = KNOWN | {"too_large"}
@@ -29,7 +30,7 @@ def tok(tmp_path_factory):
 
 def _prepare_or_refuse(fn, body) -> None:
     if nests_deeper(body):
-        return                  # the body path refuses it before any model (tests/app/test_fuzz.py)
+        return  # the body path refuses it before any model (tests/app/test_fuzz.py)
     try:
         fn(body)
     except RequestError as exc:
@@ -38,8 +39,11 @@ def _prepare_or_refuse(fn, body) -> None:
 
 
 def _named(body, name):
-    return dict(body, model=name) if isinstance(body, dict) and "model" in body and body["model"] in (
-        "english", "laya", "EN") else body
+    return (
+        dict(body, model=name)
+        if isinstance(body, dict) and "model" in body and body["model"] in ("english", "laya", "EN")
+        else body
+    )
 
 
 # The body decoder refuses anything but a JSON object before preparation (tests/app/test_fuzz.py),
@@ -59,10 +63,12 @@ def _amplified(body: dict, unit, n: int, place: str) -> dict:
     return dict(body, questions={**body["questions"], qid: {**qdef, place: many}})
 
 
-amplified = st.builds(_amplified, valid_ish, tiny, st.integers(500, 20_000),
-                      st.sampled_from(["state", "instructions", "criteria"]))
-bodies = st.one_of(requests_, valid_ish, st.dictionaries(st.text(max_size=10), values, max_size=5), amplified,
-                   deep_requests)
+amplified = st.builds(
+    _amplified, valid_ish, tiny, st.integers(500, 20_000), st.sampled_from(["state", "instructions", "criteria"])
+)
+bodies = st.one_of(
+    requests_, valid_ish, st.dictionaries(st.text(max_size=10), values, max_size=5), amplified, deep_requests
+)
 
 
 @FUZZ
@@ -80,8 +86,17 @@ def test_open_jev(tok, body):
     from models.open_jev.prepare import prepare
 
     v = VARIANTS["9b"]
-    export = MergedExport(v.model_id, v.base_revision, v.revision, v.temperature, 4096, CHAT_PREFIX,
-                          CHAT_SUFFIX, np.zeros(64, dtype=np.float32), 0.0)
+    export = MergedExport(
+        v.model_id,
+        v.base_revision,
+        v.revision,
+        v.temperature,
+        4096,
+        CHAT_PREFIX,
+        CHAT_SUFFIX,
+        np.zeros(64, dtype=np.float32),
+        0.0,
+    )
     _prepare_or_refuse(lambda b: prepare(b, tok, export), _named(body, "open-jev-9b"))
 
 

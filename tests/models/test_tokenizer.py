@@ -1,5 +1,6 @@
 """The shared tokenizer handle: the cross-request cache of short texts is exact and bounded; the
 tokenizer's thread pool is the size the server sets."""
+
 from __future__ import annotations
 
 import os
@@ -43,18 +44,18 @@ def test_encode_shared_many_is_encode_in_one_call(english, monkeypatch):
     assert batches[1:] == [["OPTION 2: "]] and list(again["OPTION 2: "]) == tok.encode("OPTION 2: ")
     many = ["z%d" % i for i in range(10)]
     assert [list(v) for v in tok.encode_shared_many(many).values()] == [tok.encode(t) for t in many]
-    assert len(tok._shared) <= 6           # cleared when full, as encode_shared
+    assert len(tok._shared) <= 6  # cleared when full, as encode_shared
 
 
 def test_limit_pool_sizes_the_pool_unless_the_environment_names_a_size(monkeypatch):
     monkeypatch.setattr(tokenizer, "usable_cores", lambda: 16)
     env = {}
     assert tokenizer.limit_pool(4, env) == "4" and env == {"RAYON_NUM_THREADS": "4"}
-    assert tokenizer.limit_pool(2, env) == "4"                  # set once: the first value holds
-    assert tokenizer.limit_pool(4, {"RAYON_NUM_THREADS": "8"}) == "8"     # the operator's own
-    assert tokenizer.limit_pool(0, {}) is None                  # rayon's default, one per core
+    assert tokenizer.limit_pool(2, env) == "4"  # set once: the first value holds
+    assert tokenizer.limit_pool(4, {"RAYON_NUM_THREADS": "8"}) == "8"  # the operator's own
+    assert tokenizer.limit_pool(0, {}) is None  # rayon's default, one per core
     monkeypatch.setattr(tokenizer, "usable_cores", lambda: 2)
-    assert tokenizer.limit_pool(4, {}) == "2"                   # never more than one per core
+    assert tokenizer.limit_pool(4, {}) == "2"  # never more than one per core
 
 
 @pytest.mark.parametrize("threads, operator", [(1, None), (2, None), (4, "1")])
@@ -68,11 +69,19 @@ def test_the_tokenizer_pool_is_the_size_limit_pool_sets(english, threads, operat
         "tok = TokenizerHandle.load(sys.argv[1])\n"
         "before = len(os.listdir('/proc/self/task'))\n"
         "tok.encode_batch(['ticket %d: I was charged twice' % i for i in range(64)])\n"
-        "print(size, len(os.listdir('/proc/self/task')) - before)\n")
+        "print(size, len(os.listdir('/proc/self/task')) - before)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")}
     if operator is not None:
         env["RAYON_NUM_THREADS"] = operator
-    out = subprocess.run([sys.executable, "-c", code, english[1], str(threads)], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code, english[1], str(threads)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
     assert out[0] == (operator or str(min(threads, tokenizer.usable_cores())))
     assert int(out[1]) == int(out[0])

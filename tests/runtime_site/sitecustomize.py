@@ -5,6 +5,7 @@ NOT_IN_RUNTIME_MODULES, those the image leaves out (the exporters). A serving pa
 then fails in the tests as it would in the image, and an optional import falls back as it would
 there.
 """
+
 import importlib.abc
 import os
 import sys
@@ -16,11 +17,14 @@ class _NotInRuntime(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name, path=None, target=None):
         if name.partition(".")[0] in self.names:
-            raise ModuleNotFoundError("No module named %r: the runtime image does not install it "
-                                      "(requirements/cpu.txt)" % name, name=name)
+            raise ModuleNotFoundError(
+                "No module named %r: the runtime image does not install it (requirements/cpu.txt)" % name, name=name
+            )
         if name in self.modules:
-            raise ModuleNotFoundError("No module named %r: the runtime image leaves it out of models/ "
-                                      "(deploy/served_modules.py)" % name, name=name)
+            raise ModuleNotFoundError(
+                "No module named %r: the runtime image leaves it out of models/ (deploy/served_modules.py)" % name,
+                name=name,
+            )
         return None
 
 

@@ -1,6 +1,7 @@
 """Fixtures: one tiny random Clef-Flash checkpoint (published layout), its tokenizer both ways
 (ours and a transformers one for the reference), the reference module and heads, and the
 exported standalone head."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,9 @@ def hf_tok(clef_dir):
     """What upstream calls: a transformers tokenizer over the same tokenizer.json."""
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast(tokenizer_file=os.path.join(clef_dir, "tokenizer.json"),
-                                   pad_token="<|endoftext|>", eos_token="<|im_end|>")
+    return PreTrainedTokenizerFast(
+        tokenizer_file=os.path.join(clef_dir, "tokenizer.json"), pad_token="<|endoftext|>", eos_token="<|im_end|>"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -88,4 +90,3 @@ def clef_batched(clef_dir, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("clef-batched"))
     export.export(clef_dir, out, progress=None)
     return out
-

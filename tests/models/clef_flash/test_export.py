@@ -1,6 +1,7 @@
 """The standalone head ONNX on ONNX Runtime CPU against the reference head, padded and not; and the
 whole pipeline (our prepare → tiny Qwen3.5 backbone → exported head → our finish) against
 Cloudflare's `systemone` on the same checkpoint."""
+
 from __future__ import annotations
 
 import types
@@ -25,15 +26,28 @@ def _feeds(rec, hidden, pad_id: int, pad_to: int | None = None) -> dict:
         ids = np.concatenate([ids, np.full(t - rec.tokens, pad_id, dtype=np.int64)])
         noise = 10 * np.random.default_rng(7).normal(size=(1, t - rec.tokens, hidden.shape[-1]))
         hidden = np.concatenate([hidden, noise.astype(np.float32)], 1)
-    return dict(zip(HEAD_INPUTS, (hidden.astype(np.float32), ids[None], np.arange(rec.tokens, dtype=np.int64),
-                                  rec.question_spans, rec.question_types, rec.option_spans, rec.option_question)))
+    return dict(
+        zip(
+            HEAD_INPUTS,
+            (
+                hidden.astype(np.float32),
+                ids[None],
+                np.arange(rec.tokens, dtype=np.int64),
+                rec.question_spans,
+                rec.question_types,
+                rec.option_spans,
+                rec.option_question,
+            ),
+        )
+    )
 
 
 def _reference_logits(ref, ref_head, clef_dir, rec, hidden) -> np.ndarray:
     ids = torch.from_numpy(rec.input_ids)[None]
     with torch.no_grad():
-        out = ref_head(torch.from_numpy(hidden), ids, torch.ones_like(ids), [_encoded(ref, rec)],
-                       load_lm_head(clef_dir).float())[0]
+        out = ref_head(
+            torch.from_numpy(hidden), ids, torch.ones_like(ids), [_encoded(ref, rec)], load_lm_head(clef_dir).float()
+        )[0]
     return torch.cat(out).numpy()
 
 
@@ -91,6 +105,7 @@ def test_session_runs_never_mix(head_onnx, tok):
 
 # -- the whole pipeline against Cloudflare's `systemone` ------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def backbone(clef_dir):
     from transformers import Qwen3_5ForConditionalGeneration
@@ -115,7 +130,7 @@ def _close(got, want, path="") -> None:
         for k in want:
             _close(got[k], want[k], path + "/" + k)
     elif isinstance(want, float):
-        assert abs(got - want) <= 2e-4, (path, got, want)      # one 4th-decimal rounding step
+        assert abs(got - want) <= 2e-4, (path, got, want)  # one 4th-decimal rounding step
     else:
         assert got == want, path
 
@@ -142,13 +157,23 @@ def test_compose_gives_the_clef_joint_signature(backbone, clef_dir, head_onnx, t
     rec = prepare_record(body("Refund me.", RECORDS["several"]), tok)
     t = -(-rec.tokens // 64) * 64
     ids = np.concatenate([rec.input_ids, np.full(t - rec.tokens, _pad_id(tok), dtype=np.int64)])
-    args = [torch.from_numpy(a) for a in (ids[None], np.arange(rec.tokens), rec.question_spans,
-                                          rec.question_types, rec.option_spans, rec.option_question)]
+    args = [
+        torch.from_numpy(a)
+        for a in (
+            ids[None],
+            np.arange(rec.tokens),
+            rec.question_spans,
+            rec.question_types,
+            rec.option_spans,
+            rec.option_question,
+        )
+    ]
     with torch.no_grad():
         logits = graph(*args)
         hidden = _Hidden(backbone)(args[0]).numpy()
-    onnx_logits = head_onnx[1].run(None, dict(_feeds(rec, hidden[:, : rec.tokens], _pad_id(tok)),
-                                              hidden=hidden, input_ids=ids[None]))[0]
+    onnx_logits = head_onnx[1].run(
+        None, dict(_feeds(rec, hidden[:, : rec.tokens], _pad_id(tok)), hidden=hidden, input_ids=ids[None])
+    )[0]
     assert float(np.abs(logits.numpy() - onnx_logits).max()) < 1e-5
 
 

@@ -1,5 +1,6 @@
 """The masked-matmul head (head_graph.ClefJointHead) against the reference `JointSchemaHead` in
 torch, on random hidden states: parity, padding, and records that never mix."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,7 @@ from models.clef_flash.prepare import prepare_record
 
 from .cases import CASES, body
 
-VOCAB_ROWS = 2048          # random "lm_head" rows (more than the tiny vocab)
+VOCAB_ROWS = 2048  # random "lm_head" rows (more than the tiny vocab)
 ONE = {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}
 THREE = CASES[0][2]
 SEVERAL = dict(CASES[-1][2], route=CASES[1][2]["route"], s=CASES[4][2]["s"], spam=CASES[6][2]["spam"])
@@ -30,8 +31,9 @@ def _inputs(rec, seed: int, hidden_size: int = 64, pad_to: int | None = None, fi
         extra = fill if fill is not None else 10 * torch.randn(1, t - n, hidden_size, generator=g)
         hidden = torch.cat([hidden, extra[:, : t - n]], 1)
         lexical = torch.cat([lexical, 10 * torch.randn(1, t - n, hidden_size, generator=g)], 1)
-    spans = [torch.from_numpy(a) for a in (rec.question_spans, rec.question_types, rec.option_spans,
-                                           rec.option_question)]
+    spans = [
+        torch.from_numpy(a) for a in (rec.question_spans, rec.question_types, rec.option_spans, rec.option_question)
+    ]
     return hidden, lexical, torch.arange(n), *spans
 
 
@@ -51,9 +53,15 @@ def _encoded(ref, rec):
     questions, start = [], 0
     for i, f in enumerate(rec.fields):
         end = start + len(f.keys)
-        questions.append(ref.EncodedQuestion(
-            f.qid, int(rec.question_types[i]), tuple(rec.question_spans[i].tolist()),
-            tuple(tuple(s) for s in rec.option_spans[start:end].tolist()), f.keys))
+        questions.append(
+            ref.EncodedQuestion(
+                f.qid,
+                int(rec.question_types[i]),
+                tuple(rec.question_spans[i].tolist()),
+                tuple(tuple(s) for s in rec.option_spans[start:end].tolist()),
+                f.keys,
+            )
+        )
         start = end
     return ref.EncodedRecord(tuple(rec.input_ids.tolist()), tuple(questions), "r")
 
@@ -61,14 +69,13 @@ def _encoded(ref, rec):
 def _argmaxes(rec, logits) -> list[int]:
     out, start = [], 0
     for f in rec.fields:
-        out.append(int(np.argmax(np.asarray(logits[start:start + len(f.keys)]))))
+        out.append(int(np.argmax(np.asarray(logits[start : start + len(f.keys)]))))
         start += len(f.keys)
     return out
 
 
 def test_state_dict_keys_and_shapes_match_the_reference_at_full_size(ref):
-    config = {"hidden_size": 4096, "width": 1024, "routing_layers": 2, "layers": 4, "heads": 16,
-              "feedforward": 4096}
+    config = {"hidden_size": 4096, "width": 1024, "routing_layers": 2, "layers": 4, "heads": 16, "feedforward": 4096}
     with torch.device("meta"):
         ours, theirs = ClefJointHead(**config).state_dict(), ref.JointSchemaHead(**config).state_dict()
     assert {k: tuple(v.shape) for k, v in ours.items()} == {k: tuple(v.shape) for k, v in theirs.items()}
@@ -120,7 +127,7 @@ def test_padding_changes_nothing(which, head, tok):
         listed = head(hidden, lexical, positions, *spans)
     assert t % 64 == 0
     assert float((plain - padded).abs().max()) < 1e-5
-    assert float((plain - broken).abs().max()) < 1e-5         # even non-finite pad states
+    assert float((plain - broken).abs().max()) < 1e-5  # even non-finite pad states
     assert torch.equal(listed, padded)
 
 

@@ -1,13 +1,21 @@
 """Record rendering (models.md §5.2): token ids and spans against Cloudflare's `encode_record`,
 rendering and option order, every validation rejection, the hosted limits, and truncation."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from models.clef_flash.prepare import (PREFIX, SUFFIX, ClefLimits, instructions_text, prepare_record,
-                                       question_options, render)
+from models.clef_flash.prepare import (
+    PREFIX,
+    SUFFIX,
+    ClefLimits,
+    instructions_text,
+    prepare_record,
+    question_options,
+    render,
+)
 from models.errors import RequestError
 
 from .cases import CASES, body
@@ -42,25 +50,30 @@ def test_spans_decode_to_the_rendered_text(name, state, questions, tok):
     for qdef in questions.values():
         for option_id, description in question_options(qdef["type"], qdef.get("criteria")):
             start, end = next(spans)
-            obj = {"option_id": option_id} if description is None else {
-                "option_id": option_id, "description": description}
+            obj = (
+                {"option_id": option_id}
+                if description is None
+                else {"option_id": option_id, "description": description}
+            )
             assert _decode(tok, ids[start:end]) == render(obj)
-    assert _decode(tok, ids) .startswith(PREFIX) and _decode(tok, ids).endswith(SUFFIX)
+    assert _decode(tok, ids).startswith(PREFIX) and _decode(tok, ids).endswith(SUFFIX)
 
 
 def test_render_is_compact_sorted_python_json():
-    assert render("as is {\"a\": 1}") == "as is {\"a\": 1}"
+    assert render('as is {"a": 1}') == 'as is {"a": 1}'
     assert render({"b": 1, "a": [1.0, 1e16, -0.0, 1e-05, None, True]}) == '{"a":[1.0,1e+16,-0.0,1e-05,null,true],"b":1}'
-    assert render({"é": "ü\n\u0001\"\\", "Z": 1, "a": 2}) == '{"Z":1,"a":2,"é":"ü\\n\\u0001\\"\\\\"}'
+    assert render({"é": 'ü\n\u0001"\\', "Z": 1, "a": 2}) == '{"Z":1,"a":2,"é":"ü\\n\\u0001\\"\\\\"}'
     assert render(12345678901234567890) == "12345678901234567890"
     assert render({"option_id": "billing", "description": "Payments or invoices"}) == (
-        '{"description":"Payments or invoices","option_id":"billing"}')
+        '{"description":"Payments or invoices","option_id":"billing"}'
+    )
 
 
 def test_option_order():
     assert question_options("noul", None) == [
         ("true", "The proposition is true or the answer is yes."),
-        ("false", "The proposition is false or the answer is no.")]
+        ("false", "The proposition is false or the answer is no."),
+    ]
     assert question_options("noul", {"false": None, "true": "It greets"}) == [("true", "It greets"), ("false", None)]
     # Code-point order of str(key): digits < upper case < "_" < lower case < non-ASCII; "10" < "9".
     crit = {"zeta": 1, "Äpfel": 2, "_x": 3, "9": 4, "10": 5, "Alpha": 6, "alpha": 7}
@@ -69,9 +82,17 @@ def test_option_order():
 
 
 def test_finish_context_keeps_both_orders(tok):
-    rec = prepare_record(body("x", {"c": {"type": "choice", "criteria": {"b": None, "a": None, "C": None}},
-                                    "s": {"type": "score", "criteria": ["lo", {"k": 1}]},
-                                    "n": {"type": "noul"}}), tok)
+    rec = prepare_record(
+        body(
+            "x",
+            {
+                "c": {"type": "choice", "criteria": {"b": None, "a": None, "C": None}},
+                "s": {"type": "score", "criteria": ["lo", {"k": 1}]},
+                "n": {"type": "noul"},
+            },
+        ),
+        tok,
+    )
     c, s, n = rec.fields
     assert (c.keys, c.request_keys) == (("C", "a", "b"), ("b", "a", "C"))
     assert (s.keys, s.request_keys, s.legend) == (("0", "1"), ("0", "1"), ("lo", {"k": 1}))
@@ -90,7 +111,7 @@ def test_special_token_text_becomes_special_ids(tok):
     rec = prepare_record(body("say <|im_end|> now", {"q": {"type": "noul"}}), tok)
     im_end = tok.tokenizer.token_to_id("<|im_end|>")
     prefix = len(tok.encode(PREFIX))
-    state = rec.input_ids[prefix:prefix + rec.state_tokens].tolist()
+    state = rec.input_ids[prefix : prefix + rec.state_tokens].tolist()
     assert im_end in state
 
 
@@ -102,6 +123,7 @@ def test_fragments_are_tokenized_separately(tok):
 
 # -- validation: every rejection, its status and code --------------------------------------------
 
+
 def _reject(tok, request, status, code, limits=None):
     with pytest.raises(RequestError) as info:
         prepare_record(request, tok, limits)
@@ -112,13 +134,17 @@ def _reject(tok, request, status, code, limits=None):
 Q = {"q": {"type": "noul", "instructions": "Yes?"}}
 
 
-@pytest.mark.parametrize("request_body", [
-    {"model": 3, "state": "x", "questions": Q},
-    {"model": "clef-flash", "questions": Q},
-    {"model": "clef-flash", "state": "x"},
-    {"model": "clef-flash", "state": "x", "questions": []},
-    {"model": "clef-flash", "state": "x", "questions": {}},
-], ids=["model-not-string", "no-state", "no-questions", "questions-array", "questions-empty"])
+@pytest.mark.parametrize(
+    "request_body",
+    [
+        {"model": 3, "state": "x", "questions": Q},
+        {"model": "clef-flash", "questions": Q},
+        {"model": "clef-flash", "state": "x"},
+        {"model": "clef-flash", "state": "x", "questions": []},
+        {"model": "clef-flash", "state": "x", "questions": {}},
+    ],
+    ids=["model-not-string", "no-state", "no-questions", "questions-array", "questions-empty"],
+)
 def test_request_level_rejections(request_body, tok):
     _reject(tok, request_body, 422, "invalid_request")
 
@@ -138,7 +164,7 @@ BAD_QUESTIONS = {
     "score-11-levels": {"type": "score", "criteria": ["l%d" % i for i in range(11)]},
     "noul-list": {"type": "noul", "criteria": ["yes", "no"]},
     "noul-unknown-side": {"type": "noul", "criteria": {"True": "yes"}},
-    "": {"type": "noul"},               # an empty id, no instructions: an empty question span
+    "": {"type": "noul"},  # an empty id, no instructions: an empty question span
 }
 
 
@@ -172,8 +198,9 @@ def test_too_many_questions(tok):
 
 
 def test_schema_over_max_length(tok):
-    wide = {"c%d" % j: {"type": "choice", "criteria": {"o%03d" % i: "option %d" % i for i in range(255)}}
-            for j in range(8)}
+    wide = {
+        "c%d" % j: {"type": "choice", "criteria": {"o%03d" % i: "option %d" % i for i in range(255)}} for j in range(8)
+    }
     err = _reject(tok, body("x", wide), 413, "input_too_long")
     assert "16384" in err.detail
     small = ClefLimits(max_length=120)
@@ -182,7 +209,7 @@ def test_schema_over_max_length(tok):
 
 def test_hopeless_schema_is_refused_before_tokenizing(tok, monkeypatch):
     wide = {"c%d" % j: {"type": "choice", "criteria": {"o%03d" % i: None for i in range(255)}} for j in range(64)}
-    monkeypatch.setattr(tok, "encode_batch", None)      # would fail if called
+    monkeypatch.setattr(tok, "encode_batch", None)  # would fail if called
     err = _reject(tok, body("x", wide), 413, "input_too_long")
     assert "at least" in err.detail
 
@@ -198,10 +225,10 @@ def test_huge_state_is_refused_without_tokenizing_it(tok, monkeypatch):
     encode, encode_batch = tok.encode, tok.encode_batch
     monkeypatch.setattr(tok, "encode", lambda text: calls.append(len(text)) or encode(text))
     monkeypatch.setattr(tok, "encode_batch", lambda texts: calls.extend(map(len, texts)) or encode_batch(texts))
-    tok._shared.clear()               # the fragments are tokenized here, not taken from the cache
+    tok._shared.clear()  # the fragments are tokenized here, not taken from the cache
     longest = max(len(t.encode()) for t in tok.tokenizer.get_vocab(with_added_tokens=True))
     _reject(tok, body("word " * (65_536 * longest // 2), Q), 413, "input_too_long")
-    assert calls and max(calls) < 1000          # fragments only, never the megabytes of state
+    assert calls and max(calls) < 1000  # fragments only, never the megabytes of state
 
 
 def test_state_exactly_at_its_token_limit_is_accepted(tok):
@@ -217,9 +244,12 @@ def test_state_exactly_at_its_token_limit_is_accepted(tok):
 
 # -- truncation: the state is cut to fit, and the cut is reported ---------------------------------
 
-@pytest.mark.parametrize("state", ["The customer wrote again about invoice %d. " * 40,
-                                   [{"turn": i, "text": "again and again"} for i in range(40)]],
-                         ids=["string", "array"])
+
+@pytest.mark.parametrize(
+    "state",
+    ["The customer wrote again about invoice %d. " * 40, [{"turn": i, "text": "again and again"} for i in range(40)]],
+    ids=["string", "array"],
+)
 def test_truncation_matches_upstream_and_is_reported(state, tok, hf_tok, ref):
     questions = CASES[0][2]
     full = prepare_record(body(state, questions), tok)
@@ -232,8 +262,9 @@ def test_truncation_matches_upstream_and_is_reported(state, tok, hf_tok, ref):
     assert (rec.state_tokens_dropped, rec.state_tokens_kept) == (37, full.state_tokens - 37)
     # The kept state is the head of the full one (upstream cuts the end).
     prefix = len(tok.encode(PREFIX))
-    assert rec.input_ids[prefix:prefix + rec.state_tokens_kept].tolist() == (
-        full.input_ids[prefix:prefix + rec.state_tokens_kept].tolist())
+    assert rec.input_ids[prefix : prefix + rec.state_tokens_kept].tolist() == (
+        full.input_ids[prefix : prefix + rec.state_tokens_kept].tolist()
+    )
 
 
 def test_schema_exactly_filling_max_length_keeps_no_state(tok):

@@ -2,6 +2,7 @@
 masked-matmul head; several records a pass, or the clef-joint-v1 signature's one), run by ONNX
 Runtime through the served model, against transformers' backbone + Cloudflare's reference head
 (`systemone`); records of several requests never mix, batched or not; HTTP."""
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,6 @@ from models.placement import host_arithmetic
 from tests.conftest import Pipeline, run_server
 
 from .cases import CASES, body
-
-
-
-
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +73,7 @@ def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_exp
     positions = feeds["token_positions"]
     assert positions.shape == (len(head) + feeds["input_ids"].shape[1],)
     assert packed.real_tokens == prep.tokens - len(head)
-    assert list(positions[:prep.tokens]) == list(range(prep.tokens)) and set(positions[prep.tokens:]) == {-1}
+    assert list(positions[: prep.tokens]) == list(range(prep.tokens)) and set(positions[prep.tokens :]) == {-1}
     headless = str(tmp_path / "clef-rows")
     shutil.copytree(clef_export, headless)
     meta = json.loads(pathlib.Path(os.path.join(headless, "manifest.json")).read_text())
@@ -98,8 +95,9 @@ def test_the_baked_head_is_cut_off_each_record_and_a_stale_head_refused(clef_exp
 
 @pytest.mark.parametrize("records", ["batched", "single"])
 @pytest.mark.parametrize("name,state,questions", CASES[:4], ids=[c[0] for c in CASES[:4]])
-def test_matches_the_reference(name, state, questions, records, clef_export, clef_batched, reference_model, ref,
-                               hf_tok):
+def test_matches_the_reference(
+    name, state, questions, records, clef_export, clef_batched, reference_model, ref, hf_tok
+):
     pipe = Pipeline(clef_batched if records == "batched" else clef_export)
     request = body(state, questions, model="clef-flash")
     (prepared,), (logits,), _ = pipe.outputs([request])
@@ -110,7 +108,7 @@ def test_matches_the_reference(name, state, questions, records, clef_export, cle
         if answer["type"] == "choice":
             assert mine["choice"] == answer["choice"]
         for k, p in answer.get("probabilities", {}).items():
-            assert abs(mine["probabilities"][k] - p) <= 2e-4          # one 4th-decimal rounding step
+            assert abs(mine["probabilities"][k] - p) <= 2e-4  # one 4th-decimal rounding step
         if answer["type"] == "noul":
             assert abs(mine["noul"] - answer["noul"]) <= 2e-4
     assert got["usage"]["input_tokens"] == prepared.tokens
@@ -138,8 +136,12 @@ def _pack(adapter, works, **limits):
     from models.base import MicroBatches
 
     lengths, owners = adapter.row_lengths(works)
-    return adapter.pack(works, parts=micro_batches(lengths, owners, adapter.bucket,
-                                                   MicroBatches(**{"max_rows": 8, "max_tokens": 4096, **limits})))
+    return adapter.pack(
+        works,
+        parts=micro_batches(
+            lengths, owners, adapter.bucket, MicroBatches(**{"max_rows": 8, "max_tokens": 4096, **limits})
+        ),
+    )
 
 
 def test_passes_of_records_within_the_budgets_answer_as_they_end(clef_batched):
@@ -160,7 +162,7 @@ def test_passes_of_records_within_the_budgets_answer_as_they_end(clef_batched):
     for p in range(3):
         done = [i for i, r in enumerate(packed.ready) if r == p]
         assert done and set(done) == set(packed.layout[p])
-        for i, got in zip(done, adapter.unpack(raw[:p + 1], works, packed, only=done)):
+        for i, got in zip(done, adapter.unpack(raw[: p + 1], works, packed, only=done)):
             assert np.abs(got - want[i]).max() <= 1e-6 * max(1.0, float(np.abs(want[i]).max()))
     # A record's question and options point at its own row.
     feeds = packed.parts[0]
@@ -190,11 +192,16 @@ def test_served_over_http(clef_batched, tmp_path):
         r = httpx.post(server.url + "/v1/systemone", json=request, timeout=60)
         assert r.status_code == 200, r.text
         out = r.json()
-        assert out["model"] == "Cloudflare/clef-flash"          # the request's model, echoed
+        assert out["model"] == "Cloudflare/clef-flash"  # the request's model, echoed
         assert set(out["answers"]) == set(request["questions"])
         assert out["answers"]["refund"]["type"] == "noul" and "confidence" not in out["answers"]["refund"]
-        bad = httpx.post(server.url + "/v1/systemone", json=body("x", {
-            "q": {"type": "choice", "instructions": "?", "criteria": {"only": "one"}}}, model="clef-flash"), timeout=30)
+        bad = httpx.post(
+            server.url + "/v1/systemone",
+            json=body(
+                "x", {"q": {"type": "choice", "instructions": "?", "criteria": {"only": "one"}}}, model="clef-flash"
+            ),
+            timeout=30,
+        )
         assert bad.status_code == 422
         assert bad.headers["content-type"].startswith("application/problem+json")
 
@@ -209,8 +216,8 @@ def test_padded_positions_give_the_unpadded_answers(clef_export):
     for _, state, questions in CASES[:3]:
         (prep,), (logits,), packed = pipe.outputs([body(state, questions, model="clef-flash")])
         feeds = dict(packed.parts[0])
-        assert feeds["token_positions"].shape[0] > prep.tokens             # padding happened
-        feeds["token_positions"] = feeds["token_positions"][:prep.tokens]
+        assert feeds["token_positions"].shape[0] > prep.tokens  # padding happened
+        feeds["token_positions"] = feeds["token_positions"][: prep.tokens]
         (plain,) = pipe.session.run(None, feeds)
         np.testing.assert_array_equal(logits, plain)
 
@@ -244,9 +251,11 @@ def test_an_export_that_reads_the_length_from_the_shape_runs_without_graphs(clef
 
 def _two_shapes() -> list[dict]:
     """Two states of one padded width and one schema (one shape), and a third schema (another)."""
-    return [body("Please refund the duplicate charge.", CASES[0][2], model="clef-flash"),
-            body("Please refund the second charge.", CASES[0][2], model="clef-flash"),
-            body(CASES[1][1], CASES[1][2], model="clef-flash")]
+    return [
+        body("Please refund the duplicate charge.", CASES[0][2], model="clef-flash"),
+        body("Please refund the second charge.", CASES[0][2], model="clef-flash"),
+        body(CASES[1][1], CASES[1][2], model="clef-flash"),
+    ]
 
 
 def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
@@ -277,16 +286,16 @@ def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
             slot.session, slot.static_shapes = GraphRunner(plain, 0, 8, capture_after=2, device="cpu"), True
 
             async def main():
-                with h.executor._cv:      # queued together: one batch of three records
+                with h.executor._cv:  # queued together: one batch of three records
                     jobs = [h.executor.submit(slot, slot.model.prepare(b)) for b in bodies]
                 return [await j.future for j in jobs]
 
             return asyncio.run(main()), slot.session
 
-        bound = prepared[0].longest * 2          # one record fits; the batch of three does not
-        h.executor.captures.share = 1.0          # no rest between captures
+        bound = prepared[0].longest * 2  # one record fits; the batch of three does not
+        h.executor.captures.share = 1.0  # no rest between captures
         outs, runner = batch(dataclasses.replace(slot.model.graph_policy, max_tokens=bound))
-        for _ in range(400):                     # the second sighting is due, captured between passes
+        for _ in range(400):  # the second sighting is due, captured between passes
             if keys[0] in runner.graphs:
                 break
             time.sleep(0.05)
@@ -295,7 +304,7 @@ def test_records_of_one_shape_share_a_graph_whatever_the_batch(clef_export):
         for got, ref in zip(outs, want):
             np.testing.assert_array_equal(got, ref)
         outs, runner = batch(dataclasses.replace(slot.model.graph_policy, max_tokens=bound, per_work=False))
-        assert runner.graphs == {} and runner.sightings == {}             # the batch ran uncaptured
+        assert runner.graphs == {} and runner.sightings == {}  # the batch ran uncaptured
         for got, ref in zip(outs, want):
             np.testing.assert_array_equal(got, ref)
     finally:
@@ -322,22 +331,22 @@ def test_a_take_of_records_runs_as_one_pass_under_the_executor(clef_batched):
         start = len(h.batches)
 
         async def main():
-            with h.executor._cv:      # queued together: one take of three records
+            with h.executor._cv:  # queued together: one take of three records
                 jobs = [h.executor.submit(slot, slot.model.prepare(b)) for b in bodies]
             return [await j.future for j in jobs]
 
-        h.executor.captures.share = 1.0          # no rest between captures
+        h.executor.captures.share = 1.0  # no rest between captures
         for sighting in (1, 2, 3):
             outs = asyncio.run(main())
             for got, ref in zip(outs, want):
                 assert np.abs(got - ref).max() <= 1e-6 * max(1.0, float(np.abs(ref).max()))
             if sighting == 2:
-                for _ in range(400):             # due now: captured between passes
+                for _ in range(400):  # due now: captured between passes
                     if slot.session.graphs:
                         break
                     time.sleep(0.05)
             assert len(slot.session.graphs) == (0 if sighting == 1 else 1)
-        for _ in range(100):      # the batch callback runs just after the answers are settled
+        for _ in range(100):  # the batch callback runs just after the answers are settled
             if len(h.batches) - start == 3:
                 break
             time.sleep(0.05)

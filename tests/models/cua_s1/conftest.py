@@ -1,5 +1,6 @@
 """Cua-S1 fixtures: the locally trained Qwen-style tokenizer (A-Z at 32-57, chat specials) and a
 tiny random base with random `text/` and `multimodal/` LoRA adapters."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,4 +31,3 @@ def cua_export(random_cua, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("cua-export"))
     export.export(random_cua.base, out, adapter=random_cua.adapter, progress=None)
     return out
-

@@ -1,5 +1,6 @@
 """Cua-S1 checkpoint facts: identity, letter ids, resolving the `text/` adapter (and refusing the
 multimodal one or unexpected targets) on a tiny random adapter saved by peft, and the marker."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ def test_letters_are_single_tokens_32_to_57(tok):
 def test_text_adapter_is_accepted(random_cua):
     from models.qwen35.dims import TextDims
 
-    for path in (random_cua.adapter, random_cua.text):        # the repo folder or text/ itself
+    for path in (random_cua.adapter, random_cua.text):  # the repo folder or text/ itself
         a = ck.resolve_adapter(path)
         assert a.directory == random_cua.text
         assert os.path.basename(a.weights) == "adapter_model.safetensors"
@@ -69,12 +70,15 @@ def _edit_weights(directory: str, edit) -> None:
     save_file(tensors, path)
 
 
-@pytest.mark.parametrize("targets", [
-    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "in_proj_qkv"],
-    ["q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj"],
-    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "linear_fc1"],
-    "all-linear",
-])
+@pytest.mark.parametrize(
+    "targets",
+    [
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "in_proj_qkv"],
+        ["q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj"],
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "linear_fc1"],
+        "all-linear",
+    ],
+)
 def test_unexpected_targets_in_the_config_are_refused(random_cua, tmp_path, targets):
     directory = _copy(random_cua.text, tmp_path)
     _edit_config(directory, target_modules=targets)
@@ -100,8 +104,13 @@ def test_unexpected_tensors_are_refused(random_cua, tmp_path):
     missing = tmp_path / "missing"
     missing.mkdir()
     directory = _copy(random_cua.text, missing)
-    drop = [k for k in ("base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight",
-                        "base_model.model.model.layers.3.self_attn.q_proj.lora_B.weight")]
+    drop = [
+        k
+        for k in (
+            "base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight",
+            "base_model.model.model.layers.3.self_attn.q_proj.lora_B.weight",
+        )
+    ]
     _edit_weights(directory, lambda t: [t.pop(k) for k in drop])
     with pytest.raises(ck.AdapterError, match="missing"):
         ck.resolve_adapter(directory)
@@ -115,8 +124,9 @@ def test_unexpected_tensors_are_refused(random_cua, tmp_path):
 
 
 def test_merge_changing_options_are_refused(random_cua, tmp_path):
-    for i, change in enumerate([{"use_dora": True}, {"rank_pattern": {"q_proj": 8}},
-                                {"modules_to_save": ["lm_head"]}, {"peft_type": "IA3"}]):
+    for i, change in enumerate(
+        [{"use_dora": True}, {"rank_pattern": {"q_proj": 8}}, {"modules_to_save": ["lm_head"]}, {"peft_type": "IA3"}]
+    ):
         (tmp_path / str(i)).mkdir()
         directory = _copy(random_cua.text, tmp_path / str(i))
         _edit_config(directory, **change)
@@ -178,8 +188,13 @@ def test_export_marker_round_trip(random_cua, tmp_path):
     assert on_disk == written == ck.read_export_marker(str(tmp_path))
     assert on_disk["format"] == "cua-s1-text-merged/1"
     assert on_disk["identity"] == ck.IDENTITY and on_disk["base"] == ck.BASE
-    assert on_disk["lora"] == {"r": 16, "alpha": 32.0, "scale": 2.0, "targets": list(adapter.targets),
-                               "weights": "adapter_model.safetensors"}
+    assert on_disk["lora"] == {
+        "r": 16,
+        "alpha": 32.0,
+        "scale": 2.0,
+        "targets": list(adapter.targets),
+        "weights": "adapter_model.safetensors",
+    }
     assert on_disk["merged_dtype"] == "bfloat16" and on_disk["letter_token_ids"] == list(range(32, 58))
     assert not os.path.exists(tmp_path / "cua_s1_export.json.tmp")
 
@@ -204,8 +219,10 @@ def test_merging_keeps_float32_weights_and_rounds_half_precision_once(random_cua
     from models.qwen35 import weights
     from models.qwen35.export import load_dtype
 
-    fp32, stored = weights.load_text_state(random_cua.base, load_dtype("float32")), \
-        weights.load_text_state(random_cua.base, load_dtype("float16"))
+    fp32, stored = (
+        weights.load_text_state(random_cua.base, load_dtype("float32")),
+        weights.load_text_state(random_cua.base, load_dtype("float16")),
+    )
     name = "layers.3.self_attn.q_proj.weight"
     unmerged = fp32[name].clone()
     merged = weights.merge_lora(fp32, random_cua.text)

@@ -1,13 +1,14 @@
 """Cua-S1's adapter (one row per question, micro-batches of like lengths) passes the conformance
 suite (tests/models/conformance.py): mixed requests in one concurrent batch get the answers they
 get alone."""
+
 from __future__ import annotations
 
 import pytest
 
 from tests.models import conformance
 
-pytestmark = pytest.mark.slow       # a few hundred requests through the executor
+pytestmark = pytest.mark.slow  # a few hundred requests through the executor
 
 
 class TestConformance(conformance.FamilyConformance):

@@ -1,5 +1,6 @@
 """A float16 Cua-S1 export runs the parity gate against float32 on the model's own letter
 distributions and records it in the manifest (the gate itself: tests/models/qwen35/test_gate.py)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ from models import precision
 from models.manifest import read
 from models.placement import host_arithmetic
 
-pytestmark = pytest.mark.slow      # several exports each, gates included
+pytestmark = pytest.mark.slow  # several exports each, gates included
 
 
 def test_a_float16_export_records_its_parity_gate(random_cua, tmp_path):
@@ -25,7 +26,7 @@ def test_a_float16_export_records_its_parity_gate(random_cua, tmp_path):
     assert 0 < gate["max_prob_drift"] <= precision.MAX_DRIFT and gate["rows"] == 8
     assert "parity_gate" not in meta["graph"]
     assert any(m.startswith("parity gate vs float32 on cpu") and m.endswith("passes") for m in messages)
-    model = load(out)                                  # the export serves as before
+    model = load(out)  # the export serves as before
     assert model.manifest["weights_dtype"] == "float16"
     assert np.load(f"{out}/letter_rows.npy").shape == (26, meta["dims"]["hidden_size"])
     # No shape arithmetic meets data: ONNX Runtime would run it on the CPU and not capture the graph.
@@ -55,7 +56,7 @@ def test_a_float32_export_has_no_gate_and_an_older_graph_revision_is_written_aga
     assert load(out).notes() == []
     messages = []
     export.export(random_cua.base, out, adapter=random_cua.text, progress=messages.append)
-    assert not any(m.startswith("[3/5]") for m in messages)          # up to date: nothing exported
+    assert not any(m.startswith("[3/5]") for m in messages)  # up to date: nothing exported
     del meta["export_options"]["graph_revision"]
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(meta, f)
@@ -65,7 +66,8 @@ def test_a_float32_export_has_no_gate_and_an_older_graph_revision_is_written_aga
     with caplog.at_level(logging.WARNING, logger="omni"):
         create_app(Settings(models=(out,)))
     assert [r.getMessage() for r in caplog.records if "graph is revision" in r.getMessage()] == [
-        "model cua-s1-4b-0.2: " + note]
+        "model cua-s1-4b-0.2: " + note
+    ]
     messages = []
     export.export(random_cua.base, out, adapter=random_cua.text, progress=messages.append)
     assert read(out)["export_options"]["graph_revision"] == GRAPH_REVISION
@@ -81,8 +83,7 @@ def test_a_bfloat16_export_without_cuda_records_that_its_gate_did_not_run(random
     from models.cua_s1 import export
 
     out = str(tmp_path / "cua-bf16")
-    export.export(random_cua.base, out, adapter=random_cua.text, dtype="bfloat16", parity_gate="record",
-                  progress=None)
+    export.export(random_cua.base, out, adapter=random_cua.text, dtype="bfloat16", parity_gate="record", progress=None)
     gate = read(out)["check"]["parity_gate"]
     assert not gate["passes"] and "no bfloat16 kernels" in gate["not_run"]
     with caplog.at_level(logging.WARNING, logger="omni"):
@@ -114,15 +115,18 @@ def test_the_export_command_refuses_options_it_no_longer_takes(random_cua, tmp_p
     from models import export as command
 
     base = ["cua-s1", "--checkpoint", random_cua.base, "--out", str(tmp_path / "x")]
-    for extra, says in ((["--gdn-kernel", "gated_delta_net"], "invalid choice: 'gated_delta_net'"),
-                        (["--gdn-dtype", "model"], "unrecognized arguments: --gdn-dtype"),
-                        (["--prompt-head", "in-rows"], "unrecognized arguments: --prompt-head")):
+    for extra, says in (
+        (["--gdn-kernel", "gated_delta_net"], "invalid choice: 'gated_delta_net'"),
+        (["--gdn-dtype", "model"], "unrecognized arguments: --gdn-dtype"),
+        (["--prompt-head", "in-rows"], "unrecognized arguments: --prompt-head"),
+    ):
         with pytest.raises(SystemExit) as exit_:
             command.main(base + extra)
         assert exit_.value.code == 2 and says in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        command.main(["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "y"), "--gdn-kernel",
-                      "linear_attention"])
+        command.main(
+            ["laya", "--checkpoint", random_cua.base, "--out", str(tmp_path / "y"), "--gdn-kernel", "linear_attention"]
+        )
     assert "--gdn-kernel does not apply to laya" in capsys.readouterr().err
     # A family's own options go to it alone: Open-Jev's --base or Cua-S1's --adapter elsewhere is
     # refused, not dropped.
@@ -155,9 +159,13 @@ def test_the_gdn_plan_reaches_the_gate_from_the_command_alone(random_cua, tmp_pa
         raise RuntimeError("stop after the session is asked for")
 
     monkeypatch.setattr(precision, "gate_session", gate_session)
-    monkeypatch.setenv("OMNI_CUDA_GDN_PLAN", "chunked")               # not read by the exporter
-    for plan, dtype, want in (("recurrent", "float16", "recurrent"), ("chunked_split", "float16", "chunked_split"),
-                              ("chunked_split", "float32", None), ("auto", "float16", None)):
+    monkeypatch.setenv("OMNI_CUDA_GDN_PLAN", "chunked")  # not read by the exporter
+    for plan, dtype, want in (
+        ("recurrent", "float16", "recurrent"),
+        ("chunked_split", "float16", "chunked_split"),
+        ("chunked_split", "float32", None),
+        ("auto", "float16", None),
+    ):
         with pytest.raises(RuntimeError, match="stop after"):
             gate.session_for("unused.onnx", "gated_delta_net_fused", dtype, plan)
         assert seen.pop() == want, (plan, dtype)
@@ -167,18 +175,21 @@ def test_the_gdn_plan_reaches_the_gate_from_the_command_alone(random_cua, tmp_pa
     def export(*args, **kwargs):
         passed.update(kwargs)
 
-    export.__wrapped__ = real                          # the signature the command checks options against
+    export.__wrapped__ = real  # the signature the command checks options against
     monkeypatch.setattr(family, "export", export)
-    assert command.main(["cua-s1", "--checkpoint", random_cua.base, "--out", str(tmp_path / "v"),
-                         "--gdn-plan", "recurrent"]) == 0
+    assert (
+        command.main(
+            ["cua-s1", "--checkpoint", random_cua.base, "--out", str(tmp_path / "v"), "--gdn-plan", "recurrent"]
+        )
+        == 0
+    )
     assert passed["gdn_plan"] == "recurrent"
     passed.clear()
     assert command.main(["cua-s1", "--checkpoint", random_cua.base, "--out", str(tmp_path / "v")]) == 0
-    assert "gdn_plan" not in passed                # the exporter's default: the server's (gdn_plan.DEFAULT)
+    assert "gdn_plan" not in passed  # the exporter's default: the server's (gdn_plan.DEFAULT)
 
 
-def test_the_prompt_head_is_baked_an_export_without_one_still_serves_and_a_stale_head_is_refused(
-        random_cua, tmp_path):
+def test_the_prompt_head_is_baked_an_export_without_one_still_serves_and_a_stale_head_is_refused(random_cua, tmp_path):
     """The export bakes the system turn in and records its ids; an export without a baked head
     (made before the exporter baked it) still serves every row whole, is named at load and is
     not up to date. A baked head that this server's prompt would not produce is refused at load,
@@ -198,10 +209,10 @@ def test_the_prompt_head_is_baked_an_export_without_one_still_serves_and_a_stale
     model = load(baked)
     head = head_ids(model.tok)
     assert read(baked)["prefix"] == {"ids": head, "tokens": len(head)} and model.adapter.head == head
-    assert model.describe()["baked_prompt_tokens"] == len(head)                 # GET /v1/models
+    assert model.describe()["baked_prompt_tokens"] == len(head)  # GET /v1/models
     prepared = model.prepare(model.warmup_request)
-    assert prepared.longest == len(prepared.work[0]) - len(head)          # what the graph runs
-    assert prepared.tokens == len(prepared.work[0])                        # usage: the whole prompt
+    assert prepared.longest == len(prepared.work[0]) - len(head)  # what the graph runs
+    assert prepared.tokens == len(prepared.work[0])  # usage: the whole prompt
     stale = str(tmp_path / "cua-stale")
     shutil.copytree(baked, stale)
     meta = read(stale)
@@ -211,7 +222,7 @@ def test_the_prompt_head_is_baked_an_export_without_one_still_serves_and_a_stale
     with pytest.raises(ValueError, match="differs from the %d tokens.*export command again" % len(head)):
         load(stale)
 
-    headless = str(tmp_path / "cua-rows")          # as the exporter wrote before it baked the head
+    headless = str(tmp_path / "cua-rows")  # as the exporter wrote before it baked the head
     shutil.copytree(baked, headless)
     meta = read(headless)
     meta["prefix"] = None

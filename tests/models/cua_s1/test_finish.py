@@ -1,5 +1,6 @@
 """Cua-S1 finishing (models.md §1.3, §3.3): BF16 rounding, the f64 softmax, ties, confidence,
 the hidden-state readout and the response shape."""
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,7 @@ def logits_for(rows):
     """[n, 26] letter logits; letters past each row's options are NaN: they must never be read."""
     out = np.full((len(rows), 26), np.nan, dtype=np.float32)
     for i, row in enumerate(rows):
-        out[i, :len(row)] = row
+        out[i, : len(row)] = row
     return out
 
 
@@ -44,11 +45,29 @@ def test_bf16_rounding_comes_first():
 def test_round_bf16_matches_torch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
-    values = np.concatenate([
-        rng.normal(0, 10, 5000).astype(np.float32),
-        rng.normal(0, 1e30, 100).astype(np.float32),
-        np.array([0.0, -0.0, 1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 1e-40, -1e-42,
-                  np.finfo(np.float32).max, -np.finfo(np.float32).max, np.inf, -np.inf], np.float32)])
+    values = np.concatenate(
+        [
+            rng.normal(0, 10, 5000).astype(np.float32),
+            rng.normal(0, 1e30, 100).astype(np.float32),
+            np.array(
+                [
+                    0.0,
+                    -0.0,
+                    1.0,
+                    1 + 2**-8,
+                    1 + 3 * 2**-8,
+                    -(1 + 2**-8),
+                    1e-40,
+                    -1e-42,
+                    np.finfo(np.float32).max,
+                    -np.finfo(np.float32).max,
+                    np.inf,
+                    -np.inf,
+                ],
+                np.float32,
+            ),
+        ]
+    )
     expected = torch.from_numpy(values).to(torch.bfloat16).float().numpy()
     got = finish.round_bf16(values)
     assert got.dtype == np.float32
@@ -68,10 +87,11 @@ def test_softmax_is_f64_then_rounded_to_f32():
 
 
 def test_ties_go_to_the_earliest_option():
-    answers = finish.decode([q("a", "b", "c", qid="all"), q("a", "b", "c", qid="late")],
-                            logits_for([[0, 0, 0], [-1, 5, 5]]))
+    answers = finish.decode(
+        [q("a", "b", "c", qid="all"), q("a", "b", "c", qid="late")], logits_for([[0, 0, 0], [-1, 5, 5]])
+    )
     assert answers["all"]["choice"] == "a" and answers["late"]["choice"] == "b"
-    assert answers["all"]["confidence"] == 0.0          # floored: float noise can put H above ln 3
+    assert answers["all"]["confidence"] == 0.0  # floored: float noise can put H above ln 3
 
 
 def test_one_option():
@@ -100,13 +120,13 @@ def test_answer_shape_and_order():
     assert list(a) == ["type", "choice", "probabilities", "confidence"]
     assert list(a["probabilities"]) == list(keys) and a["choice"] == "alpha"
     p = finish.probabilities(np.array([0.5, 2.0, -1.0], np.float32))
-    assert list(a["probabilities"].values()) == [float(v) for v in p]     # unrounded f32 values
+    assert list(a["probabilities"].values()) == [float(v) for v in p]  # unrounded f32 values
     assert all(type(v) is float for v in a["probabilities"].values())
 
 
 def test_letter_logits_accumulate_in_f64_and_round_once_to_f32():
     # The native worker's head test: f32 accumulation would give 0 for the first dot product.
-    rows = np.array([[2 ** 24, 1, -2 ** 24], [2 ** 24, 1, 0]], np.float32)
+    rows = np.array([[2**24, 1, -(2**24)], [2**24, 1, 0]], np.float32)
     out = finish.letter_logits(np.ones((1, 3), np.float32), rows)
     assert out.dtype == np.float32 and out.tolist() == [[1.0, 16777216.0]]
     big = finish.letter_logits(np.array([[2.0]], np.float32), np.array([[np.finfo(np.float32).max]], np.float32))
@@ -117,9 +137,16 @@ def test_letter_logits_accumulate_in_f64_and_round_once_to_f32():
 
 def test_hidden_state_path_equals_the_logits_path(tok):
     rng = np.random.default_rng(1)
-    prepared = prepare({"state": "S", "questions": {
-        "one": {"type": "choice", "instructions": None, "criteria": {"a": None, "b": None, "c": None}},
-        "two": {"type": "choice", "instructions": "x", "criteria": {"k%d" % i: None for i in range(26)}}}}, tok)
+    prepared = prepare(
+        {
+            "state": "S",
+            "questions": {
+                "one": {"type": "choice", "instructions": None, "criteria": {"a": None, "b": None, "c": None}},
+                "two": {"type": "choice", "instructions": "x", "criteria": {"k%d" % i: None for i in range(26)}},
+            },
+        },
+        tok,
+    )
     hidden = rng.normal(0, 1, (2, 64)).astype(np.float32)
     letters = rng.normal(0, 0.3, (26, 64)).astype(np.float32)
     logits = finish.letter_logits(hidden, letters)
@@ -128,15 +155,24 @@ def test_hidden_state_path_equals_the_logits_path(tok):
     # The server's letter rows, widened to float64 once at load, give the same logits.
     assert np.array_equal(finish.letter_logits(hidden, letters.astype(np.float64)), logits)
     for bf16 in (True, False):
-        assert finish.finish_hidden(prepared.context, hidden, letters, bf16=bf16) == \
-            finish.finish(prepared.context, logits, bf16=bf16)
+        assert finish.finish_hidden(prepared.context, hidden, letters, bf16=bf16) == finish.finish(
+            prepared.context, logits, bf16=bf16
+        )
 
 
 def test_reference_response(tok):
-    request = {"model": "cua-s1-4b-0.2", "state": "Dialog: Delete 3 files permanently? Buttons: Delete, Cancel",
-               "questions": {"pick": {"type": "choice", "instructions": "Keep the files.",
-                                      "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"}},
-                             "second": {"type": "choice", "instructions": None, "criteria": {"x": None}}}}
+    request = {
+        "model": "cua-s1-4b-0.2",
+        "state": "Dialog: Delete 3 files permanently? Buttons: Delete, Cancel",
+        "questions": {
+            "pick": {
+                "type": "choice",
+                "instructions": "Keep the files.",
+                "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"},
+            },
+            "second": {"type": "choice", "instructions": None, "criteria": {"x": None}},
+        },
+    }
     prepared = prepare(request, tok)
     out = finish.finish(prepared.context, logits_for([[-3.0, 3.0], [1.0]]))
     assert list(out) == ["model", "answers", "usage"]
@@ -147,8 +183,13 @@ def test_reference_response(tok):
 
 
 def test_jev_profile(tok):
-    prepared = prepare({"state": "S", "questions": {"q": {"type": "choice", "instructions": None,
-                                                          "criteria": {"a": None, "b": None}}}}, tok)
+    prepared = prepare(
+        {
+            "state": "S",
+            "questions": {"q": {"type": "choice", "instructions": None, "criteria": {"a": None, "b": None}}},
+        },
+        tok,
+    )
     out = finish.finish(prepared.context, logits_for([[0.0, 1.0]]), profile="jev", model_name="cua-s1-4b-0.2")
     a = out["answers"]["q"]
     p = list(a["probabilities"].values())
@@ -163,7 +204,7 @@ def test_bad_outputs_are_inference_failures():
         finish.decode([q("a", "b")], logits_for([[0.0, np.inf]]))
     with pytest.raises(InferenceFailed):
         finish.decode([q("a", "b")], logits_for([[np.nan, 0.0]]))
-    with pytest.raises(InferenceFailed):                       # finite in f32, +inf in BF16
+    with pytest.raises(InferenceFailed):  # finite in f32, +inf in BF16
         finish.decode([q("a", "b")], logits_for([[0.0, np.finfo(np.float32).max]]))
     with pytest.raises(InferenceFailed):
         finish.decode([q("a"), q("b", qid="r")], logits_for([[0.0]]))

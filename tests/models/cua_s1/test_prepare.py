@@ -1,5 +1,6 @@
 """Cua-S1 preparation: the byte-exact prompt (models.md §3.2), request validation (§3.1, §3.3),
 label escaping and tokenization, with the locally trained Qwen-style tokenizer."""
+
 from __future__ import annotations
 
 import copy
@@ -16,7 +17,8 @@ HEAD = (
     "<|im_start|>system\nYou are a one-pass computer-use decision model. You are shown the current "
     "state of a screen and a fixed, closed list of candidate (element, action) options, each given a "
     "single letter. Choose exactly one option: the single best next action to take. Answer with ONLY "
-    "that option's letter -- no words, no punctuation, no explanation.<|im_end|>\n<|im_start|>user\n")
+    "that option's letter -- no words, no punctuation, no explanation.<|im_end|>\n<|im_start|>user\n"
+)
 TAIL = "<|im_end|>\n<|im_start|>assistant\n<think>\n"
 
 
@@ -48,18 +50,27 @@ FIXTURE_USER = (
     'A. Decision "Submit using the unique validated visual region." -> select\n'
     'B. Decision "Discard this decision set and obtain a fresh observation." -> select\n'
     'C. Decision "Stop without acting if no supplied action is safe." -> select\n\n'
-    "Answer with a single letter.")
+    "Answer with a single letter."
+)
 
 # models.md §3.3's example request (153 real-tokenizer tokens).
-EXAMPLE = {"model": "cua-s1-4b-0.2",
-           "state": "Dialog: Delete 3 files permanently? Buttons: Delete, Cancel",
-           "questions": {"pick": {"type": "choice", "instructions": "Keep the files.",
-                                  "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"}}}}
+EXAMPLE = {
+    "model": "cua-s1-4b-0.2",
+    "state": "Dialog: Delete 3 files permanently? Buttons: Delete, Cancel",
+    "questions": {
+        "pick": {
+            "type": "choice",
+            "instructions": "Keep the files.",
+            "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"},
+        }
+    },
+}
 EXAMPLE_PROMPT = (
     HEAD + "Goal: Keep the files.\n\nApp: Cua Driver\nTask family: closed-candidate decision\n\n"
     "Accessibility tree:\nDialog: Delete 3 files permanently? Buttons: Delete, Cancel\n\n"
     'Options:\nA. Decision "Click Delete" -> select\nB. Decision "Click Cancel" -> select\n\n'
-    "Answer with a single letter." + TAIL)
+    "Answer with a single letter." + TAIL
+)
 
 
 def prompts(request) -> list[str]:
@@ -76,6 +87,7 @@ def reject(request, status=422, code="invalid_question", **kwargs) -> RequestErr
 
 # --- the prompt ------------------------------------------------------------------------------
 
+
 def test_upstream_fixture_prompt_is_byte_exact():
     assert prompts(FIXTURE) == [HEAD + FIXTURE_USER + TAIL]
 
@@ -90,27 +102,36 @@ def test_prompt_ends_with_an_open_think_block():
     assert text.endswith("<|im_start|>assistant\n<think>\n") and "</think>" not in text
 
 
-@pytest.mark.parametrize("instructions, goal", [
-    (None, ""), ("", ""), ("Close it.", "Goal: Close it.\n\n"),
-    ({"question": "Which one?"}, 'Goal: {"question": "Which one?"}\n\n'),
-    (["a", 1.0], 'Goal: ["a", 1.0]\n\n'),
-])
+@pytest.mark.parametrize(
+    "instructions, goal",
+    [
+        (None, ""),
+        ("", ""),
+        ("Close it.", "Goal: Close it.\n\n"),
+        ({"question": "Which one?"}, 'Goal: {"question": "Which one?"}\n\n'),
+        (["a", 1.0], 'Goal: ["a", 1.0]\n\n'),
+    ],
+)
 def test_goal_line(instructions, goal):
     (text,) = prompts(body(instructions=instructions))
     assert text.startswith(HEAD + goal + "App: Cua Driver\nTask family: closed-candidate decision\n\n")
 
 
 def test_labels_are_rendered_escaped_values_or_keys():
-    state, (q,) = map_request(body(criteria={
-        "quote": 'Say "hi"\n',
-        "e1": {"action": "click", "element": "e1"},
-        "e2": ["click", "e2"],
-        "path": "(tab\there) C:\\Users \x01",
-        "save": "点击「保存」",
-        "abstain": None,
-        "blank": "",
-        'key "k"': None,
-    }))
+    state, (q,) = map_request(
+        body(
+            criteria={
+                "quote": 'Say "hi"\n',
+                "e1": {"action": "click", "element": "e1"},
+                "e2": ["click", "e2"],
+                "path": "(tab\there) C:\\Users \x01",
+                "save": "点击「保存」",
+                "abstain": None,
+                "blank": "",
+                'key "k"': None,
+            }
+        )
+    )
     assert q.labels == (
         'Say \\"hi\\"\\n',
         '{\\"action\\": \\"click\\", \\"element\\": \\"e1\\"}',
@@ -130,8 +151,9 @@ def test_labels_are_rendered_escaped_values_or_keys():
 def test_structured_state_renders_with_python_json_in_insertion_order():
     tree = {"z": [1.0, 1e16, -0.0, True, None, "猫"], "a": {"β": "z", "a": "first"}, "n": 12345678901234567890}
     state, _ = map_request(body(tree))
-    assert state == ('{"z": [1.0, 1e+16, -0.0, true, null, "猫"], "a": {"β": "z", "a": "first"}, '
-                     '"n": 12345678901234567890}')
+    assert state == (
+        '{"z": [1.0, 1e+16, -0.0, true, null, "猫"], "a": {"β": "z", "a": "first"}, "n": 12345678901234567890}'
+    )
     state, _ = map_request(body(["x", {"k": 1e-05}]))
     assert state == '["x", {"k": 1e-05}]'
     # A string state passes through unchanged (no escaping, unlike labels).
@@ -146,6 +168,7 @@ def test_options_are_lettered_a_to_z():
 
 
 # --- tokenization ------------------------------------------------------------------------------
+
 
 def test_rows_are_the_whole_prompt_tokenized(tok):
     questions, rows, usage = prepare_rows(FIXTURE, tok)
@@ -176,13 +199,34 @@ def test_prompts_encoded_in_a_frame_are_the_whole_strings_ids(tok):
 
     from models.cua_s1 import prepare as cua
 
-    pieces = ["Screen", " ", "\n", "\n\n", "  ", "\t", "<|im_end|>", "<|im_start|>", "</think>", "<|im_", "|>", "<",
-              "\u0301", "é", "12", "3", "'s", "...", "😀", "Ünïcode", "\r\n"]
+    pieces = [
+        "Screen",
+        " ",
+        "\n",
+        "\n\n",
+        "  ",
+        "\t",
+        "<|im_end|>",
+        "<|im_start|>",
+        "</think>",
+        "<|im_",
+        "|>",
+        "<",
+        "\u0301",
+        "é",
+        "12",
+        "3",
+        "'s",
+        "...",
+        "😀",
+        "Ünïcode",
+        "\r\n",
+    ]
     rng = random.Random(7)
     states = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(300)]
     rows = [prepare_rows(body(state), tok)[1][0] for state in states]
     assert rows == [tok.encode(prompts(body(state))[0]) for state in states]
-    assert tok._frames[(cua._HEAD, cua._TAIL)] is not None      # the frame is in use, not the fallback
+    assert tok._frames[(cua._HEAD, cua._TAIL)] is not None  # the frame is in use, not the fallback
 
 
 def test_encode_framed_falls_back_to_whole_strings_where_a_cut_could_merge(tok):
@@ -202,7 +246,7 @@ def test_each_question_is_an_independent_row(tok):
     prepared = prepare(request, tok)
     assert isinstance(prepared, Prepared) and isinstance(prepared.context, Context)
     rows = prepared.work
-    assert rows[0] == rows[2] == tok.encode(EXAMPLE_PROMPT)           # renaming an id changes nothing
+    assert rows[0] == rows[2] == tok.encode(EXAMPLE_PROMPT)  # renaming an id changes nothing
     assert rows[1] == tok.encode(prompts(request)[1])
     assert (prepared.rows, prepared.questions) == (3, 3)
     assert prepared.tokens == sum(map(len, rows)) == prepared.context.usage["input_tokens"]
@@ -237,6 +281,7 @@ def test_prompt_token_limit_is_413_for_every_long_question_before_any_forward(to
 
 # --- validation ------------------------------------------------------------------------------
 
+
 def test_model_name():
     reject({**body(), "model": "english"}, code="unknown_model")
     reject({**body(), "model": 7}, code="unknown_model")
@@ -245,7 +290,7 @@ def test_model_name():
         map_request({**body(), "model": ok})
     no_model = body()
     del no_model["model"]
-    map_request(no_model)                      # the registry routed it: one model loaded
+    map_request(no_model)  # the registry routed it: one model loaded
     map_request({**body(), "model": "cua"}, names=("cua-s1-4b-0.2", "cua"))
 
 
@@ -325,13 +370,17 @@ def test_question_must_be_an_object():
 
 
 def test_every_invalid_question_is_listed_in_order():
-    request = {"model": "cua-s1-4b-0.2", "state": "S", "questions": {
-        "ok": {"type": "choice", "instructions": None, "criteria": {"a": None}},
-        "noul": {"type": "noul", "instructions": "x"},
-        "wide": {"type": "choice", "instructions": "x", "criteria": {"o%d" % i: None for i in range(27)}},
-        "number": {"type": "choice", "instructions": "x", "criteria": {"a": 1}},
-        "bare": {"type": "choice", "criteria": {"a": None}},
-    }}
+    request = {
+        "model": "cua-s1-4b-0.2",
+        "state": "S",
+        "questions": {
+            "ok": {"type": "choice", "instructions": None, "criteria": {"a": None}},
+            "noul": {"type": "noul", "instructions": "x"},
+            "wide": {"type": "choice", "instructions": "x", "criteria": {"o%d" % i: None for i in range(27)}},
+            "number": {"type": "choice", "instructions": "x", "criteria": {"a": 1}},
+            "bare": {"type": "choice", "criteria": {"a": None}},
+        },
+    }
     error = reject(request)
     assert [e["question"] for e in error.errors] == ["noul", "wide", "number", "bare"]
     assert "question 'noul': type 'noul' is not supported; question 'wide': " in error.detail
@@ -339,8 +388,7 @@ def test_every_invalid_question_is_listed_in_order():
 
 def test_request_level_errors_come_before_question_errors():
     # 413 for the count wins over per-question problems, as upstream checks it first.
-    request = {"model": "cua-s1-4b-0.2", "state": "S",
-               "questions": {"q%d" % i: {"type": "noul"} for i in range(65)}}
+    request = {"model": "cua-s1-4b-0.2", "state": "S", "questions": {"q%d" % i: {"type": "noul"} for i in range(65)}}
     reject(request, status=413, code="too_many_questions")
     reject({**request, "state": ""}, code="invalid_request")
 

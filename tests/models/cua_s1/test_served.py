@@ -1,6 +1,7 @@
 """Cua-S1 end to end on a tiny random base + random `text/` LoRA: export (adapter merged), then
 ONNX Runtime through the served model's prepare/pack/finish against transformers + PEFT (the
 adapter unmerged, its LoRA branch in fp32), and over HTTP from a real Granian server."""
+
 from __future__ import annotations
 
 import httpx
@@ -13,21 +14,39 @@ from models.cua_s1 import finish as finishing
 from tests.conftest import Pipeline, run_server
 
 REQUESTS = [
-    {"model": "cua-s1-4b-0.2", "state": "Dialog: Delete 3 files permanently? Buttons: Delete, Cancel",
-     "questions": {"pick": {"type": "choice", "instructions": "Keep the files.",
-                            "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"}}}},
-    {"model": "cua-s1-4b-0.2",
-     "state": {"window": "Settings", "tree": ["button 'Save'", "link 'Help'", "textbox 'Email' empty"],
-               "focused": None},
-     "questions": {
-         "next": {"type": "choice", "instructions": None,
-                  "criteria": {"save": "Click Save", "help": None, "email": {"type": "Email", "n": 3}}},
-         "alt": {"type": "choice", "instructions": "Get help. " * 30,
-                 "criteria": {k: "Option %s" % k for k in "abcdefghij"}},
-         "one": {"type": "choice", "instructions": "", "criteria": {"only": "The only option"}}}},
+    {
+        "model": "cua-s1-4b-0.2",
+        "state": "Dialog: Delete 3 files permanently? Buttons: Delete, Cancel",
+        "questions": {
+            "pick": {
+                "type": "choice",
+                "instructions": "Keep the files.",
+                "criteria": {"delete": "Click Delete", "cancel": "Click Cancel"},
+            }
+        },
+    },
+    {
+        "model": "cua-s1-4b-0.2",
+        "state": {
+            "window": "Settings",
+            "tree": ["button 'Save'", "link 'Help'", "textbox 'Email' empty"],
+            "focused": None,
+        },
+        "questions": {
+            "next": {
+                "type": "choice",
+                "instructions": None,
+                "criteria": {"save": "Click Save", "help": None, "email": {"type": "Email", "n": 3}},
+            },
+            "alt": {
+                "type": "choice",
+                "instructions": "Get help. " * 30,
+                "criteria": {k: "Option %s" % k for k in "abcdefghij"},
+            },
+            "one": {"type": "choice", "instructions": "", "criteria": {"only": "The only option"}},
+        },
+    },
 ]
-
-
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +74,7 @@ def test_onnx_matches_transformers_with_peft(cua_export, reference):
     # The graph has the system turn baked in: it runs each row after it, and transformers below
     # reads the whole prompt.
     head = pipe.model.adapter.head
-    assert len(head) > 50 and all(list(w[:len(head)]) == head for p in prepared for w in p.work)
+    assert len(head) > 50 and all(list(w[: len(head)]) == head for p in prepared for w in p.work)
     assert packed.real_tokens == sum(p.tokens for p in prepared) - len(head) * sum(p.rows for p in prepared)
     for prep, (hidden,) in zip(prepared, outputs):
         ours = finishing.letter_logits(hidden, pipe.model.letter_rows)
@@ -73,7 +92,7 @@ def test_onnx_matches_transformers_with_peft(cua_export, reference):
 
 def _reference_probabilities(reference, prep, i, n):
     with torch.no_grad():
-        logits = reference(input_ids=torch.tensor([prep.work[i]])).logits[0, -1, 32:32 + n].double().numpy()
+        logits = reference(input_ids=torch.tensor([prep.work[i]])).logits[0, -1, 32 : 32 + n].double().numpy()
     p = np.exp(logits - logits.max())
     return p / p.sum()
 
@@ -116,8 +135,11 @@ def test_served_over_http(cua_export, tmp_path):
         assert body["usage"]["output_tokens"] == 0 and body["usage"]["input_tokens"] > 50
         assert body["served_by"]["random_weights"] is True
         assert "Server-Timing" in r.headers
-        bad = httpx.post(server.url + "/v1/systemone", json={**REQUESTS[0], "questions": {
-            "q": {"type": "noul", "instructions": "Is it?"}}}, timeout=30)
+        bad = httpx.post(
+            server.url + "/v1/systemone",
+            json={**REQUESTS[0], "questions": {"q": {"type": "noul", "instructions": "Is it?"}}},
+            timeout=30,
+        )
         assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
         models = httpx.get(server.url + "/v1/models", timeout=10).json()
         assert "cua-s1-4b-0.2" in str(models)
@@ -192,7 +214,7 @@ def test_one_row_shapes_are_captured_as_it_loads_and_requests_replay_them(cua_ex
     packed = model.adapter.pack([prepared.work], static=True)
     assert packed.feeds["input_ids"].shape[0] == 1
     (output,) = model.adapter.unpack([runner.run(None, packed.feeds)], [prepared.work], packed)
-    assert runner.sightings == {} and runner.pending == {}               # replayed: nothing counted
+    assert runner.sightings == {} and runner.pending == {}  # replayed: nothing counted
     got = model.finish(prepared, output, "reference", model.name)["answers"]["pick"]["probabilities"]
     want = pipe(body)["answers"]["pick"]["probabilities"]
     assert max(abs(got[k] - want[k]) for k in want) <= 1e-6
@@ -202,8 +224,13 @@ def test_one_row_shapes_are_captured_as_it_loads_and_requests_replay_them(cua_ex
 
     def with_graphs(path, device="auto", *args, **kwargs):
         info = plain(path, "cpu")
-        return sessions.SessionInfo(sessions.GraphRunner(info.session, 0, 64, capture_after=2, device="cpu"),
-                                    "cpu", info.provider, info.runtime, static_shapes=True)
+        return sessions.SessionInfo(
+            sessions.GraphRunner(info.session, 0, 64, capture_after=2, device="cpu"),
+            "cpu",
+            info.provider,
+            info.runtime,
+            static_shapes=True,
+        )
 
     monkeypatch.setattr(sessions, "create", with_graphs)
     h = Harness([cua_export])

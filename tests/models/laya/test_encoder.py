@@ -1,5 +1,6 @@
 """Our written-out ModernBERT forward against transformers' own, and the fused export against the
 traced one: the same answers, far fewer nodes."""
+
 from __future__ import annotations
 
 import collections
@@ -13,10 +14,22 @@ from models.laya import encoder as enc, fused  # noqa: E402
 from models.laya.graph import build_encoder, scale_like_trained, LayaDecisionGraph  # noqa: E402
 
 # A window of 8 tokens (4 each side) so the sliding layers' band matters at test lengths.
-CONFIG = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=2, intermediate_size=96,
-              vocab_size=300, max_position_embeddings=256, local_attention=8, global_attn_every_n_layers=3,
-              global_rope_theta=160000.0, local_rope_theta=10000.0, hidden_activation="gelu", norm_eps=1e-5,
-              norm_bias=False, pad_token_id=0)
+CONFIG = dict(
+    hidden_size=64,
+    num_hidden_layers=4,
+    num_attention_heads=2,
+    intermediate_size=96,
+    vocab_size=300,
+    max_position_embeddings=256,
+    local_attention=8,
+    global_attn_every_n_layers=3,
+    global_rope_theta=160000.0,
+    local_rope_theta=10000.0,
+    hidden_activation="gelu",
+    norm_eps=1e-5,
+    norm_bias=False,
+    pad_token_id=0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +63,7 @@ def test_encode_matches_transformers_modernbert(model, attention):
         theirs = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
     real = mask.bool()
     assert torch.allclose(ours[real], theirs[real], atol=2e-5), (ours[real] - theirs[real]).abs().max()
-    assert torch.isfinite(ours).all()          # pad queries outside every window stay finite
+    assert torch.isfinite(ours).all()  # pad queries outside every window stay finite
 
 
 def test_window_bias_masks_beyond_half_the_window():
@@ -93,7 +106,7 @@ def _ops(path):
 
     graph = onnx.load(path + "/model.onnx", load_external_data=False).graph
     live, running = {i.name for i in graph.input}, 0
-    for node in graph.node:                         # topological order
+    for node in graph.node:  # topological order
         if any(name in live for name in node.input):
             live.update(node.output)
             running += 1
@@ -122,7 +135,7 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     heads, hidden = meta["dims"]["num_attention_heads"], meta["dims"]["hidden_size"]
     group = fused.packed_group(heads, hidden // heads)
     for node in onnx.load(exports["mha"] + "/model.onnx", load_external_data=False).graph.node:
-        if node.op_type == "RotaryEmbedding":     # several heads' q, k, v a kernel block, in pair order
+        if node.op_type == "RotaryEmbedding":  # several heads' q, k, v a kernel block, in pair order
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             assert attrs["interleaved"] == 1 and attrs["num_heads"] == heads // group, attrs
             assert attrs["rotary_embedding_dim"] == 2 * group * (hidden // heads), attrs
@@ -132,12 +145,14 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     assert ops["SkipLayerNormalization"] == 2 * layers + 1 + 2 * head and ops["LayerNormalization"] == 1
     # The encoder's 2 residual adds a layer run inside the next norm's kernel, which hands the sum
     # on (output 3); the last one's sum feeds nothing but the final norm, so it is not named.
-    summing = [n for n in onnx.load(exports["mha"] + "/model.onnx", load_external_data=False).graph.node
-               if n.op_type == "SkipLayerNormalization" and len(n.output) == 4]
-    assert len(summing) == 2 * layers - 1 and all(n.output[3] and not n.output[1] and not n.output[2]
-                                                  for n in summing)
+    summing = [
+        n
+        for n in onnx.load(exports["mha"] + "/model.onnx", load_external_data=False).graph.node
+        if n.op_type == "SkipLayerNormalization" and len(n.output) == 4
+    ]
+    assert len(summing) == 2 * layers - 1 and all(n.output[3] and not n.output[1] and not n.output[2] for n in summing)
     assert traced["Add"] - ops["Add"] >= 2 * layers
-    assert ops["Softmax"] == 1 and traced["Softmax"] == 1 + layers + head     # only the act features'
+    assert ops["Softmax"] == 1 and traced["Softmax"] == 1 + layers + head  # only the act features'
     assert nodes < traced_nodes / 2, (nodes, traced_nodes)
 
 
@@ -147,8 +162,9 @@ def test_fused_and_traced_exports_agree_on_ort(exports):
 
     from models.laya import export
 
-    sessions = {k: ort.InferenceSession(p + "/model.onnx", providers=["CPUExecutionProvider"])
-                for k, p in exports.items()}
+    sessions = {
+        k: ort.InferenceSession(p + "/model.onnx", providers=["CPUExecutionProvider"]) for k, p in exports.items()
+    }
     for batch, seq, markers in ((1, 8, 2), (4, 150, 3)):
         feeds = dict(zip(export.INPUTS, (t.numpy() for t in export.example_batch(800, batch, seq, markers, seed=7))))
         a, b = (s.run(None, feeds) for s in (sessions["mha"], sessions["sdpa"]))
@@ -168,13 +184,14 @@ def test_packed_rotary_is_rotate_half_on_q_and_k_and_leaves_v(heads, head_dim, g
     freqs = positions / (10000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim))[None, :]
     cos, sin = freqs.cos(), freqs.sin()
     x = torch.randn(3, 17, 3 * d)
-    packed = fused.packed_rotary_reference(x[..., order], cos.repeat(1, 2 * group), sin.repeat(1, 2 * group),
-                                           heads // group, 2 * group * head_dim)
+    packed = fused.packed_rotary_reference(
+        x[..., order], cos.repeat(1, 2 * group), sin.repeat(1, 2 * group), heads // group, 2 * group * head_dim
+    )
     q, k, v = fused.unpack_qkv(packed, heads // group)
     pairs = torch.tensor(fused.pair_order(heads, head_dim))
     assert torch.allclose(q, fused.rotary_reference(x[..., :d], cos, sin, heads)[..., pairs], atol=1e-6)
-    assert torch.allclose(k, fused.rotary_reference(x[..., d:2 * d], cos, sin, heads)[..., pairs], atol=1e-6)
-    assert torch.equal(v, x[..., 2 * d:])
+    assert torch.allclose(k, fused.rotary_reference(x[..., d : 2 * d], cos, sin, heads)[..., pairs], atol=1e-6)
+    assert torch.equal(v, x[..., 2 * d :])
 
 
 def test_heads_too_wide_for_the_rotary_kernel_take_the_traced_attention():

@@ -1,4 +1,5 @@
 """Export: manifest, up-to-date no-op, Hub resolution and its offline error, refusals."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,12 @@ def test_rerun_is_a_noop_and_force_redoes(english, tmp_path, capfd):
     out = str(tmp_path / "copy")
     shutil.copytree(english[1], out)
     before = os.path.getmtime(os.path.join(out, "model.onnx"))
-    code = subprocess.run([sys.executable, "-m", "models.export", "laya", "--checkpoint", english[0],
-                           "--out", out], cwd=ROOT, capture_output=True, text=True)
+    code = subprocess.run(
+        [sys.executable, "-m", "models.export", "laya", "--checkpoint", english[0], "--out", out],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert code.returncode == 0, code.stderr
     assert "up to date" in code.stderr
     assert os.path.getmtime(os.path.join(out, "model.onnx")) == before
@@ -60,7 +65,7 @@ def test_an_up_to_date_export_from_before_folding_is_folded_not_exported_again(e
     again = export.export(english[0], out, progress=said.append)
     assert again["weights_folded"] is True and read(out)["weights_folded"] is True
     assert said[-1] == "up to date: %s (its weight layouts folded now)" % out
-    assert os.path.getmtime(os.path.join(out, "model.onnx")) == before      # nothing was left to fold
+    assert os.path.getmtime(os.path.join(out, "model.onnx")) == before  # nothing was left to fold
     assert {k: v for k, v in again.items() if k != "weights_folded"} == meta
 
 
@@ -96,11 +101,24 @@ def test_parallel_layout_is_refused(english, tmp_path):
 def test_hub_download_offline_gives_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    proc = subprocess.run([sys.executable, "-m", "models.export", "laya", "--checkpoint",
-                           "convaiinnovations/laya/multilingual", "--revision",
-                           "55cf4c4ebb4ebe31b2550e8bdf3bd21b99753851", "--out", str(tmp_path / "o")],
-                          cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "models.export",
+            "laya",
+            "--checkpoint",
+            "convaiinnovations/laya/multilingual",
+            "--revision",
+            "55cf4c4ebb4ebe31b2550e8bdf3bd21b99753851",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+    )
     assert proc.returncode == 2
     assert "unreachable" in proc.stderr and "convaiinnovations/laya" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -1,4 +1,5 @@
 """Calibration and confidence formulas."""
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,7 @@ P2 = [0.4026163222565936, 0.5973836777434065]
 def test_jev_confidence_golden():
     assert jev_confidence("choice", P3) == pytest.approx(0.20482219926919762, abs=1e-12)
     assert jev_confidence("choice", P2) == pytest.approx(0.194767355486813, abs=1e-12)
-    assert jev_confidence("score", P3) == 0.0          # distance 0.7436 > D 0.6667
+    assert jev_confidence("score", P3) == 0.0  # distance 0.7436 > D 0.6667
     assert jev_confidence("choice", [1.0]) == 1.0
     assert jev_confidence("choice", [0.5, 0.5]) == 0.0
     assert jev_confidence("noul", P2) is None
@@ -38,8 +39,19 @@ def test_softmax_with_temperature():
     np.testing.assert_allclose(p, P3, atol=1e-6)
 
 
-@pytest.mark.parametrize("raw,applied", [(0.1006, 0.5), (9, 5.0), (1.7602, 1.7602), (True, 1.0),
-                                         (float("nan"), 1.0), (float("inf"), 1.0), ("x", 1.0), (None, 1.0)])
+@pytest.mark.parametrize(
+    "raw,applied",
+    [
+        (0.1006, 0.5),
+        (9, 5.0),
+        (1.7602, 1.7602),
+        (True, 1.0),
+        (float("nan"), 1.0),
+        (float("inf"), 1.0),
+        ("x", 1.0),
+        (None, 1.0),
+    ],
+)
 def test_clamp_temperature(raw, applied):
     assert clamp_temperature(raw) == applied
 
@@ -55,7 +67,15 @@ def test_calibration_warns_about_replaced_entries():
 
 def test_buckets_and_variants():
     assert [temp_bucket(0, k) for k in (1, 2, 3, 5, 6, 10, 11, 255)] == [
-        "choice:2", "choice:2", "choice:3-5", "choice:3-5", "choice:6-10", "choice:6-10", "choice:11+", "choice:11+"]
+        "choice:2",
+        "choice:2",
+        "choice:3-5",
+        "choice:3-5",
+        "choice:6-10",
+        "choice:6-10",
+        "choice:11+",
+        "choice:11+",
+    ]
     assert temp_bucket(2, 2) == "noul:2" and temp_bucket(1, 4) == "score:3-5"
     assert infer_variant("convaiinnovations/laya", {}) == "english"
     assert infer_variant("convaiinnovations/laya/multilingual", {}) == "multilingual"
@@ -69,8 +89,10 @@ def test_batch_calibration_is_bit_identical_to_each_row_alone():
     2-255 options, reordered options, per-bucket temperatures)."""
     from models.laya.finish import calibrate
 
-    calib = {"temperature": {0: 1.3, 1: 0.77, 2: 2.53},
-             "temperature_by_options": {"choice:3-5": 0.61, "choice:11+": 1.7}}
+    calib = {
+        "temperature": {0: 1.3, 1: 0.77, 2: 2.53},
+        "temperature_by_options": {"choice:3-5": 0.61, "choice:11+": 1.7},
+    }
     rng = np.random.default_rng(1)
     checked = 0
     for trial in range(60):
@@ -79,12 +101,14 @@ def test_batch_calibration_is_bit_identical_to_each_row_alone():
             qt = int(rng.integers(0, 3))
             k = 2 if qt == 2 else int(rng.integers(2, 256 if rng.random() < 0.3 else 12))
             rows.append((k, qt, rng.permutation(k).tolist() if rng.random() < 0.3 else None))
-        logits = (rng.standard_normal((len(rows), max(k for k, _, _ in rows) + 2)) * rng.uniform(0.1, 40))
+        logits = rng.standard_normal((len(rows), max(k for k, _, _ in rows) + 2)) * rng.uniform(0.1, 40)
         logits = logits.astype(np.float16 if trial % 2 else np.float32)
         act = rng.random((len(rows), 2)).astype(np.float32)
         for i, ((k, qt, order), c) in enumerate(zip(rows, calibrate(logits, act, rows, calib))):
-            p = softmax_row(np.asarray(logits[i, :k], dtype=np.float32),
-                            calib["temperature_by_options"].get(temp_bucket(qt, k), calib["temperature"][qt]))
+            p = softmax_row(
+                np.asarray(logits[i, :k], dtype=np.float32),
+                calib["temperature_by_options"].get(temp_bucket(qt, k), calib["temperature"][qt]),
+            )
             if order is not None:
                 canonical = np.empty_like(p)
                 canonical[np.asarray(order)] = p

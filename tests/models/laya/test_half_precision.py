@@ -1,6 +1,7 @@
 """A float16 Laya export: gated against float32 at export time, and answering the test cases as
 the float32 export does within the gate (top choice where the margin is >= 0.05, probabilities
 within 0.02), through the same served pipeline on ONNX Runtime's CPU kernels."""
+
 from __future__ import annotations
 
 import subprocess
@@ -44,7 +45,7 @@ def test_fp16_answers_match_fp32_within_the_gate(english, english_fp16):
                 refs.append(list(ref["probabilities"].values()))
     gate = precision.gate_rows(probs, refs)
     assert gate["passes"], gate
-    assert gate["max_prob_drift"] > 0                # it is a different graph, not the same one
+    assert gate["max_prob_drift"] > 0  # it is a different graph, not the same one
 
 
 def test_gate_refuses_a_distribution_that_moves():
@@ -52,14 +53,18 @@ def test_gate_refuses_a_distribution_that_moves():
     assert ok["passes"] and ok["top_choice_identical"] == "1/1"
     flipped = precision.gate_rows([[0.45, 0.55]], [[0.6, 0.4]])
     assert not flipped["passes"] and flipped["top_choice_identical"] == "0/1"
-    close_call = precision.gate_rows([[0.495, 0.505]], [[0.51, 0.49]])    # margin < 0.05: top not gated
+    close_call = precision.gate_rows([[0.495, 0.505]], [[0.51, 0.49]])  # margin < 0.05: top not gated
     assert close_call["passes"] and close_call["top_choice_identical"] == "0/0"
 
 
 def test_cli_refuses_bfloat16_for_laya(english, tmp_path):
     def export(*args):
-        return subprocess.run([sys.executable, "-m", "models.export", *args, "--checkpoint", english[0],
-                               "--out", str(tmp_path / "x")], cwd=ROOT, capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "models.export", *args, "--checkpoint", english[0], "--out", str(tmp_path / "x")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
 
     run = export("laya", "--dtype", "bfloat16")
     assert run.returncode == 2 and "float32 or float16" in run.stderr
@@ -89,8 +94,11 @@ def test_record_exports_what_enforce_refuses(english, tmp_path, monkeypatch, cap
 
     monkeypatch.setattr(precision, "MAX_DRIFT", 1e-6)
     refused = str(tmp_path / "refused")
-    assert command.main(["laya", "--checkpoint", english[0], "--out", refused, "--dtype", "float16"]) == \
-        command.GATE_FAILED == 3
+    assert (
+        command.main(["laya", "--checkpoint", english[0], "--out", refused, "--dtype", "float16"])
+        == command.GATE_FAILED
+        == 3
+    )
     err = capsys.readouterr().err
     assert "error: half-precision graph fails the parity gate" in err and "--parity-gate record" in err
     assert not os.path.exists(os.path.join(refused, "manifest.json"))

@@ -1,4 +1,5 @@
 """Our torch-free pipeline (ONNX Runtime) against the model authors' `laya` 0.4.15 package."""
+
 from __future__ import annotations
 
 import warnings
@@ -19,7 +20,7 @@ def _reference(agent, state, questions):
 
 
 def _compare(ours: dict, ref: dict) -> None:
-    assert list(ours["answers"]) == list(ref["answers"])      # request order
+    assert list(ours["answers"]) == list(ref["answers"])  # request order
     for qid, a in ours["answers"].items():
         r = ref["answers"][qid]
         assert a["type"] == r["type"]
@@ -27,7 +28,7 @@ def _compare(ours: dict, ref: dict) -> None:
         if a["type"] == "choice":
             assert a["choice"] == r["choice"]
         for key in ("probabilities", "legend"):
-            if key in r:   # keys as laya.serve's JSON encoder writes them
+            if key in r:  # keys as laya.serve's JSON encoder writes them
                 assert list(a[key]) == [json_key(k) for k in r[key]], (qid, key)
         if "legend" in r:
             assert a["legend"] == r["legend"]

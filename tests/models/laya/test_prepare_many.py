@@ -1,5 +1,6 @@
 """Laya's `prepare_many` (every state in one tokenizer call) is `prepare` for each body: the same
 rows, usage and questions, and the same error for a bad body, which fails alone."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,16 +11,29 @@ from tests.models.laya.cases import CASES, LONG
 
 def _bodies():
     good = [{"state": state, "questions": questions} for _, state, questions in CASES]
-    good.append({"state": ["first turn", {"speaker": "agent", "text": LONG}, LONG],   # truncated from the left
-                 "questions": {"r": {"type": "noul", "instructions": "Refund?"}}})
-    good.append({"state": "a state with a [MASK] token in it",
-                 "questions": {"r": {"type": "noul", "instructions": "Refund?"}}})
+    good.append(
+        {
+            "state": ["first turn", {"speaker": "agent", "text": LONG}, LONG],  # truncated from the left
+            "questions": {"r": {"type": "noul", "instructions": "Refund?"}},
+        }
+    )
+    good.append(
+        {"state": "a state with a [MASK] token in it", "questions": {"r": {"type": "noul", "instructions": "Refund?"}}}
+    )
     bad = [
-        {"questions": {"r": {"type": "noul", "instructions": "Refund?"}}},                # no state
+        {"questions": {"r": {"type": "noul", "instructions": "Refund?"}}},  # no state
         {"state": "x", "questions": {"q": {"type": "choice", "instructions": "pick", "criteria": {}}}},
         {"state": "x" * 300_000, "questions": {"r": {"type": "noul", "instructions": "Refund?"}}},
-        {"state": "x", "questions": {"q": {"type": "choice", "instructions": "pick",       # no room for its options
-                                           "criteria": {"o%d" % i: "option " * 40 for i in range(200)}}}},
+        {
+            "state": "x",
+            "questions": {
+                "q": {
+                    "type": "choice",
+                    "instructions": "pick",  # no room for its options
+                    "criteria": {"o%d" % i: "option " * 40 for i in range(200)},
+                }
+            },
+        },
     ]
     # Bad bodies between good ones: what a bad body raises must not shift the states' ids.
     return [b for pair in zip(good, bad + [None] * len(good)) for b in pair if b is not None]

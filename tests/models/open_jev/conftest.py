@@ -1,5 +1,6 @@
 """Open-Jev fixtures: the tiny locally trained Qwen-style tokenizer, a tiny random package, and merged-export settings
 whose head is the identity on a 1-wide hidden state (so a hidden row *is* its score)."""
+
 from __future__ import annotations
 
 import os
@@ -10,13 +11,26 @@ import pytest
 from models.open_jev.checkpoint import CHAT_PREFIX, CHAT_SUFFIX, VARIANTS, MergedExport
 
 
-def make_export(variant: str = "27b-v1.1", *, max_length: int = 4096, weight=(1.0,), bias: float = 0.0,
-                temperature: float | None = None) -> MergedExport:
+def make_export(
+    variant: str = "27b-v1.1",
+    *,
+    max_length: int = 4096,
+    weight=(1.0,),
+    bias: float = 0.0,
+    temperature: float | None = None,
+) -> MergedExport:
     v = VARIANTS[variant]
-    return MergedExport(model_id=v.model_id, base_revision=v.base_revision, checkpoint_revision=v.revision,
-                        temperature=v.temperature if temperature is None else temperature,
-                        max_length=max_length, chat_prefix=CHAT_PREFIX, chat_suffix=CHAT_SUFFIX,
-                        head_weight=np.asarray(weight, dtype=np.float32), head_bias=bias)
+    return MergedExport(
+        model_id=v.model_id,
+        base_revision=v.base_revision,
+        checkpoint_revision=v.revision,
+        temperature=v.temperature if temperature is None else temperature,
+        max_length=max_length,
+        chat_prefix=CHAT_PREFIX,
+        chat_suffix=CHAT_SUFFIX,
+        head_weight=np.asarray(weight, dtype=np.float32),
+        head_bias=bias,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -55,4 +69,3 @@ def jev_export(package, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("open-jev-export"))
     export.export(package, out, base=os.path.join(os.path.dirname(package), "base"), progress=None)
     return out
-

@@ -1,5 +1,6 @@
 """Open-Jev checkpoint facts: variants and names, the upstream package layout (a tiny random
 one built with peft), head.pt loading, and the merged-export metadata round trip."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,16 @@ import numpy as np
 import pytest
 
 from models.open_jev import checkpoint as ck
-from models.open_jev.checkpoint import (CHAT_PREFIX, CHAT_SUFFIX, EXPORT_FILE, VARIANTS, read_export_metadata,
-                                        read_package, variant_for, write_export_metadata)
+from models.open_jev.checkpoint import (
+    CHAT_PREFIX,
+    CHAT_SUFFIX,
+    EXPORT_FILE,
+    VARIANTS,
+    read_export_metadata,
+    read_package,
+    variant_for,
+    write_export_metadata,
+)
 from models.open_jev.head import export_metadata, load_head
 from tests.models.open_jev.conftest import make_export
 
@@ -42,24 +51,48 @@ def test_names():
 
 # --- merged-export metadata -----------------------------------------------------------------
 
+
 def test_export_metadata_round_trip(tmp_path):
     meta = make_export("9b", weight=[0.1, -2.5e-7, 3.0e5], bias=float(np.float32(-0.7)))
     path = write_export_metadata(str(tmp_path), meta)
     assert os.path.basename(path) == EXPORT_FILE
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
-    assert list(data) == ["format", "model_id", "base_revision", "checkpoint_revision", "temperature",
-                          "max_length", "chat_prefix", "chat_suffix", "head_weight", "head_bias"]
+    assert list(data) == [
+        "format",
+        "model_id",
+        "base_revision",
+        "checkpoint_revision",
+        "temperature",
+        "max_length",
+        "chat_prefix",
+        "chat_suffix",
+        "head_weight",
+        "head_bias",
+    ]
     assert data["format"] == "open-jev-text-merged/1" and data["model_id"] == "Qwen/Qwen3.5-9B"
     assert data["chat_prefix"] == CHAT_PREFIX and data["chat_suffix"] == CHAT_SUFFIX
     assert data["max_length"] == 4096 and data["temperature"] == 1.8969118766347646
     back = read_export_metadata(str(tmp_path))
     assert back.head_weight.dtype == np.float32 and np.array_equal(back.head_weight, meta.head_weight)
     assert back.head_bias == meta.head_bias
-    assert (back.model_id, back.base_revision, back.checkpoint_revision, back.temperature, back.max_length,
-            back.chat_prefix, back.chat_suffix) == (meta.model_id, meta.base_revision, meta.checkpoint_revision,
-                                                    meta.temperature, meta.max_length, meta.chat_prefix,
-                                                    meta.chat_suffix)
+    assert (
+        back.model_id,
+        back.base_revision,
+        back.checkpoint_revision,
+        back.temperature,
+        back.max_length,
+        back.chat_prefix,
+        back.chat_suffix,
+    ) == (
+        meta.model_id,
+        meta.base_revision,
+        meta.checkpoint_revision,
+        meta.temperature,
+        meta.max_length,
+        meta.chat_prefix,
+        meta.chat_suffix,
+    )
     assert back.variant is VARIANTS["9b"]
 
 
@@ -76,13 +109,30 @@ def _rewrite(tmp_path, **changes):
     return str(tmp_path)
 
 
-@pytest.mark.parametrize("changes", [
-    {"format": "open-jev-text-merged/2"}, {"model_id": "Qwen/Qwen3.5-4B"}, {"base_revision": "0" * 40},
-    {"max_length": 0}, {"max_length": 16385}, {"max_length": 4096.0}, {"max_length": True},
-    {"temperature": 0}, {"temperature": -1.0}, {"temperature": "2.5"}, {"temperature": ...},
-    {"chat_prefix": None}, {"chat_suffix": ...}, {"head_weight": []}, {"head_weight": [1.0, None]},
-    {"head_weight": [1e39]}, {"head_bias": None}, {"head_bias": True}, {"head_bias": 1e39},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"format": "open-jev-text-merged/2"},
+        {"model_id": "Qwen/Qwen3.5-4B"},
+        {"base_revision": "0" * 40},
+        {"max_length": 0},
+        {"max_length": 16385},
+        {"max_length": 4096.0},
+        {"max_length": True},
+        {"temperature": 0},
+        {"temperature": -1.0},
+        {"temperature": "2.5"},
+        {"temperature": ...},
+        {"chat_prefix": None},
+        {"chat_suffix": ...},
+        {"head_weight": []},
+        {"head_weight": [1.0, None]},
+        {"head_weight": [1e39]},
+        {"head_bias": None},
+        {"head_bias": True},
+        {"head_bias": 1e39},
+    ],
+)
 def test_read_export_metadata_refuses(tmp_path, changes):
     with pytest.raises(ValueError):
         read_export_metadata(_rewrite(tmp_path, **changes))
@@ -98,6 +148,7 @@ def test_read_export_metadata_limits_and_defaults(tmp_path):
 
 # --- the upstream package -------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_package(tmp_path_factory):
     from models.open_jev import random_checkpoint
@@ -109,15 +160,27 @@ def tiny_package(tmp_path_factory):
 def test_package_layout(tiny_package):
     root, package = tiny_package
     assert package == os.path.join(root, "checkpoint")
-    for name in ("model.json", "temperature.json", "head.pt", "adapter/adapter_config.json",
-                 "adapter/adapter_model.safetensors"):
+    for name in (
+        "model.json",
+        "temperature.json",
+        "head.pt",
+        "adapter/adapter_config.json",
+        "adapter/adapter_model.safetensors",
+    ):
         assert os.path.exists(os.path.join(package, name)), name
     with open(os.path.join(package, "adapter", "adapter_config.json")) as f:
         adapter = json.load(f)
     assert adapter["peft_type"] == "LORA" and adapter["r"] == 8
     assert adapter["base_model_name_or_path"] == "Qwen/Qwen3.5-9B"
-    assert set(adapter["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj",
-                                              "gate_proj", "up_proj", "down_proj"}
+    assert set(adapter["target_modules"]) == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    }
     pkg = read_package(package)
     assert (pkg.model_id, pkg.base_revision) == ("Qwen/Qwen3.5-9B", VARIANTS["9b"].base_revision)
     assert pkg.temperature == 1.8969118766347646 and pkg.variant is VARIANTS["9b"]
@@ -134,7 +197,7 @@ def test_head_loading(tiny_package):
     assert weight.dtype == np.float32 and weight.shape == (64,)
     assert np.array_equal(weight, raw["weight"].reshape(-1).numpy()) and bias == raw["bias"].item()
     with pytest.raises(ValueError, match=r"\(1, 4096\)"):
-        load_head(pkg)                        # the 9B's real width: the tiny head does not fit
+        load_head(pkg)  # the 9B's real width: the tiny head does not fit
 
 
 def test_export_metadata_from_the_package(tiny_package, tmp_path):
@@ -189,7 +252,7 @@ def test_the_adapter_merges_into_the_language_model(tiny_package):
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     targets = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     assert changed == {k for k in before if k.endswith(tuple(t + ".weight" for t in targets))}
-    assert len(changed) == 4 * 3 + 4                # 4 MLPs; q/k/v/o of the one full-attention layer
+    assert len(changed) == 4 * 3 + 4  # 4 MLPs; q/k/v/o of the one full-attention layer
 
 
 def test_chat_parts_from_a_template():

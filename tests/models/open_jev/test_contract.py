@@ -1,5 +1,6 @@
 """The golden contract (models.md §4.5) end to end: prompts byte for byte, then answers from
 hidden states through the head, calibration and the envelope, to 1e-12."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,10 +33,9 @@ def test_answers_from_hidden_states(case, tokenizer, export27):
     """As served: one head score per candidate (a noul's is true − false), false fixed at 0."""
     request, _, logits, expected = CASES[case]
     rows, context, usage = prepare(request, tokenizer, export27)
-    scores = [v for q, row in zip(context.questions, logits)
-              for v in ([row[1] - row[0]] if q.kind == "noul" else row)]
+    scores = [v for q, row in zip(context.questions, logits) for v in ([row[1] - row[0]] if q.kind == "noul" else row)]
     assert [r.question for r in rows] == [i for i, q in enumerate(context.questions) for _ in range(q.candidates)]
-    hidden = np.asarray(scores, dtype=np.float32)[:, None]      # the identity head reads them back
+    hidden = np.asarray(scores, dtype=np.float32)[:, None]  # the identity head reads them back
     body = finish(context, hidden)
     close(body["answers"], expected)
     assert list(body) == ["model", "answers", "usage", "metadata"]
@@ -51,6 +51,7 @@ def test_served_noul_minus_one():
     assert calibrate([0.0, -1.0], T27)[1] == pytest.approx(0.4026163222565936, abs=1e-12)
 
     from models.open_jev.prepare import Context
+
     context = Context(questions, export, input_tokens=7, candidates=1, started=0.0)
     body = finish(context, np.array([[-1.0]], dtype=np.float32), inference_seconds=0.5)
     assert body["answers"] == {"q": {"type": "noul", "noul": pytest.approx(P2[0], abs=1e-12)}}
@@ -63,8 +64,15 @@ def test_metadata_and_identity(tokenizer, export27):
     body = finish(context, np.zeros((len(rows), 1), dtype=np.float32))
     assert body["model"] == "Qwen/Qwen3.8-27B"
     meta = body["metadata"]
-    assert list(meta) == ["method", "temperature", "candidate_sequences", "inference_seconds",
-                          "base_revision", "max_length", "prefix_cache"]
+    assert list(meta) == [
+        "method",
+        "temperature",
+        "candidate_sequences",
+        "inference_seconds",
+        "base_revision",
+        "max_length",
+        "prefix_cache",
+    ]
     assert meta["method"] == "native_merged_lora_decision_head"
     assert meta["temperature"] == T27 and meta["candidate_sequences"] == 7
     assert meta["base_revision"] == "1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0"

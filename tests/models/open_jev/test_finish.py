@@ -1,5 +1,6 @@
 """Open-Jev finishing: the head's float64-accumulate / float32-round arithmetic, calibration,
 Jev confidences, non-finite and mis-shaped outputs."""
+
 from __future__ import annotations
 
 import math
@@ -21,13 +22,13 @@ def f32(values):
 
 def test_head_accumulates_in_float64():
     """Upstream's cases (models.md §4.3); float32 accumulation would give 0.25."""
-    assert head_scores(f32([[1, 1, 1]]), f32([2 ** 24, 1, -2 ** 24]), 0.25).tolist() == [1.25]
-    assert float(np.float32(np.float32(2 ** 24) + np.float32(1)) - np.float32(2 ** 24)) + 0.25 == 0.25
+    assert head_scores(f32([[1, 1, 1]]), f32([2**24, 1, -(2**24)]), 0.25).tolist() == [1.25]
+    assert float(np.float32(np.float32(2**24) + np.float32(1)) - np.float32(2**24)) + 0.25 == 0.25
 
 
 def test_head_rounds_to_float32_before_the_bias():
     """16777217 rounds to 2**24 in float32, then + (−2**24) in float32 is exactly 0."""
-    scores = head_scores(f32([[1, 1]]), f32([2 ** 24, 1]), -2.0 ** 24)
+    scores = head_scores(f32([[1, 1]]), f32([2**24, 1]), -(2.0**24))
     assert scores.dtype == np.float32 and scores.tolist() == [0.0]
 
 
@@ -49,7 +50,7 @@ def test_head_sums_left_to_right(monkeypatch):
     bias = float(np.float32(0.3))
     expected = _sequential_reference(hidden, weight, bias)
     assert head_scores(hidden, weight, bias).tolist() == expected
-    monkeypatch.setattr(finishing, "_HEAD_CHUNK_VALUES", 900)          # 3 rows per chunk
+    monkeypatch.setattr(finishing, "_HEAD_CHUNK_VALUES", 900)  # 3 rows per chunk
     assert head_scores(hidden, weight, bias).tolist() == expected
 
 
@@ -78,9 +79,13 @@ def _question(kind, n):
 
 def test_answers_and_confidences():
     a = answer(_question("choice", 3), [0.2, 0.5, 0.3])
-    assert a == {"type": "choice", "choice": "k1", "probabilities": {"k0": 0.2, "k1": 0.5, "k2": 0.3},
-                 "confidence": pytest.approx((0.5 - 1 / 3) / (1 - 1 / 3))}
-    assert answer(_question("choice", 3), [0.4, 0.2, 0.4])["choice"] == "k0"           # first max wins
+    assert a == {
+        "type": "choice",
+        "choice": "k1",
+        "probabilities": {"k0": 0.2, "k1": 0.5, "k2": 0.3},
+        "confidence": pytest.approx((0.5 - 1 / 3) / (1 - 1 / 3)),
+    }
+    assert answer(_question("choice", 3), [0.4, 0.2, 0.4])["choice"] == "k0"  # first max wins
     s = answer(_question("score", 3), [0.0, 0.0, 1.0])
     assert s["score"] == 2.0 and s["confidence"] == 1.0 and s["legend"] == {"0": "l0", "1": "l1", "2": "l2"}
     s = answer(_question("score", 2), [0.25, 0.75])
@@ -91,15 +96,21 @@ def test_answers_and_confidences():
 
 def _context(kinds, export=None):
     export = export or make_export()
-    questions = {"q%d" % i: ({"type": "noul", "instructions": "x"} if k == "noul" else
-                             {"type": "choice", "instructions": "x", "criteria": {"a": None, "b": None}})
-                 for i, k in enumerate(kinds)}
+    questions = {
+        "q%d" % i: (
+            {"type": "noul", "instructions": "x"}
+            if k == "noul"
+            else {"type": "choice", "instructions": "x", "criteria": {"a": None, "b": None}}
+        )
+        for i, k in enumerate(kinds)
+    }
     _, compiled = compile_request({"state": "s", "questions": questions}, export.variant)
     return Context(compiled, export, input_tokens=10, candidates=sum(q.candidates for q in compiled), started=0.0)
 
 
-@pytest.mark.parametrize("hidden", [[[float("nan")], [0.0], [0.0]], [[0.0], [float("inf")], [0.0]],
-                                    [[0.0], [0.0], [-float("inf")]]])
+@pytest.mark.parametrize(
+    "hidden", [[[float("nan")], [0.0], [0.0]], [[0.0], [float("inf")], [0.0]], [[0.0], [0.0], [-float("inf")]]]
+)
 def test_non_finite_scores_fail(hidden):
     with pytest.raises(InferenceFailed, match="non-finite"):
         finish(_context(["choice", "noul"]), f32(hidden))
@@ -121,6 +132,6 @@ def test_wrong_number_of_rows_fails():
 
 def test_head_weight_and_bias_come_from_the_export():
     export = make_export(weight=[0.5, -2.0], bias=0.25, temperature=1.0)
-    body = finish(_context(["noul"], export), f32([[4.0, 1.0]]))     # 2 − 2 + 0.25
+    body = finish(_context(["noul"], export), f32([[4.0, 1.0]]))  # 2 − 2 + 0.25
     assert body["answers"]["q0"]["noul"] == pytest.approx(1 / (1 + math.exp(-0.25)), abs=1e-15)
     assert body["metadata"]["temperature"] == 1.0 and body["model"] == "Qwen/Qwen3.8-27B"

@@ -1,6 +1,7 @@
 """Open-Jev end to end on a tiny random package (base + rank-8 LoRA + scalar head): export with
 the adapter merged, then ONNX Runtime through the served model against transformers + PEFT
 (adapter unmerged) with the same head and calibration, batching invariance, and HTTP."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,21 +20,31 @@ from tests.conftest import Pipeline, run_server
 
 REQUEST = {
     "model": "open-jev-9b",
-    "state": {"z": [1.0, 1e16, -0.0, True, None, "猫"], "a": {"β": "z", "a": "first"},
-              "ticket": "I was charged twice for my order; please refund the duplicate today. " * 3},
+    "state": {
+        "z": [1.0, 1e16, -0.0, True, None, "猫"],
+        "a": {"β": "z", "a": "first"},
+        "ticket": "I was charged twice for my order; please refund the duplicate today. " * 3,
+    },
     "questions": {
-        "route": {"type": "choice", "instructions": "Which team should handle this?",
-                  "criteria": {"billing": "Charges and refunds", "security": None, "technical": {"area": "software"}}},
-        "refund_review": {"type": "noul", "instructions": "Does the customer ask for a refund?",
-                          "criteria": {"true": "Money back", "false": "No refund"}},
+        "route": {
+            "type": "choice",
+            "instructions": "Which team should handle this?",
+            "criteria": {"billing": "Charges and refunds", "security": None, "technical": {"area": "software"}},
+        },
+        "refund_review": {
+            "type": "noul",
+            "instructions": "Does the customer ask for a refund?",
+            "criteria": {"true": "Money back", "false": "No refund"},
+        },
         "plain": {"type": "noul", "instructions": "Is the customer polite?"},
         "urgency": {"type": "score", "instructions": "How urgent is it?", "criteria": ["Low", "Medium", "High"]},
     },
 }
-SHORT = {"model": "open-jev-9b", "state": "Short.", "questions": {
-    "q": {"type": "choice", "instructions": "Pick one.", "criteria": {"a": "First", "b": "Second"}}}}
-
-
+SHORT = {
+    "model": "open-jev-9b",
+    "state": "Short.",
+    "questions": {"q": {"type": "choice", "instructions": "Pick one.", "criteria": {"a": "First", "b": "Second"}}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +53,9 @@ def reference(package):
     from peft import PeftModel
     from transformers import AutoModelForImageTextToText
 
-    full = AutoModelForImageTextToText.from_pretrained(os.path.join(os.path.dirname(package), "base"),
-                                                       dtype=torch.float32)
+    full = AutoModelForImageTextToText.from_pretrained(
+        os.path.join(os.path.dirname(package), "base"), dtype=torch.float32
+    )
     return PeftModel.from_pretrained(full.model.language_model, os.path.join(package, "adapter")).eval()
 
 
@@ -90,8 +102,13 @@ def test_batched_and_alone_agree(jev_export):
             if answer["type"] == "noul":
                 assert abs(answer["noul"] - together["answers"][qid]["noul"]) <= 1e-6
             else:
-                assert max(abs(answer["probabilities"][k] - together["answers"][qid]["probabilities"][k])
-                           for k in answer["probabilities"]) <= 1e-6
+                assert (
+                    max(
+                        abs(answer["probabilities"][k] - together["answers"][qid]["probabilities"][k])
+                        for k in answer["probabilities"]
+                    )
+                    <= 1e-6
+                )
 
 
 def test_served_over_http(jev_export, tmp_path):
@@ -110,12 +127,20 @@ def test_served_over_http(jev_export, tmp_path):
         r = httpx.post(server.url + "/v1/systemone", json=long, timeout=60)
         assert r.status_code == 413 and r.json()["code"] == "input_too_long"
         assert "no silent truncation" in r.json()["detail"]
-        r = httpx.post(server.url + "/v1/systemone", json=dict(SHORT, questions={
-            "s": {"type": "score", "instructions": "?", "criteria": ["only one"]}}), timeout=30)
+        r = httpx.post(
+            server.url + "/v1/systemone",
+            json=dict(SHORT, questions={"s": {"type": "score", "instructions": "?", "criteria": ["only one"]}}),
+            timeout=30,
+        )
         assert r.status_code == 422
         # The jev profile takes what the hosted Jev API does: one-sided criteria, no instructions.
-        jev = dict(SHORT, questions={"t": {"type": "noul", "instructions": "Refund?", "criteria": {"true": "Money"}},
-                                     "c": {"type": "noul", "criteria": {"false": "No refund"}}})
+        jev = dict(
+            SHORT,
+            questions={
+                "t": {"type": "noul", "instructions": "Refund?", "criteria": {"true": "Money"}},
+                "c": {"type": "noul", "criteria": {"false": "No refund"}},
+            },
+        )
         r = httpx.post(server.url + "/v1/systemone", json=jev, headers={"prefer": "profile=jev"}, timeout=30)
         assert r.status_code == 200, r.text
         assert all(0.0 <= a["noul"] <= 1.0 for a in r.json()["answers"].values())
@@ -159,11 +184,11 @@ def _taken_together(jev_export, bodies, fail: bool):
     assert loaded.wait(60)
     slot = registry.slots[0]
     prepared = [slot.model.prepare(b) for b in bodies]
-    assert abs(prepared[0].longest - prepared[1].longest) > 300      # past max_row_padding: two parts
+    assert abs(prepared[0].longest - prepared[1].longest) > 300  # past max_row_padding: two parts
     slot.session = _SlowLaterParts(slot.session, fail=fail)
 
     async def main():
-        with executor._cv:                  # both queued before the thread can take either
+        with executor._cv:  # both queued before the thread can take either
             jobs = [executor.submit(slot, p) for p in prepared]
         answered = {}
         for i, job in enumerate(jobs):
@@ -182,12 +207,12 @@ def test_the_older_request_of_a_take_is_answered_after_its_own_micro_batch(jev_e
     bodies = [SHORT, LONG]
     pipe, prepared, jobs, outcomes, answered, parts = _taken_together(jev_export, bodies, fail=False)
     assert jobs[0].batch is jobs[1].batch and jobs[0].batch.meta["micro_batches"] == 2
-    assert jobs[0].batch.forward_s >= 0.3                 # both parts' runs, the held-back one's too
+    assert jobs[0].batch.forward_s >= 0.3  # both parts' runs, the held-back one's too
     (first_shape, _, _), (second_shape, second_start, second_end) = parts
     # The older request's part ran first.
     assert first_shape[1] >= prepared[0].longest and second_shape[1] >= prepared[1].longest
     assert first_shape[1] < second_shape[1]
-    assert answered[0] < second_end                      # answered while the other's part still ran
+    assert answered[0] < second_end  # answered while the other's part still ran
     assert jobs[0].ran <= second_start < second_end <= jobs[1].ran
     _same_answers(pipe, bodies, prepared, outcomes)
 
@@ -212,7 +237,7 @@ def _same_answers(pipe, bodies, prepared, outcomes) -> None:
 
 def test_a_failed_micro_batch_fails_only_the_requests_not_yet_answered(jev_export):
     _, _, jobs, outcomes, _, parts = _taken_together(jev_export, [SHORT, LONG], fail=True)
-    assert len(parts) == 1                               # the first part ran; the second raised
+    assert len(parts) == 1  # the first part ran; the second raised
     assert isinstance(outcomes[1], InferenceFailed)
     assert isinstance(outcomes[0], tuple) and np.isfinite(outcomes[0][0]).all()
 
@@ -237,12 +262,11 @@ def test_one_row_shapes_are_captured_as_it_loads_and_a_noul_question_replays_one
     count, took = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=16).precapture(runner, model, 600.0)
     assert count == len(listed) == len(runner.graphs) and runner.pending == {} and took > 0
 
-    body = {"model": "open-jev-9b", "state": REQUEST["state"],
-            "questions": {"plain": REQUEST["questions"]["plain"]}}
+    body = {"model": "open-jev-9b", "state": REQUEST["state"], "questions": {"plain": REQUEST["questions"]["plain"]}}
     prepared = model.prepare(body)
     assert prepared.rows == 1
     packed = model.adapter.pack([prepared.work], static=True)
     (output,) = model.adapter.unpack([runner.run(None, packed.feeds)], [prepared.work], packed)
-    assert runner.sightings == {} and runner.pending == {}               # replayed: nothing counted
+    assert runner.sightings == {} and runner.pending == {}  # replayed: nothing counted
     got = model.finish(prepared, output, "reference", model.name)["answers"]["plain"]["noul"]
     assert abs(got - pipe(body)["answers"]["plain"]["noul"]) <= 1e-6

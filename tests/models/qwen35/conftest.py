@@ -1,5 +1,6 @@
 """Tiny random Qwen3.5 checkpoints (both layer kinds; tied and untied; multimodal and text-only
 layouts) built with transformers in the test session, and their ONNX exports."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,9 @@ def qwen_untied(artifacts):
     """Text-only `save_pretrained` layout (`model.*` + `lm_head`), untied, 8 layers."""
     from models.qwen35 import random_checkpoint
 
-    return random_checkpoint.build(str(artifacts / "qwen-untied"), "tiny", tied=False, layout="causal_lm",
-                                   seed=2, layers=8)
+    return random_checkpoint.build(
+        str(artifacts / "qwen-untied"), "tiny", tied=False, layout="causal_lm", seed=2, layers=8
+    )
 
 
 def reference(directory: str):
@@ -43,8 +45,13 @@ def tied_letters_export(request, qwen_tied, artifacts):
     from models.qwen35.dims import TextDims
 
     dims = TextDims.from_dir(qwen_tied)
-    module = export.build_module(dims, weights.load_text_state(qwen_tied, torch.float32), "letters",
-                                 letter_ids=list(range(32, 58)), attention=request.param)
+    module = export.build_module(
+        dims,
+        weights.load_text_state(qwen_tied, torch.float32),
+        "letters",
+        letter_ids=list(range(32, 58)),
+        attention=request.param,
+    )
     assert module.attention == request.param
     out = artifacts / ("qwen-tied-onnx-" + request.param)
     out.mkdir()

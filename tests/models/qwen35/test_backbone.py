@@ -1,5 +1,6 @@
 """The Qwen3.5 backbone against transformers on CPU fp32: our torch graph, then the ONNX export
 run by ONNX Runtime's LinearAttention kernel; padding invariance; sequences over one GDN chunk."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ from models.qwen35 import export, weights
 from models.qwen35.dims import TextDims
 from tests.models.qwen35.conftest import reference
 
-LENGTHS = [150, 97, 64, 5]          # > 2 GDN chunks, a ragged one, exactly one chunk, short
+LENGTHS = [150, 97, 64, 5]  # > 2 GDN chunks, a ragged one, exactly one chunk, short
 
 
 def _batch(vocab: int, lengths, pad_id: int, seed: int = 0):
@@ -27,7 +28,7 @@ def _reference_last(model, ids, lengths):
     hidden, logits = [], []
     with torch.no_grad():
         for i, n in enumerate(lengths):
-            h = text(input_ids=ids[i:i + 1, :n]).last_hidden_state[0, -1]
+            h = text(input_ids=ids[i : i + 1, :n]).last_hidden_state[0, -1]
             hidden.append(h)
             logits.append(model.lm_head(h))
     return torch.stack(hidden), torch.stack(logits)
@@ -79,7 +80,7 @@ def test_padding_and_batch_mates_do_not_change_a_row(tied_letters_export, qwen_t
     ids, positions = _batch(dims.vocab_size, LENGTHS, pad_id=3)
     together = session.run(None, {"input_ids": ids.numpy(), "positions": positions.numpy()})
     for i, n in enumerate(LENGTHS):
-        alone = session.run(None, {"input_ids": ids[i:i + 1, :n].numpy(), "positions": np.array([n - 1])})
+        alone = session.run(None, {"input_ids": ids[i : i + 1, :n].numpy(), "positions": np.array([n - 1])})
         for a, b in zip(alone, together):
             assert np.abs(a[0] - b[i]).max() <= 1e-5 * max(1.0, float(np.abs(a).max()))
 
@@ -115,8 +116,11 @@ def test_full_size_key_list_matches_transformers(qwen_tied):
     with open(qwen_tied + "/config.json") as f:
         text = json.load(f)["text_config"]
     with safe_open(qwen_tied + "/model.safetensors", "pt") as f:
-        saved = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()  # noqa: SIM118 - safe_open
-                 if k.startswith("model.language_model.")}
+        saved = {
+            k: tuple(f.get_slice(k).get_shape())
+            for k in f.keys()  # noqa: SIM118 - safe_open
+            if k.startswith("model.language_model.")
+        }
     assert dict(text_keys(text, "model.language_model.")) == saved
 
 
@@ -129,7 +133,7 @@ def test_consuming_load_builds_the_same_weights_and_empties_the_state(qwen_untie
     from models.qwen35.graph import Backbone
 
     dims = TextDims.from_dir(qwen_untied)
-    state = weights.load_text_state(qwen_untied)               # as stored: bf16
+    state = weights.load_text_state(qwen_untied)  # as stored: bf16
     target = getattr(torch, dtype)
     with torch.device("meta"):
         ref = Backbone(dims, "last")
@@ -154,7 +158,7 @@ def test_a_checkpoint_of_another_shape_is_refused(qwen_untied):
     keys = set(state)
     with pytest.raises(ValueError, match="does not match the Qwen3.5 text stack: .*down_proj"):
         export.build_module(dims, state, "last", "float32", consume=True)
-    assert set(state) == keys            # refused before anything was consumed
+    assert set(state) == keys  # refused before anything was consumed
 
 
 @pytest.mark.slow
@@ -172,7 +176,7 @@ def test_the_export_folds_as_it_writes_into_the_file_folds_graph(qwen_untied, tm
     (tmp_path / "file").mkdir()
     lazy = export.export_graph(module, str(tmp_path / "lazy"), "gated_delta_net_fused", progress=lines.append)
     assert any("weight transforms folded as they are written" in line and "(0 " not in line for line in lines)
-    assert not any(line.startswith("folded ") for line in lines)          # the file fold found nothing
+    assert not any(line.startswith("folded ") for line in lines)  # the file fold found nothing
     assert fold.fold_weights(lazy) == 0
     monkeypatch.setattr(fold, "fold_lazily", lambda model: 0)
     lines.clear()

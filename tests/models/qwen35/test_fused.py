@@ -1,5 +1,6 @@
 """The fused kernels the backbone exports (models.qwen35.fused): which attention each dtype gets,
 and that each op's ONNX Runtime kernel computes its torch reference."""
+
 from __future__ import annotations
 
 import collections
@@ -14,7 +15,7 @@ from models.qwen35.dims import TextDims
 
 
 def test_attention_choice_follows_the_dtype():
-    assert fused.attention_for("float32") == "sdpa"          # the CUDA provider has no fp32 GQA kernel
+    assert fused.attention_for("float32") == "sdpa"  # the CUDA provider has no fp32 GQA kernel
     assert fused.attention_for("float16") == "gqa"
     assert fused.attention_for("bfloat16") == "gqa"
 
@@ -31,8 +32,11 @@ def test_exported_graph_uses_one_kernel_per_norm_attention_and_projection(tied_l
     # (output 3) but for the final norm; their statistics are not named, so not computed.
     assert ops["SimplifiedLayerNormalization"] == 2 * full + (layers - full) + 1
     assert ops["SkipSimplifiedLayerNormalization"] == 2 * layers
-    skips = [n for n in onnx.load(path, load_external_data=False).graph.node
-             if n.op_type == "SkipSimplifiedLayerNormalization"]
+    skips = [
+        n
+        for n in onnx.load(path, load_external_data=False).graph.node
+        if n.op_type == "SkipSimplifiedLayerNormalization"
+    ]
     assert sum(len(n.output) == 4 and bool(n.output[3]) for n in skips) == 2 * layers - 1
     assert all(not n.output[1] and not n.output[2] for n in skips if len(n.output) > 1)
     assert ops["GroupQueryAttention"] == (full if module.attention == "gqa" else 0)
@@ -70,8 +74,9 @@ def test_fused_ops_match_their_torch_reference_in_half_precision(qwen_tied, arti
     with torch.no_grad():
         want = ref(ids, positions).numpy()
     (got,) = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
-        None, {"input_ids": ids.numpy(), "positions": positions.numpy()})
-    assert got.dtype == np.float32                        # the readout is cast back to fp32
+        None, {"input_ids": ids.numpy(), "positions": positions.numpy()}
+    )
+    assert got.dtype == np.float32  # the readout is cast back to fp32
     rel = float(np.abs(got - want).max() / np.abs(want).max())
     assert 0 < rel <= 2e-2
 
@@ -107,15 +112,17 @@ def test_fused_gdn_kernel_is_the_same_maths_in_one_packed_node(qwen_tied, artifa
     attrs = {a.name: (a.s.decode() if a.type == onnx.AttributeProto.STRING else a.i) for a in gdn[0].attribute}
     assert attrs["gate_activation"] == "qwen" and attrs["beta_activation"] == "sigmoid" and attrs["qk_l2_norm"] == 1
     for node in gdn:
-        assert node.input[0] and not node.input[1] and not node.input[2]       # packed q|k|v, no key, no value
-        assert all(node.input[i] for i in (4, 5, 6, 7, 8))                     # decay, beta, state, A_log, dt_bias
+        assert node.input[0] and not node.input[1] and not node.input[2]  # packed q|k|v, no key, no value
+        assert all(node.input[i] for i in (4, 5, 6, 7, 8))  # decay, beta, state, A_log, dt_bias
         assert len(node.output) == 2
     plain_dir = artifacts / "qwen-tied-onnx-gdn-linear"
     plain_dir.mkdir()
     plain_path = export.export_graph(module, str(plain_dir), kernel="linear_attention", progress=lambda m: None)
     assert not any(m.fused for m in layers)
-    ops, plain_ops = (collections.Counter(n.op_type for n in onnx.load(p, load_external_data=False).graph.node)
-                      for p in (path, plain_path))
+    ops, plain_ops = (
+        collections.Counter(n.op_type for n in onnx.load(p, load_external_data=False).graph.node)
+        for p in (path, plain_path)
+    )
     # Gone per GDN layer against the graph-side gates: the conv output's q/k/v split, the
     # softplus and the beta sigmoid.
     assert plain_ops["LinearAttention"] == gdn_layers and ops["LinearAttention"] == 0

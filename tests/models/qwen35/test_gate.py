@@ -1,6 +1,7 @@
 """The Qwen3.5 half-precision parity gate (models/qwen35/gate.py): its float32 reference is the
 module's own maths streamed layer by layer, it passes a tiny fp16 export on ONNX Runtime's CPU
 provider, and under `enforce` it refuses a graph whose distributions move."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,15 +60,16 @@ def test_reference_of_a_half_module_computes_in_float32(tied, half_export):
 
 def test_a_tiny_fp16_export_passes_on_the_cpu(half_export):
     module, path, letters = half_export
-    result = gate.run(module, path, gate.letter_distributions(letters), kernel="linear_attention",
-                      progress=lambda m: None)
+    result = gate.run(
+        module, path, gate.letter_distributions(letters), kernel="linear_attention", progress=lambda m: None
+    )
     assert result["passes"] and result["mode"] == "enforce"
     assert result["device"] == "cpu" and result["reference_device"] == "cpu"
     assert result["rows"] == gate.PROMPTS and len(result["prompt_tokens"]) == gate.PROMPTS
     assert all(gate.MIN_TOKENS <= t <= gate.MAX_TOKENS for t in result["prompt_tokens"])
-    assert 0 < result["max_prob_drift"] <= precision.MAX_DRIFT   # a different graph, within the gate
+    assert 0 < result["max_prob_drift"] <= precision.MAX_DRIFT  # a different graph, within the gate
     assert 0 < result["final_hidden_rel_err"] < 0.05
-    assert "gdn_plan" not in result                                # no GatedDeltaNet kernel ran
+    assert "gdn_plan" not in result  # no GatedDeltaNet kernel ran
 
 
 @pytest.mark.slow
@@ -99,26 +101,30 @@ def test_a_cuda_provider_that_fails_is_named_in_the_record_and_the_log(half_expo
     and its record and log line say that CUDA did not run it, which understates CUDA's drift."""
     monkeypatch.setattr(precision, "cuda_listed", lambda: True)
     module, path, letters = half_export
-    result = gate.run(module, path, gate.letter_distributions(letters), kernel="linear_attention",
-                      progress=lambda m: None)
+    result = gate.run(
+        module, path, gate.letter_distributions(letters), kernel="linear_attention", progress=lambda m: None
+    )
     assert result["device"] == "cpu" and result["passes"]
     assert "CUDA provider did not initialise" in result["cuda_failed"]
     line = precision.summary(result)
     assert line.startswith("parity gate vs float32 on cpu") and "WARNING: gated on the CPU" in line
-    monkeypatch.setattr(precision, "cuda_listed", lambda: False)       # a CPU-only machine: nothing to say
-    plain = gate.run(module, path, gate.letter_distributions(letters), kernel="linear_attention",
-                     progress=lambda m: None)
+    monkeypatch.setattr(precision, "cuda_listed", lambda: False)  # a CPU-only machine: nothing to say
+    plain = gate.run(
+        module, path, gate.letter_distributions(letters), kernel="linear_attention", progress=lambda m: None
+    )
     assert "cuda_failed" not in plain and "WARNING" not in precision.summary(plain)
 
 
 def test_options_the_gate_cannot_honour_fail_before_the_export(monkeypatch):
     monkeypatch.setattr(precision, "cuda_listed", lambda: False)
-    gate.check_options("float32", "gated_delta_net_fused", "enforce")     # fp32: no gate
+    gate.check_options("float32", "gated_delta_net_fused", "enforce")  # fp32: no gate
     gate.check_options("float16", "linear_attention", "record")
-    with pytest.raises(precision.GateUnavailable, match="cannot run here: --gdn-kernel gated_delta_net_fused "
-                                                        "runs on CUDA only.*no CUDA provider"):
+    with pytest.raises(
+        precision.GateUnavailable,
+        match="cannot run here: --gdn-kernel gated_delta_net_fused runs on CUDA only.*no CUDA provider",
+    ):
         gate.check_options("float16", "gated_delta_net_fused", "enforce")
-    gate.check_options("float16", "gated_delta_net_fused", "record")       # exported, its gate not run
+    gate.check_options("float16", "gated_delta_net_fused", "record")  # exported, its gate not run
     with pytest.raises(ValueError, match="parity_gate"):
         gate.check_options("float16", "linear_attention", "warn")
     with pytest.raises(ValueError, match="unknown GDN kernel 'gated_delta_net'"):
@@ -135,8 +141,9 @@ def test_a_gate_that_cannot_run_here_is_refused_or_recorded_as_not_run(tied, mon
         gate.check_options("bfloat16", "linear_attention", "enforce")
     gate.check_options("bfloat16", "linear_attention", "record")
     dists = gate.letter_distributions(np.ones((26, dims.hidden_size)))
-    kept = gate.run(module, "never-opened.onnx", dists, kernel="linear_attention", mode="record",
-                    progress=lambda m: None)
+    kept = gate.run(
+        module, "never-opened.onnx", dists, kernel="linear_attention", mode="record", progress=lambda m: None
+    )
     assert not kept["passes"] and "no bfloat16 kernels" in kept["not_run"] and kept["mode"] == "record"
     assert precision.summary(kept).startswith("parity gate NOT RUN (recorded)")
     with pytest.raises(precision.GateFailed, match="could not run"):
@@ -146,8 +153,14 @@ def test_a_gate_that_cannot_run_here_is_refused_or_recorded_as_not_run(tied, mon
 def test_spend_frees_the_module_once_its_reference_has_run(tied, half_export):
     """What the exporters ask for: the gate's session then loads beside no second copy of the weights."""
     dims, state = tied
-    module = export.build_module(dims, state, "last", "float16")      # the export's module, again
-    result = gate.run(module, half_export[1], gate.letter_distributions(half_export[2]), kernel="linear_attention",
-                      spend=True, progress=lambda m: None)
+    module = export.build_module(dims, state, "last", "float16")  # the export's module, again
+    result = gate.run(
+        module,
+        half_export[1],
+        gate.letter_distributions(half_export[2]),
+        kernel="linear_attention",
+        spend=True,
+        progress=lambda m: None,
+    )
     assert result["passes"] and result["rows"] == gate.PROMPTS
     assert all(t.numel() == 0 for t in list(module.parameters()) + list(module.buffers()))

@@ -1,6 +1,7 @@
 """What a half-precision graph feeds its GatedDeltaNet kernel (models.qwen35.gdn.input_dtype):
 a bfloat16 graph casts the kernel's inputs to float16 (ONNX Runtime's chunked engines take
 float16 only) and its output back; the parity gate's reference stays float32."""
+
 from __future__ import annotations
 
 import collections
@@ -53,8 +54,9 @@ def _casts_around_gdn(path: str) -> list[tuple[int | None, int | None]]:
 @pytest.fixture(scope="module")
 def bf16_module(qwen_tied):
     dims = TextDims.from_dir(qwen_tied)
-    return export.build_module(dims, weights.load_text_state(qwen_tied, None), "letters", "bfloat16",
-                               letter_ids=list(range(32, 58)))
+    return export.build_module(
+        dims, weights.load_text_state(qwen_tied, None), "letters", "bfloat16", letter_ids=list(range(32, 58))
+    )
 
 
 @pytest.mark.slow
@@ -82,7 +84,7 @@ def test_the_cast_keeps_torchs_numbers_and_the_gates_reference_stays_float32(bf1
         with torch.no_grad():
             got[dtype] = (bf16_module(ids, positions)[0], gate.reference_hidden(bf16_module, rows))
     (cast_out, cast_ref), (plain_out, plain_ref) = got[torch.float16], got[None]
-    assert cast_out.dtype == plain_out.dtype == torch.float32          # the readout's float32 hidden
+    assert cast_out.dtype == plain_out.dtype == torch.float32  # the readout's float32 hidden
     scale = plain_out.abs().max().item()
     assert (cast_out - plain_out).abs().max().item() <= 0.02 * scale
     for a, b in zip(cast_ref, plain_ref):

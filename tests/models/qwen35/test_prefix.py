@@ -1,6 +1,7 @@
 """A prompt head baked into the Qwen3.5 graph (prefix.py): rows holding only the tokens after it
 give what transformers gives for the whole prompt, in torch and through ONNX Runtime, alone or
 batched; the head's states are the float32 reference's."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,8 @@ from models.qwen35.dims import TextDims
 from tests.models.qwen35.conftest import reference
 from tests.models.qwen35.test_backbone import _rel
 
-HEAD = 37                            # tokens: over the conv's K-1 and under one GDN chunk
-TAILS = [150, 97, 5, 1]              # after the head: > 2 GDN chunks, ragged, short, one token
+HEAD = 37  # tokens: over the conv's K-1 and under one GDN chunk
+TAILS = [150, 97, 5, 1]  # after the head: > 2 GDN chunks, ragged, short, one token
 
 
 def _rows(vocab: int, seed: int = 3):
@@ -33,7 +34,7 @@ def _transformers_last(directory: str, rows):
 def _padded(tails, pad_id: int):
     ids = np.full((len(tails), max(map(len, tails))), pad_id, dtype=np.int64)
     for i, t in enumerate(tails):
-        ids[i, :len(t)] = t
+        ids[i, : len(t)] = t
     return ids, np.array([len(t) - 1 for t in tails], dtype=np.int64)
 
 
@@ -42,13 +43,13 @@ def baked(request, qwen_tied, tmp_path_factory):
     """(module with the head baked in, its ONNX export, head, tails, transformers' hidden states of
     head + tail)."""
     dims = TextDims.from_dir(qwen_tied)
-    module = export.build_module(dims, weights.load_text_state(qwen_tied, torch.float32), "last",
-                                 attention=request.param)
+    module = export.build_module(
+        dims, weights.load_text_state(qwen_tied, torch.float32), "last", attention=request.param
+    )
     head, tails = _rows(dims.vocab_size)
     want = _transformers_last(qwen_tied, [head + t for t in tails])
     bake.bake(module, head)
-    path = export.export_graph(module, str(tmp_path_factory.mktemp("prefix-" + request.param)),
-                               progress=lambda m: None)
+    path = export.export_graph(module, str(tmp_path_factory.mktemp("prefix-" + request.param)), progress=lambda m: None)
     return module, path, head, tails, want
 
 

@@ -1,5 +1,6 @@
 """Full-size random checkpoints written as shards and as a description (drawn as they load) give
 the exporters the same tensors, bit for bit; tried at tiny dims, which take the same code path."""
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 longest first and run in the order of their oldest request, each padded to its own longest row;
 bucketed shapes for CUDA-graph sessions; outputs back in request order, all at once or per
 request as soon as its micro-batches have run."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,13 +41,13 @@ def test_micro_batches_respect_budgets_and_pad_to_their_own_longest():
     adapter = LastTokenAdapter(pad_id=9, key="k")
     packed = _pack(adapter, _works(), max_rows=4, max_tokens=400)
     shapes = [p["input_ids"].shape for p in packed.parts]
-    assert (1, 304) in shapes                            # the 300-token row alone: 2 x 304 > 400
+    assert (1, 304) in shapes  # the 300-token row alone: 2 x 304 > 400
     assert all(r <= 4 and r * t <= 400 for r, t in shapes)
     assert all(t % 16 == 0 for _, t in shapes)
     assert packed.padded_tokens == sum(r * t for r, t in shapes)
-    for part in packed.parts:                            # right padding only, read at the last real token
+    for part in packed.parts:  # right padding only, read at the last real token
         for row, pos in zip(part["input_ids"], part["positions"]):
-            assert (row[pos + 1:] == 9).all() and row[pos] != 9
+            assert (row[pos + 1 :] == 9).all() and row[pos] != 9
 
 
 def test_static_shapes_are_the_length_buckets():
@@ -55,7 +56,7 @@ def test_static_shapes_are_the_length_buckets():
     works = [[[7] * 70], [[8] * 3], [[9] * 10]]
     packed = _pack(adapter, works, static=True, max_rows=8, max_tokens=100_000)
     (part,) = packed.parts
-    assert part["input_ids"].shape == (3, 80)            # 70 tokens -> the 80 bucket
+    assert part["input_ids"].shape == (3, 80)  # 70 tokens -> the 80 bucket
     assert adapter.pack(works).parts[0]["input_ids"].shape == (3, 80)
     out = adapter.unpack(_echo(packed), works, packed)
     assert [o[0][:, 0].tolist() for o in out] == [[70], [3], [10]]
@@ -69,10 +70,10 @@ def test_rows_of_very_different_lengths_go_to_separate_micro_batches():
     works = [[[1] * n] for n in lengths]
     packed = _pack(adapter, works, max_rows=64, max_tokens=1 << 20, max_row_padding=256)
     bands = [sorted(int(p + 1) for p in part["positions"]) for part in packed.parts]
-    assert bands == [[3300, 3399], [1900, 2000], [1000], [650, 700], [80, 120, 200]]   # the oldest first
+    assert bands == [[3300, 3399], [1900, 2000], [1000], [650, 700], [80, 120, 200]]  # the oldest first
     for part in packed.parts:
         width = part["input_ids"].shape[1]
-        assert all(width - (p + 1) <= 256 + 15 for p in part["positions"])   # + rounding to 16
+        assert all(width - (p + 1) <= 256 + 15 for p in part["positions"])  # + rounding to 16
     out = adapter.unpack(_echo(packed), works, packed)
     assert [o[0][0, 0] for o in out] == lengths
     assert packed.padded_tokens < 1.1 * packed.real_tokens
@@ -90,7 +91,7 @@ def test_long_rows_pad_to_sixteen_buckets_per_doubling():
     assert all(w - n < 16 for n, w in widths.items() if 32 <= n <= 256)
     assert all((w - n) / n < 1 / 16 for n, w in widths.items() if n > 256)
     assert len(set(widths.values())) == 79
-    assert widths[1] == widths[16] == widths[32] == MIN_WIDTH == 32    # the chunked engines' least
+    assert widths[1] == widths[16] == widths[32] == MIN_WIDTH == 32  # the chunked engines' least
     assert widths[3399] == 3456 and widths[300] == 304
 
 
@@ -104,13 +105,13 @@ def test_each_request_is_complete_after_its_own_micro_batches():
     packed = _pack(adapter, works, **limits)
     bands = [sorted(int(p + 1) for p in part["positions"]) for part in packed.parts]
     assert bands == [[3000], [80, 90, 100], [700], [1500]]
-    assert packed.ready == [0, 1, 2, 1, 3]                           # the 700-token row waits for part 2
+    assert packed.ready == [0, 1, 2, 1, 3]  # the 700-token row waits for part 2
     assert packed.meta["seq_len"] == 3072
     outputs = _echo(packed)
     whole = adapter.unpack(outputs, works, packed)
     for k in range(len(packed.parts)):
         done = [i for i, r in enumerate(packed.ready) if r == k]
-        early = adapter.unpack(outputs[:k + 1], works, packed, only=done)
+        early = adapter.unpack(outputs[: k + 1], works, packed, only=done)
         for i, got in zip(done, early):
             np.testing.assert_array_equal(got[0], whole[i][0])
             assert got[0][:, 0].tolist() == [len(r) for r in works[i]]
@@ -129,10 +130,10 @@ def test_a_baked_head_is_cut_off_every_row_and_a_row_without_it_is_refused():
     works = [[head + [1] * 5, head + [2] * 20], [head + [3]]]
     packed = _pack(adapter, works, max_rows=8)
     out = adapter.unpack(_echo(packed), works, packed)
-    assert [o[0][:, 0].tolist() for o in out] == [[5, 20], [1]]      # lengths after the head
+    assert [o[0][:, 0].tolist() for o in out] == [[5, 20], [1]]  # lengths after the head
     assert packed.real_tokens == 26
     assert all(not np.isin(p["input_ids"], head).any() for p in packed.parts)
-    for bad in ([[1, 8, 9, 4]], [head]):                  # another head; the head alone
+    for bad in ([[1, 8, 9, 4]], [head]):  # another head; the head alone
         with pytest.raises(InferenceFailed, match="prompt head"):
             adapter.pack([bad])
 
