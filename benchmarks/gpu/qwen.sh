@@ -79,7 +79,11 @@ if [ "$phase" = prepare ]; then
   fi
   python3 -c 'import onnxruntime as o, torch, transformers; o.preload_dlls(); print("onnxruntime", o.__version__, o.get_available_providers(), "torch", torch.__version__, "transformers", transformers.__version__)'
   t0=$(date +%s)
-  [ -f $CK/config.json ] || python3 -m models.qwen35.random_checkpoint $CK --size $size "${DESCRIBE[@]}"
+  # Built aside and renamed into place: prepares of one size side by side (two dtypes) share it.
+  if [ ! -f $CK/config.json ]; then
+    python3 -m models.qwen35.random_checkpoint $CK.part-$$ --size $size "${DESCRIBE[@]}"
+    mv -T $CK.part-$$ $CK 2>/dev/null || rm -rf $CK.part-$$
+  fi
   echo "random checkpoint $(( $(date +%s) - t0 )) s"; du -sh $CK
   [ "$family" = open-jev ] && python3 -m models.open_jev.random_checkpoint --full $CK /tmp/omni/pkg-$size --variant $variant
   [ "$family" = clef-flash ] && python3 -m models.clef_flash.random_checkpoint --full $CK /tmp/omni/clef-9b
@@ -89,11 +93,11 @@ if [ "$phase" = prepare ]; then
     python3 -m models.export $family --checkpoint $SRC "${EXTRA[@]}" --out $EX-$k --dtype $DTYPE \
       --gdn-kernel $kernel \
       --parity-gate ${PARITY_GATE:-record} \
-      > "$OUT/export-$family-$k.log" 2>&1 &
+      > "$OUT/export-$family${EX_SUFFIX:-}-$k.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait $p; done
-  for k in $KERNELS; do grep -v Warn "$OUT/export-$family-$k.log" | tail -3; done
+  for k in $KERNELS; do grep -v Warn "$OUT/export-$family${EX_SUFFIX:-}-$k.log" | tail -3; done
   echo "build+export $(( $(date +%s) - t0 )) s"; df -h /tmp | tail -1
   exit 0
 fi

@@ -2,7 +2,8 @@
 # The GPU tier on the device machine (one `run` call; benchmarks/gpu/README.md): full-size random
 # fp16 exports of FAMILIES, prepared side by side, then `make test-gpu` against them.
 #   FAMILIES="laya cua-s1" bash benchmarks/gpu/tier.sh
-# FAMILIES  laya (english), cua-s1, open-jev (9B), clef-flash; default "laya cua-s1".
+# FAMILIES  laya (english), cua-s1, open-jev (9B), clef-flash; default "laya cua-s1". FAMILY:float32
+#           adds that family's float32 export (alone and batched must agree to float32 rounding).
 # onnxruntime-gpu must be unpacked in /tmp/ortsite; `.whl` carried (SKIP_WHEELS=1: installed already).
 # GPU_TIER_COMMIT names the commit in the record (the copied tree may carry no git history).
 # Writes $OUT/tier.jsonl (one line an export: requests, 5xx, worst drift per level), tier.log, prepare-*.log.
@@ -19,6 +20,10 @@ for f in $FAMILIES; do
   case $f in
     laya) SKIP_WHEELS=1 bash benchmarks/gpu/laya.sh prepare > "$OUT/prepare-laya.log" 2>&1 &
           exports+=(/tmp/omni/ex-mha16) ;;
+    *:float32)  # the float32 export beside the fp16 one: where padding reaching a real row would show
+          SKIP_WHEELS=1 DESCRIBED=1 DTYPE=float32 EX_SUFFIX=-f32 bash benchmarks/gpu/qwen.sh prepare "${f%:*}" \
+            > "$OUT/prepare-${f%:*}-f32.log" 2>&1 &
+          exports+=(/tmp/omni/ex-${f%:*}-f32-gdnf) ;;
     *)    SKIP_WHEELS=1 DESCRIBED=1 bash benchmarks/gpu/qwen.sh prepare "$f" > "$OUT/prepare-$f.log" 2>&1 &
           exports+=(/tmp/omni/ex-$f-gdnf) ;;
   esac

@@ -3,15 +3,23 @@ full-size random-weight checkpoints (GPU_TIER_EXPORTS: export directories, comma
 CUDA graphs on as shipped,
 
 - the conformance suite (tests/models/conformance.py) through the executor on CUDA: each
-  request's answers alone equal its answers in a concurrent mixed batch, within the bound of the
-  export's half-precision parity gate (models/precision.py);
+  request's answers alone equal its answers in a concurrent mixed batch, within the export's
+  bound (`bound`);
 - mixed traffic through a real server at c = 1, 16 and 64: no 5xx, the model ready throughout,
   and every answer within that bound of the same request's answer at c = 1.
+
+The bound: a float32 export answers the same alone and batched up to float32 rounding
+(FLOAT32_BOUND), which is where padding that reached a real row would show. A half-precision
+export answers within its parity gate's bound (models/precision.py); one whose gate was recorded
+as failed (a random-weight checkpoint, whose deep random stack amplifies rounding) within the
+drift its gate measured against float32: batching may move an answer no further than half
+precision itself does.
 
 Each export's figures (commit, GPU, requests, 5xx, worst drift) are appended to
 GPU_TIER_OUT (a JSON-lines file) when it is set, for docs/reliability.md. Without exports or a
 CUDA provider the tier is skipped: CI has neither.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -32,6 +40,7 @@ from tests.models import conformance
 pytestmark = pytest.mark.gpu
 
 EXPORTS = [d for d in os.environ.get("GPU_TIER_EXPORTS", "").split(",") if d]
+FLOAT32_BOUND = 1e-3
 CONCURRENCY = (1, 16, 64)
 REQUESTS = int(os.environ.get("GPU_TIER_REQUESTS", "256"))
 
@@ -50,16 +59,22 @@ if not EXPORTS or not _cuda():
 
 def _gpu() -> str:
     try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30).stdout.strip().splitlines()[0]
+        return (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+            )
+            .stdout.strip()
+            .splitlines()[0]
+        )
     except (OSError, IndexError, subprocess.SubprocessError):
         return "unknown"
 
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=30).stdout.strip() or os.environ.get("GPU_TIER_COMMIT", "unknown")
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30
+        ).stdout.strip() or os.environ.get("GPU_TIER_COMMIT", "unknown")
     except (OSError, subprocess.SubprocessError):
         return os.environ.get("GPU_TIER_COMMIT", "unknown")
 
@@ -76,6 +91,20 @@ def export(request):
     return request.param
 
 
+def bound(export_dir: str) -> tuple[float, str]:
+    """(the most an answer may move between alone and batched, where that bound comes from)."""
+    from models import manifest
+
+    meta = manifest.read(export_dir)
+    if meta.get("weights_dtype", "float32") == "float32":
+        return FLOAT32_BOUND, "float32"
+    gate = meta.get("check", {}).get("parity_gate") or {}
+    measured = gate.get("max_prob_drift")
+    if gate.get("passes") is False and measured is not None and measured > MAX_DRIFT:
+        return float(measured), "the export's own fp16 drift from float32 (gate recorded, not passed)"
+    return MAX_DRIFT, "the fp16 parity gate"
+
+
 @pytest.fixture(scope="module")
 def on_cuda(export):
     h = Harness([export], device="cuda")
@@ -87,10 +116,10 @@ def on_cuda(export):
 
 @settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_conformance_on_cuda(on_cuda, data):
+def test_conformance_on_cuda(export, on_cuda, data):
     h, slot = on_cuda
     items = data.draw(conformance.batches(slot.name, slot.model.limits(), max_words=300))
-    conformance.check_batch_invariance(h, slot, items, atol=MAX_DRIFT, outputs=False)
+    conformance.check_batch_invariance(h, slot, items, atol=bound(export)[0], outputs=False)
 
 
 def _issue_traffic(model: str, limits: dict, n: int) -> list[dict]:
@@ -111,8 +140,10 @@ def _issue_traffic(model: str, limits: dict, n: int) -> list[dict]:
 
 
 def _send(url: str, bodies: list[dict], clients: int) -> list[httpx.Response]:
-    with httpx.Client(timeout=120, limits=httpx.Limits(max_connections=clients)) as client, \
-            concurrent.futures.ThreadPoolExecutor(clients) as pool:
+    with (
+        httpx.Client(timeout=120, limits=httpx.Limits(max_connections=clients)) as client,
+        concurrent.futures.ThreadPoolExecutor(clients) as pool,
+    ):
         return list(pool.map(lambda b: client.post(url + "/v1/systemone", json=b), bodies))
 
 
@@ -133,11 +164,11 @@ def test_mixed_traffic_through_a_server_at_c1_16_64(export, tmp_path):
     model = load(export)
     limits = model.limits()
     bodies = _issue_traffic(model.name, limits, REQUESTS // 2) + conformance.traffic(
-        model.name, limits, REQUESTS - REQUESTS // 2, seed=58)
+        model.name, limits, REQUESTS - REQUESTS // 2, seed=58
+    )
     env = {"OMNI_MODELS": export, "OMNI_DEVICE": "cuda", "OMNI_REQUEST_TIMEOUT_S": "120"}
     with run_server(tmp_path, env, timeout=600) as s:
-        row: dict = {"export": os.path.basename(export), "model": model.name, "requests": 0, "5xx": 0,
-                     "levels": {}}
+        row: dict = {"export": os.path.basename(export), "model": model.name, "requests": 0, "5xx": 0, "levels": {}}
         base: list[dict | None] = []
         refused: list[list[int]] = []
         worst = 0.0
@@ -153,15 +184,20 @@ def test_mixed_traffic_through_a_server_at_c1_16_64(export, tmp_path):
             drift = max((_drift(a, b) for a, b in zip(base, answers) if a and b), default=0.0)
             worst = max(worst, drift)
             ready = httpx.get(s.url + "/readyz").status_code
-            row["levels"][str(c)] = {"requests": len(codes), "5xx": fivexx, "4xx": sum(
-                1 for code in codes if 400 <= code < 500), "worst_drift": drift, "ready_after": ready,
-                "requests_per_s": round(len(codes) / took, 1)}
+            row["levels"][str(c)] = {
+                "requests": len(codes),
+                "5xx": fivexx,
+                "4xx": sum(1 for code in codes if 400 <= code < 500),
+                "worst_drift": drift,
+                "ready_after": ready,
+                "requests_per_s": round(len(codes) / took, 1),
+            }
             refused.append([code for code in codes if code < 500])
             row["requests"] += len(codes)
             row["5xx"] += fivexx
-        row["worst_drift"], row["bound"] = worst, MAX_DRIFT
+        row["worst_drift"], (row["bound"], row["bound_from"]) = worst, bound(export)
         _record(row)
     assert row["5xx"] == 0, row
     assert all(level["ready_after"] == 200 for level in row["levels"].values()), row
-    assert all(codes == refused[0] for codes in refused), row     # a request over a limit is refused at every level
-    assert worst <= MAX_DRIFT + 1e-4, row            # answers are rounded to 4 places
+    assert all(codes == refused[0] for codes in refused), row  # a request over a limit is refused at every level
+    assert worst <= row["bound"] + 1e-4, row  # answers are rounded to 4 places
