@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -20,6 +21,11 @@ TEST_OVERRIDE = os.path.join("tests", "deploy", "compose.test.yaml")
 STACKS = [(BASE,)] + [(BASE, o) for o in OVERRIDES] + [(BASE, "compose.cpu.yaml", TEST_OVERRIDE)]
 # compose.test.yaml requires these (`${VAR:?}`); any value validates.
 ENV = {"OMNI_TEST_DEMO": "/nonexistent-demo", "OMNI_BASE_IMAGE": "debian-python:validate"}
+
+
+def dockerfile() -> str:
+    with open(os.path.join(ROOT, "Dockerfile")) as f:
+        return f.read()
 
 
 def test_every_root_compose_file_is_covered():
@@ -69,6 +75,15 @@ def test_the_cpu_stack_has_images_of_its_own(compose_bin):
     for name in ("server", "export"):
         assert cpu[name]["image"] == gpu[name]["image"] + "-cpu", (name, cpu[name]["image"])
         assert cpu[name]["build"]["args"]["ORT_EXTRA"] == "cpu" and gpu[name]["build"]["args"]["ORT_EXTRA"] == "gpu"
+    # The CPU export image holds torch's CPU build, whose lock is for Python 3.11 (the Dockerfile's
+    # TORCH build argument; its default is PyPI's CUDA wheels, which a CPU stack has no use for).
+    args = cpu["export"]["build"]["args"]
+    assert args["TORCH"] == "cpu" and "TORCH" not in gpu["export"]["build"]["args"]
+    with open(os.path.join(ROOT, "requirements", "lock.py")) as f:
+        python = re.search(r'^TORCH_CPU_PYTHON = "([\d.]+)"', f.read(), re.M).group(1)
+    assert args["BASE_IMAGE"].startswith("python:%s-" % python), args
+    assert args["TORCH_INDEX_URL"].startswith("https://download.pytorch.org/whl/cpu")
+    assert re.search(r'^ARG TORCH=cuda$.*"requirements/torch-\$\{TORCH\}\.txt"', dockerfile(), re.M | re.S)
 
 
 GPUS = (BASE, "compose.gpus.yaml")

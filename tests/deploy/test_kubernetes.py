@@ -244,29 +244,88 @@ def test_the_service_pdb_and_hpa_are_the_servers(rendered, overlay):
     assert 1 <= pdb["maxUnavailable"] < hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
     (metric,) = hpa["spec"]["metrics"]
     assert metric["type"] == "Pods" and metric["pods"]["target"]["type"] == "AverageValue"
-    # A gauge the server exports, and the one the adapter's rule serves.
-    served = {m.name for m in Metrics().registry.collect() if m.type == "gauge"}
-    assert metric["pods"]["metric"]["name"] in served
+    # The server's gauge as the adapter's rule serves it (test_the_adapter_rule_is_chart_values_...).
+    assert metric["pods"]["metric"]["name"].startswith("omni_queue_depth")
 
 
-def test_the_adapter_rule_serves_the_hpa_metric_and_the_servicemonitor_the_service(kubectl, rendered, tmp_path):
-    (config_map,) = kustomize(kubectl, os.path.join(K8S, "prometheus-adapter"))
-    (rule,) = yaml.safe_load(config_map["data"]["config.yaml"])["rules"]
-    hpa_metric = one(rendered["gpu"], "HorizontalPodAutoscaler")["spec"]["metrics"][0]["pods"]["metric"]["name"]
-    assert rule["name"]["as"] == hpa_metric and rule["seriesQuery"].startswith(hpa_metric + "{")
-    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
-    # The ServiceMonitor component, added to an overlay as the docs say.
-    rel = os.path.relpath(K8S, tmp_path)
-    (tmp_path / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s/overlays/gpu]\n"
-        "components: [%s/components/servicemonitor]\n" % (rel, rel)
+def test_the_adapter_rule_is_chart_values_serving_the_hpa_metric_from_the_servers_gauge(rendered):
+    """The rule is the prometheus-adapter chart's `rules.custom` (added to the operator's release,
+    never a ConfigMap that replaces the chart's): it reads the gauge the server exports and serves
+    it under the name the HPA asks for, apart from the name the chart's default rules give it."""
+    with open(os.path.join(K8S, "prometheus-adapter", "values.yaml")) as f:
+        values = yaml.safe_load(f)
+    assert set(values) == {"rules"} and set(values["rules"]) == {"custom"}, (
+        "only the rule: --reuse-values keeps the rest"
     )
-    docs = kustomize(kubectl, str(tmp_path))
-    monitor = one(docs, "ServiceMonitor")["spec"]
-    service = one(docs, "Service")
-    assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    assert monitor["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
-    annotations = server(docs)["spec"]["template"]["metadata"]["annotations"]
+    (rule,) = values["rules"]["custom"]
+    gauges = {m.name for m in Metrics().registry.collect() if m.type == "gauge"}
+    series = re.match(r"(\w+)\{", rule["seriesQuery"]).group(1)
+    assert series in gauges and re.fullmatch(rule["name"]["matches"], series)
+    assert "<<.Series>>{<<.LabelMatchers>>}" in rule["metricsQuery"] and "by (<<.GroupBy>>)" in rule["metricsQuery"]
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    for overlay in OVERLAYS:
+        hpa = one(rendered[overlay], "HorizontalPodAutoscaler")["spec"]["metrics"][0]["pods"]["metric"]["name"]
+        assert hpa == rule["name"]["as"] != series
+
+
+def monitored_overlay(tmp_path, resource: str, components: bool, extra: str = "") -> str:
+    """An overlay of the operator's: `resource` with the ServiceMonitor component added, as the
+    docs say, plus `extra` lines."""
+    d = tmp_path / ("monitored-%d" % len(list(tmp_path.iterdir())))
+    d.mkdir()
+    text = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\n" % resource
+    if components:
+        text += "components: [%s]\n" % os.path.relpath(os.path.join(K8S, "components", "servicemonitor"), d)
+    (d / "kustomization.yaml").write_text(text + extra)
+    return str(d)
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return selector.items() <= labels.items()
+
+
+@pytest.mark.parametrize("where", ["in-the-group-base", "in-each-group"])
+def test_with_the_documented_split_each_server_is_scraped_once(kubectl, tmp_path, where):
+    """Two groups of models (the docs' split overlay beside the plain one), the ServiceMonitor added
+    either to the overlay both groups build on or to each group's own: every server pod is behind
+    one monitor endpoint, the one of its own group."""
+    gpu = os.path.join(K8S, "overlays", "gpu")
+    plain = monitored_overlay(tmp_path, os.path.relpath(gpu, tmp_path / "monitored-0"), components=True)
+    split_dir = tmp_path / "gpu-jev27b"
+    split_dir.mkdir()
+    if where == "in-the-group-base":
+        split_text = docs_split_overlay().replace("../gpu", os.path.relpath(plain, split_dir))
+    else:
+        split_text = docs_split_overlay().replace("../gpu", os.path.relpath(gpu, split_dir))
+        split_text += "components: [%s]\n" % os.path.relpath(
+            os.path.join(K8S, "components", "servicemonitor"), split_dir
+        )
+    (split_dir / "kustomization.yaml").write_text(split_text)
+    docs = kustomize(kubectl, plain) + kustomize(kubectl, str(split_dir))
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert {m["metadata"]["name"] for m in monitors} == {"omni-server", "omni-server-jev27b"}
+    services = [d for d in docs if d["kind"] == "Service"]
+    for deployment in (d for d in docs if d["kind"] == "Deployment"):
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        ports = {p["name"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+        scrapes = [
+            (m["metadata"]["name"], s["metadata"]["name"], e["port"])
+            for s in services
+            if s["spec"].get("selector") and selects(s["spec"]["selector"], pod_labels)
+            for m in monitors
+            if selects(m["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
+            for e in m["spec"]["endpoints"]
+            if e["port"] in {p["name"] for p in s["spec"]["ports"]}
+        ]
+        name = deployment["metadata"]["name"]
+        assert scrapes == [(name, name, "http")], (name, scrapes)
+        assert "http" in ports
+    for m in monitors:
+        assert m["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
+
+
+def test_the_server_pods_carry_the_scrape_annotations(rendered):
+    annotations = server(rendered["gpu"])["spec"]["template"]["metadata"]["annotations"]
     assert annotations == {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": "8000",
@@ -419,7 +478,8 @@ def test_a_rollout_waits_out_the_startup_budget(rendered, overlay):
     still loading the largest export does not fail the rollout."""
     deployment = server(rendered[overlay])
     c = container(deployment["spec"]["template"]["spec"], "server")
-    budget = c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"]
+    startup = c["startupProbe"]
+    budget = startup.get("initialDelaySeconds", 0) + startup["periodSeconds"] * startup["failureThreshold"]
     assert deployment["spec"]["progressDeadlineSeconds"] > budget
 
 
@@ -444,12 +504,24 @@ def test_service_links_are_off_because_the_server_refuses_them(rendered, overlay
         Settings.from_env(omni_links)  # ... which the server would refuse
 
 
-def test_the_dashboards_process_panels_read_only_the_servers():
-    """Metrics every Python process exports (`process_*`) are scoped to the targets that export the
-    server's own metrics, so another job's processes are not shown as the server's."""
+PROMQL_WORDS = {"sum", "max", "min", "avg", "by", "on", "and", "or", "unless", "rate", "histogram_quantile", "without"}
+
+
+def test_every_dashboard_expression_reads_only_the_servers_targets():
+    """Each expression's series are the server's own (`omni_*`), or are joined on (job, instance)
+    to one of them: metrics every process exports (`process_*`) would otherwise show another job's
+    processes (the collector's, Prometheus' own) as the server's."""
     import json as _json
 
     with open(os.path.join(ROOT, "deploy", "grafana", "dashboards", "system1-omni.json")) as f:
-        exprs = re.findall(r'"expr": "((?:[^"\\]|\\.)*)"', f.read())
-    process = [e for e in exprs if "process_" in e]
-    assert process and all("on (job, instance) omni_" in _json.loads('"%s"' % e) for e in process), process
+        dashboard = _json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", []) if "expr" in t]
+    assert len(exprs) > 10
+    joined = re.compile(r"\band on \(job, instance\) (omni_\w+)")
+    for expr in exprs:
+        # What is left once label matchers, ranges, grouping labels and joins are taken out.
+        bare = re.sub(r"\{[^}]*\}|\[[^]]*\]|\b(?:by|on) \([^)]*\)|\$\w+", " ", joined.sub(" ", expr))
+        names = {w for w in re.findall(r"[A-Za-z_:][\w:]*", bare) if w not in PROMQL_WORDS}
+        foreign = {n for n in names if not n.startswith("omni_")}
+        assert not foreign or joined.search(expr), (expr, foreign)
+        assert names, expr
