@@ -43,6 +43,7 @@ BATCH_SERIES = {
     "omni_batch_rows_sum": "rows",
     "omni_batch_forward_seconds_sum": "forward_s",
     "omni_batch_padding_tokens_sum": "padding_tokens",
+    "omni_input_tokens_total": "real_tokens",
 }
 
 
@@ -175,8 +176,23 @@ def batching(before: dict | None, after: dict | None) -> dict:
         "rows_per_batch": d["rows"] / n if n else float("nan"),
         "padding_tokens_per_batch": d["padding_tokens"] / n if n else float("nan"),
     }
+    if "real_tokens" in d:
+        out["real_tokens"] = int(d["real_tokens"])
     if d.get("forward_s", 0.0) > 0:  # servers before the series have none
         out["forward_ms_per_batch"] = d["forward_s"] * 1000.0 / n if n else float("nan")
+    return out
+
+
+def compute(p: dict, params_b: float, peak_tflops: float) -> dict:
+    """Achieved dense compute of a pass from its real (unpadded) input tokens: 2 FLOP a parameter a
+    token (the matrix products; attention's own products, small at these lengths, left out), and
+    its share of the GPU's dense fp16 peak."""
+    if not params_b or "real_tokens" not in p or not p.get("wall_s"):
+        return {}
+    tflops = 2.0 * params_b * 1e9 * p["real_tokens"] / p["wall_s"] / 1e12
+    out = {"real_tokens_per_s": p["real_tokens"] / p["wall_s"], "achieved_tflops": tflops}
+    if peak_tflops:
+        out["share_of_peak"] = tflops / peak_tflops
     return out
 
 
@@ -297,6 +313,8 @@ def main(argv=None):
         default="asyncio",
         help="the clients' event loop, or blocking sockets (one thread per client)",
     )
+    ap.add_argument("--params-b", type=float, default=0.0, help="the model's parameters, billions: achieved TFLOP/s")
+    ap.add_argument("--peak-tflops", type=float, default=0.0, help="the GPU's dense fp16 peak: the share achieved")
     args = ap.parse_args(argv)
     bodies = load_workload(args.workload)
     report = {
@@ -317,10 +335,14 @@ def main(argv=None):
             passes = [
                 run_pass(args.url, bodies, c, n, args.procs, pool, args.per_request, args.client_loop) for _ in range(2)
             ]
+            for p in passes:
+                p.update(compute(p, args.params_b, args.peak_tflops))
             report["levels"].append({"concurrency": c, "passes": passes})
             for p in passes:
                 rows = "  %.1f rows/pass" % p["rows_per_batch"] if "rows_per_batch" in p else ""
                 forward = "  %.2f ms forward/pass" % p["forward_ms_per_batch"] if "forward_ms_per_batch" in p else ""
+                if "achieved_tflops" in p:
+                    forward += "  %.1f TFLOP/s" % p["achieved_tflops"]
                 print(
                     "c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s%s"
                     % (

@@ -40,9 +40,15 @@ def test_load_report_with_per_request_records(server, tmp_path, capsys):
             "1",
             "--out",
             str(out),
+            "--params-b",
+            "0.5",
+            "--peak-tflops",
+            "100",
         ]
     )
     report = json.loads(out.read_text())
+    # Each line's real tokens as its response's usage counts them (padding never counts).
+    usage = [httpx.post(server.url + "/v1/systemone", json=b).json()["usage"]["input_tokens"] for b in bodies]
     assert [level["concurrency"] for level in report["levels"]] == [1, 2]
     for level in report["levels"]:
         assert len(level["passes"]) == 2
@@ -62,6 +68,10 @@ def test_load_report_with_per_request_records(server, tmp_path, capsys):
             assert 1 <= p["batches"] <= 6 and p["rows_per_batch"] * p["batches"] == 12
             assert p["padding_tokens_per_batch"] >= 0
             assert 0 < p["forward_ms_per_batch"] < 1000 * p["wall_s"]
+            # Achieved compute from the real tokens: each line twice, 2 FLOP a parameter a token.
+            assert p["real_tokens"] == 2 * sum(usage)
+            assert abs(p["achieved_tflops"] - 2 * 0.5e9 * p["real_tokens"] / p["wall_s"] / 1e12) < 1e-12
+            assert abs(p["share_of_peak"] - p["achieved_tflops"] / 100) < 1e-12
     assert "c=2" in capsys.readouterr().out
     # The summaries' table: a row a measured pass, in order, each with its stages' p50.
     header, *rows = load.pass_table(load.read_results(str(out)))
