@@ -1,12 +1,16 @@
 #!/bin/sh
 # omni-export (the export image's entrypoint): export every model named in OMNI_MODELS into
-# $OMNI_MODEL_ROOT/<name>, skipping exports that are up to date. An entry is
+# $OMNI_MODEL_ROOT/<name>/<version>/ and point $OMNI_MODEL_ROOT/<name>/current at it once it is
+# complete (python -m models.export --publish, models/publish.py); a version published already is
+# not exported again. An entry is
 #   - a published name: english, multilingual, typed-decisions (Laya), cua-s1-4b-0.2,
-#     open-jev-9b, open-jev-27b-v1.1, clef-flash (pinned to the revisions in docs/models.md);
+#     open-jev-9b, open-jev-27b-v1.1, clef-flash, each pinned to the revision docs/models.md names
+#     (OMNI_REVISION pins the Laya ones elsewhere);
 #   - name=checkpoint (a Hub id or a directory; a Laya checkpoint), or
 #     name=family:checkpoint with family laya, cua-s1, open-jev or clef-flash;
 #   - name=demo for the random-weight Laya demo checkpoint.
-# OMNI_REVISION pins Hub downloads of name=... entries; OMNI_EXPORT_DTYPE (float32, float16,
+# OMNI_REVISION pins Hub downloads of name=... entries (unset: the commit the Hub's main branch
+# names when the export runs, recorded in the version); OMNI_EXPORT_DTYPE (float32, float16,
 # bfloat16) and OMNI_GDN_KERNEL (linear_attention, or gated_delta_net_fused: CUDA only) apply to Qwen3.5 families,
 # OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. The defaults here are the portable ones
 # (float32, linear_attention); compose.yaml asks for float16 and the fused kernel on the GPU.
@@ -18,6 +22,7 @@
 # memory at a fraction of the speed.
 set -eu
 root=${OMNI_MODEL_ROOT:-/models}
+laya_revision=55cf4c4ebb4ebe31b2550e8bdf3bd21b99753851
 
 # gated FAMILY DTYPE ARGS...: export in DTYPE, or in float32 when DTYPE's parity gate says no.
 gated() {
@@ -39,9 +44,9 @@ for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
   extra=""
   if [ "$name" = "$entry" ]; then
     case "$name" in
-      english) source=convaiinnovations/laya ;;
-      multilingual) source=convaiinnovations/laya/multilingual ;;
-      typed-decisions) source=convaiinnovations/laya/typed-decisions ;;
+      english) source=convaiinnovations/laya; revision=${OMNI_REVISION:-$laya_revision} ;;
+      multilingual) source=convaiinnovations/laya/multilingual; revision=${OMNI_REVISION:-$laya_revision} ;;
+      typed-decisions) source=convaiinnovations/laya/typed-decisions; revision=${OMNI_REVISION:-$laya_revision} ;;
       cua-s1-4b-0.2) family=cua-s1; source=Qwen/Qwen3.5-4B; revision=851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a
                      extra="--adapter cua-ai/cua-s1-4b-0.2/text" ;;
       open-jev-9b) family=open-jev; source=ZefanCai/Open-Jev-9B/package/checkpoint
@@ -60,7 +65,7 @@ for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
     source=$root/.demo-checkpoint
     [ -f "$source/model.safetensors" ] || python -m models.laya.random_checkpoint "$source" --size demo
   fi
-  set -- --checkpoint "$source" --out "$root/$name" --name "$name"
+  set -- --checkpoint "$source" --publish "$root/$name" --name "$name"
   if [ -n "$revision" ]; then set -- "$@" --revision "$revision"; fi
   if [ "$family" != laya ]; then
     # shellcheck disable=SC2086  # $extra is a flag and its value

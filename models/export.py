@@ -10,6 +10,10 @@
 (optionally with a subfolder), downloaded with huggingface_hub (`--revision` pins a commit;
 HF_TOKEN for gated repos). Re-running with unchanged sources is a no-op.
 
+`--publish DIR` instead of `--out` writes a versioned export, DIR/<version>/, and points
+DIR/current at it once complete (models/publish.py): what deploy/export.sh does, so that servers
+load a complete export or none and old and new servers serve side by side during a rollout.
+
 Exit status: 0 exported (or up to date); 2 the checkpoint cannot be had, or the options are
 refused; 3 a half-precision graph failed its parity gate, or the gate cannot run here (a float32
 export needs none: deploy/export.sh exports float32 then); 1 anything else.
@@ -22,7 +26,7 @@ import importlib
 import inspect
 import sys
 
-from models import gdn_plan
+from models import gdn_plan, publish
 from models.hub import CheckpointUnavailable
 from models.precision import GateFailed
 
@@ -44,7 +48,14 @@ def main(argv=None) -> int:
     )
     ap.add_argument("model", choices=sorted(EXPORTERS))
     ap.add_argument("--checkpoint", required=True, help="local directory or owner/name[/subfolder]")
-    ap.add_argument("--out", required=True, help="directory to write the export to")
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="directory to write the export to")
+    where.add_argument(
+        "--publish",
+        metavar="DIR",
+        help="write the export to DIR/<version>/ (checkpoint commit or content hash, exporter "
+        "version, options) and point DIR/current at it once complete",
+    )
     ap.add_argument("--revision", help="commit, branch or tag of a Hub checkpoint")
     ap.add_argument("--subfolder", help="checkpoint subfolder inside the repo or directory")
     ap.add_argument("--name", help="served model name (default: the checkpoint's variant)")
@@ -104,22 +115,34 @@ def main(argv=None) -> int:
         for option in extra:
             if option not in takes:
                 ap.error("--%s does not apply to %s" % (option.replace("_", "-"), args.model))
+        if args.publish and args.force:
+            ap.error("--force applies to --out: a published version is never rewritten")
         if args.model == "laya" and args.dtype == "bfloat16":
             ap.error("Laya exports in float32 or float16")
         if args.dtype:
             extra["dtype"] = args.dtype
         if args.parity_gate:
             extra["parity_gate"] = args.parity_gate
-        exporter.export(
-            args.checkpoint,
-            args.out,
-            revision=args.revision,
-            subfolder=args.subfolder,
-            name=args.name,
-            force=args.force,
-            progress=progress,
-            **extra,
-        )
+
+        def run(out: str) -> None:
+            exporter.export(
+                args.checkpoint,
+                out,
+                revision=args.revision,
+                subfolder=args.subfolder,
+                name=args.name,
+                force=args.force,
+                progress=progress,
+                **extra,
+            )
+
+        if args.out:
+            run(args.out)
+        else:
+            identity = publish.source_identity(args.checkpoint, args.revision, args.subfolder)
+            options = {"family": args.model, "checkpoint": args.checkpoint, "subfolder": args.subfolder}
+            options.update(name=args.name, **extra)
+            publish.publish(args.publish, publish.version(identity, options), run, progress)
     except CheckpointUnavailable as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2

@@ -2,7 +2,9 @@
 
 `manifest.json` names the family (which package loads it), the served name and aliases, the
 checkpoint and revision, dims, calibration, limits, and SHA-256 of the sources and outputs. The
-server reads it (`read`); an exporter writes it through models/export_dir.py.
+server reads it (`read`); an exporter writes it through models/export_dir.py. A directory the
+export service publishes to holds versions and a `current` link to one (models/publish.py): the
+server loads the export `resolve` names.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import os
 from typing import Any
 
 MANIFEST = "manifest.json"
+# The link a publish directory names its served version by (models/publish.py).
+CURRENT = "current"
 # Bump when the exported graph or manifest changes meaning: older exports are redone.
 EXPORTER_VERSION = "1"
 
@@ -30,6 +34,14 @@ def sha256_file(path: str, chunk: int = 1 << 22) -> str:
 
 def hash_files(root: str, names: list[str]) -> dict[str, str]:
     return {name: sha256_file(os.path.join(root, name)) for name in names if os.path.exists(os.path.join(root, name))}
+
+
+def resolve(directory: str) -> str:
+    """The export `directory` serves: the version its `current` link names, resolved now and once
+    (a later publish moves the link, never what a loaded server reads), else `directory` itself,
+    a plain export."""
+    link = os.path.join(directory, CURRENT)
+    return os.path.realpath(link) if os.path.islink(link) else directory
 
 
 def read(directory: str) -> dict[str, Any]:

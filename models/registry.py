@@ -15,7 +15,9 @@ FAMILIES = {
 
 
 def load(directory: str):
-    """The served model for one export directory (no sessions yet: the executor makes those)."""
+    """The served model for one export directory, or the version a publish directory's `current`
+    names (no sessions yet: the executor makes those)."""
+    directory = manifests.resolve(directory)
     meta = manifests.read(directory)
     family = meta.get("family")
     if family not in FAMILIES:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -139,9 +140,48 @@ def test_export_script_maps_each_family_to_its_exporter(tmp_path):
     assert "--gdn-kernel linear_attention" in lines[0]  # the script's own default: portable
     assert lines[1].startswith("-m models.export open-jev --checkpoint ZefanCai/Open-Jev-9B/package/checkpoint ")
     assert lines[2].startswith("-m models.export clef-flash --checkpoint Cloudflare/clef-flash ")
-    assert lines[3].startswith("-m models.export open-jev --checkpoint /ck/pkg --out %s/mine" % tmp_path)
+    assert lines[3].startswith("-m models.export open-jev --checkpoint /ck/pkg --publish %s/mine" % tmp_path)
+    assert "--revision" not in lines[3]  # a local directory: its version is its content's hash
     assert lines[4].startswith("-m models.export laya --checkpoint convaiinnovations/laya ")
+    assert "--revision 55cf4c4ebb4ebe31b2550e8bdf3bd21b99753851" in lines[4]  # Laya pinned too
     assert lines[4].endswith("--dtype float32")  # OMNI_EXPORT_DTYPE is the Qwen families'
+
+
+def _script_pins(tmp_path, **env_extra) -> dict[str, str]:
+    """Each published name's `--revision`, as deploy/export.sh calls the exporter."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    calls = tmp_path / "calls.txt"
+    calls.unlink(missing_ok=True)
+    (bin_dir / "python").write_text('#!/bin/sh\necho "$@" >> %s\n' % calls)
+    (bin_dir / "python").chmod(0o755)
+    names = ["english", "multilingual", "typed-decisions", "cua-s1-4b-0.2", "open-jev-9b", "open-jev-27b-v1.1"]
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "OMNI_REVISION"},
+        "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]),
+        "OMNI_MODEL_ROOT": str(tmp_path),
+        "OMNI_MODELS": ",".join(names + ["clef-flash"]),
+        **env_extra,
+    }
+    proc = subprocess.run(["sh", os.path.join(ROOT, "deploy", "export.sh")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    pins = {}
+    for line in calls.read_text().splitlines():
+        args = line.split()
+        pins[args[args.index("--name") + 1]] = args[args.index("--revision") + 1]
+    return pins
+
+
+def test_every_published_name_is_exported_at_the_revision_models_md_names(tmp_path):
+    """No published model follows a branch: each is pinned, by default, to docs/models.md's revision."""
+    with open(os.path.join(ROOT, "docs", "models.md"), encoding="utf-8") as f:
+        rows = re.findall(r"^\| `([\w.-]+)` \| [\w-]+ \| .*? \| `([0-9a-f]{40})`", f.read(), re.M)
+    documented = dict(rows)
+    assert len(documented) == 7
+    assert _script_pins(tmp_path) == documented
+    # OMNI_REVISION moves the Laya names alone; the others are pinned with their adapters and bases.
+    moved = _script_pins(tmp_path, OMNI_REVISION="0" * 40)
+    assert {n for n in moved if moved[n] != documented[n]} == {"english", "multilingual", "typed-decisions"}
 
 
 def _run_failing_half(tmp_path, status: int, **env_extra):
