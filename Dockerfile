@@ -4,7 +4,8 @@
 #                      Both install from requirements/ORT_EXTRA.txt, a lock with hashes.
 #   export:            runtime + torch/transformers: turns checkpoints into ONNX directories.
 # BASE_IMAGE is any image with python3 (>= 3.11) and its venv module; air-gapped sites put
-# wheels in ./wheelhouse/ and build with PIP_OFFLINE=1. No `# syntax=` line: BuildKit would fetch
+# wheels in ./wheelhouse/ and build with PIP_OFFLINE=1. VERSION and REVISION (the commit) label the
+# images; deploy/release.sh (make release) sets both. No `# syntax=` line: BuildKit would fetch
 # that frontend image from a registry, and offline builds (CI's included) have none.
 ARG BASE_IMAGE=python:3.12-slim-bookworm
 
@@ -43,9 +44,11 @@ RUN python3 /src/served_modules.py /src /served
 
 FROM base AS runtime
 ARG VERSION=0.1.0
+ARG REVISION=
 LABEL org.opencontainers.image.title="system1-omni" \
       org.opencontainers.image.description="Server for System One decision models over POST /v1/systemone" \
       org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=deps /opt/venv /opt/venv
 COPY app/ app/
@@ -83,9 +86,11 @@ RUN if [ "$PIP_OFFLINE" = 1 ]; then set -- --no-index; fi; \
 # compose waits for this container to exit).
 FROM base AS export
 ARG VERSION=0.1.0
+ARG REVISION=
 LABEL org.opencontainers.image.title="system1-omni-export" \
       org.opencontainers.image.description="Exports System One checkpoints to the ONNX directories system1-omni serves" \
       org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=export-deps /opt/venv /opt/venv
 COPY app/ app/

@@ -7,6 +7,8 @@
 #                   benchmarks/gpu/laya.sh and qwen.sh prepare them); installs nothing, and fails
 #                   where it cannot run (no CUDA provider, no exports)
 #   make lock       regenerate requirements/*.txt from pyproject.toml (after editing its dependencies)
+#   make release    the images of this commit, tagged <version>-<commit> (deploy/release.sh); with
+#                   REGISTRY=host/path pushed there and their digests printed for the overlays
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -30,7 +32,7 @@ DROP   = --drop requirements/$(if $(findstring gpu,$(EXTRAS)),cpu,gpu).txt
 # One stamp per set installed: another set (EXTRAS=gpu,export after the default) installs again.
 STAMP  = $(VENV)/.installed-$(subst $(comma),+,$(EXTRAS))+torch-$(TORCH)
 
-.PHONY: install serve test test-fast test-gpu lint lock export-demo clean
+.PHONY: install serve test test-fast test-gpu lint lock release export-demo clean
 
 install:
 	@$(MAKE) --no-print-directory '$(STAMP)' EXTRAS=$(EXTRAS) TORCH=$(TORCH)
@@ -75,6 +77,10 @@ lock:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --require-hashes --no-deps -r requirements/uv.txt
 	$(PY) requirements/lock.py --uv $(VENV)/bin/uv
+
+# STACKS: gpu cpu (default both), or one of them.
+release:
+	REGISTRY='$(REGISTRY)' STACKS='$(or $(STACKS),gpu cpu)' deploy/release.sh
 
 clean:
 	rm -rf $(VENV) .omni .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

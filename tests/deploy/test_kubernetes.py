@@ -504,6 +504,45 @@ def test_service_links_are_off_because_the_server_refuses_them(rendered, overlay
         Settings.from_env(omni_links)  # ... which the server would refuse
 
 
+def docs_yaml_after(heading: str) -> str:
+    """The first yaml block of docs/deployment.md after `heading`."""
+    with open(os.path.join(ROOT, "docs", "deployment.md")) as f:
+        text = f.read()
+    return re.search(r"```yaml\n(.*?)```", text[text.index(heading) :], re.S).group(1)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_states_its_pull_policy(rendered, overlay):
+    for obj in (server(rendered[overlay]), one(rendered[overlay], "Job")):
+        pod = obj["spec"]["template"]["spec"]
+        for c in pod["containers"] + pod.get("initContainers", []):
+            assert c["imagePullPolicy"] == "IfNotPresent", (obj["metadata"]["name"], c["name"])
+
+
+def test_the_documented_release_overlay_runs_every_container_by_digest(kubectl, tmp_path):
+    """docs/deployment.md's overlay with a release's `images:` lines: every container of the
+    servers and the export names its image by registry and digest, never by a tag."""
+    text = docs_yaml_after("## Releases")
+    pins = {i["name"]: i for i in yaml.safe_load(text)["images"]}
+    assert set(pins) == {"system1-omni", "system1-omni-export"}
+    d = tmp_path / "release"
+    d.mkdir()
+    (d / "kustomization.yaml").write_text(
+        text.replace("../gpu", os.path.relpath(os.path.join(K8S, "overlays", "gpu"), d))
+    )
+    docs = kustomize(kubectl, str(d))
+    images = []
+    for obj in (server(docs), one(docs, "Job")):
+        pod = obj["spec"]["template"]["spec"]
+        images += [c["image"] for c in pod["containers"] + pod.get("initContainers", [])]
+    assert len(images) == 3
+    for image in images:
+        name, _, digest = image.partition("@")
+        pin = next(p for p in pins.values() if p["newName"] == name)
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest) and digest == pin["digest"], image
+        assert ":" not in name.rsplit("/", 1)[1], "no tag beside the digest"
+
+
 PROMQL_WORDS = {"sum", "max", "min", "avg", "by", "on", "and", "or", "unless", "rate", "histogram_quantile", "without"}
 
 
