@@ -63,7 +63,12 @@ for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
   fi
   if [ "$source" = demo ]; then
     source=$root/.demo-checkpoint
-    [ -f "$source/model.safetensors" ] || python -m models.laya.random_checkpoint "$source" --size demo
+    if [ ! -f "$source/model.safetensors" ]; then
+      # Built aside and renamed into place: servers exporting at once never read a half-built one.
+      partial=$root/.demo-checkpoint.partial.${HOSTNAME:-local}.$$
+      python -m models.laya.random_checkpoint "$partial" --size demo
+      mv -T "$partial" "$source" 2>/dev/null || rm -rf "$partial"
+    fi
   fi
   set -- --checkpoint "$source" --publish "$root/$name" --name "$name"
   if [ -n "$revision" ]; then set -- "$@" --revision "$revision"; fi

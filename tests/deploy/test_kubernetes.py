@@ -13,8 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import time
 
 import pytest
 import yaml
@@ -334,7 +332,9 @@ def test_the_server_pods_carry_the_scrape_annotations(rendered):
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_servers_read_the_volume_the_export_job_writes(rendered, overlay):
+def test_servers_export_to_the_volume_they_read(rendered, overlay):
+    """Each server's init container is the export (the Job's container, its env and volume): it
+    writes /models, the server reads it, and the Job exports to the same place ahead of them."""
     docs = rendered[overlay]
     job_pod = one(docs, "Job", "omni-export")["spec"]["template"]["spec"]
     pod = server(docs)["spec"]["template"]["spec"]
@@ -346,48 +346,71 @@ def test_servers_read_the_volume_the_export_job_writes(rendered, overlay):
     }
     assert claims["models"] == "omni-models"
     root = env_of(docs, container(pod, "server"))["OMNI_MODEL_ROOT"]
-    export = container(job_pod, "export")
-    assert {"name": "models", "mountPath": root} in export["volumeMounts"]  # written
-    assert env_of(docs, export)["OMNI_MODEL_ROOT"] == root
-    for c in (container(pod, "server"), container(pod, "wait-for-export", init=True)):
-        assert {"name": "models", "mountPath": root, "readOnly": True} in c["volumeMounts"]
+    job_export, init = container(job_pod, "export"), container(pod, "export", init=True)
+    assert init["image"] == job_export["image"] and "command" not in init, "the export image's entrypoint"
+    for export in (job_export, init):
+        assert {"name": "models", "mountPath": root} in export["volumeMounts"]  # written
+        assert env_of(docs, export)["OMNI_MODEL_ROOT"] == root
+    assert env_of(docs, init).items() >= {k: v for k, v in env_of(docs, job_export).items() if k != "HF_HOME"}.items()
+    assert env_of(docs, init)["HF_HOME"].startswith(root + "/."), "a cache on the volume every node mounts"
+    assert {"name": "models", "mountPath": root, "readOnly": True} in container(pod, "server")["volumeMounts"]
     assert job_pod["restartPolicy"] == "Never"
     assert one(docs, "Job")["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [2]
+    assert "ttlSecondsAfterFinished" not in one(docs, "Job")["spec"], "GitOps tools would run it again"
 
 
-def test_the_init_container_waits_for_every_manifest_then_lets_the_server_start(rendered, tmp_path):
-    """The init container's own command, run here against a folder standing for the volume."""
-    docs = rendered["gpu"]
-    init = container(server(docs)["spec"]["template"]["spec"], "wait-for-export", init=True)
-    assert init["image"] == container(server(docs)["spec"]["template"]["spec"], "server")["image"]
-    env = {
-        **env_of(docs, init),
-        "OMNI_MODELS": "english,big=open-jev:some/checkpoint",
-        "OMNI_MODEL_ROOT": str(tmp_path),
-    }
-    cmd = [sys.executable if a == "python3" else a for a in init["command"]]
-    proc = subprocess.Popen(
-        cmd,
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": ROOT, **env},
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        (tmp_path / "english").mkdir()
-        (tmp_path / "english" / MANIFEST).write_text("{}")
-        line = proc.stdout.readline()
-        assert "waiting for the export job" in line and str(tmp_path / "big") in line, line
-        time.sleep(1)
-        assert proc.poll() is None, "one export is still missing"
-        (tmp_path / "big").mkdir()
-        (tmp_path / "big" / MANIFEST).write_text("{}")
-        assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_pod_holds_a_gpu_while_it_waits_for_another(rendered, overlay):
+    """No ordering of apply leaves GPUs held by pods that wait: every init container of a pod is
+    the export, run on that pod's own resources (its GPU where the pod has one), and nothing runs
+    before the server that waits for anything else. The only wait left is an export's lock on a
+    model (models/publish.py), held by a pod that is exporting it on a GPU of its own."""
+    docs = rendered[overlay]
+    pods = [
+        o["spec"]["template"]["spec"] for o in docs if o["kind"] in ("Deployment", "Job", "StatefulSet", "DaemonSet")
+    ]
+    for pod in pods:
+        gpus = [c for c in pod["containers"] if "nvidia.com/gpu" in c.get("resources", {}).get("limits", {})]
+        for init in pod.get("initContainers", []):
+            assert init["image"].startswith("system1-omni-export"), init["name"]
+            if gpus:
+                assert init["resources"]["limits"]["nvidia.com/gpu"] == gpus[0]["resources"]["limits"]["nvidia.com/gpu"]
+    server_pod = server(docs)["spec"]["template"]["spec"]
+    assert [c["name"] for c in server_pod["initContainers"]] == ["export"]
+    with open(os.path.join(ROOT, "deploy", "export.sh"), encoding="utf-8") as f:
+        script = f.read()
+    assert "sleep" not in script and "--publish" in script, "the export waits on nothing but a model's lock"
+
+
+def test_servers_exporting_one_model_at_once_take_turns_and_export_it_once(tmp_path):
+    """Two exports of one version at once (two pods' init containers): the second waits on the
+    lock while the first exports, then finds the version published and exports nothing."""
+    import threading
+
+    from models import publish
+
+    exported, entered = [], threading.Event()
+    release = threading.Event()
+
+    def slow(out):
+        entered.set()
+        assert release.wait(30)
+        exported.append(out)
+        with open(os.path.join(out, MANIFEST), "w") as f:
+            f.write("{}")
+
+    directory = str(tmp_path / "english")
+    first = threading.Thread(target=publish.publish, args=(directory, "v1", slow))
+    first.start()
+    assert entered.wait(30)
+    second = threading.Thread(target=publish.publish, args=(directory, "v1", slow))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive(), "the second export waits for the first"
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert len(exported) == 1 and publish.current(directory) == "v1"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
