@@ -87,7 +87,14 @@ def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
 
 
 def server(docs) -> dict:
-    return one(docs, "Deployment")
+    """The servers' Deployment (the balancer component adds another)."""
+    (found,) = [
+        d
+        for d in docs
+        if d["kind"] == "Deployment"
+        and d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "server"
+    ]
+    return found
 
 
 def container(pod_spec: dict, name: str, init: bool = False) -> dict:
@@ -273,7 +280,9 @@ def monitored_overlay(tmp_path, resource: str, components: bool, extra: str = ""
     d.mkdir()
     text = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\n" % resource
     if components:
-        text += "components: [%s]\n" % os.path.relpath(os.path.join(K8S, "components", "servicemonitor"), d)
+        text += "components: [%s]\n" % ", ".join(
+            os.path.relpath(os.path.join(K8S, "components", c), d) for c in ("servicemonitor", "balancer")
+        )
     (d / "kustomization.yaml").write_text(text + extra)
     return str(d)
 
@@ -284,9 +293,10 @@ def selects(selector: dict, labels: dict) -> bool:
 
 @pytest.mark.parametrize("where", ["in-the-group-base", "in-each-group"])
 def test_with_the_documented_split_each_server_is_scraped_once(kubectl, tmp_path, where):
-    """Two groups of models (the docs' split overlay beside the plain one), the ServiceMonitor added
-    either to the overlay both groups build on or to each group's own: every server pod is behind
-    one monitor endpoint, the one of its own group."""
+    """Two groups of models (the docs' split overlay beside the plain one), the ServiceMonitor and
+    the balancer added either to the overlay both groups build on or to each group's own: every
+    server pod is behind one monitor endpoint, the one of its own group, and each group's balancer
+    resolves its own servers."""
     gpu = os.path.join(K8S, "overlays", "gpu")
     plain = monitored_overlay(tmp_path, os.path.relpath(gpu, tmp_path / "monitored-0"), components=True)
     split_dir = tmp_path / "gpu-jev27b"
@@ -295,15 +305,17 @@ def test_with_the_documented_split_each_server_is_scraped_once(kubectl, tmp_path
         split_text = docs_split_overlay().replace("../gpu", os.path.relpath(plain, split_dir))
     else:
         split_text = docs_split_overlay().replace("../gpu", os.path.relpath(gpu, split_dir))
-        split_text += "components: [%s]\n" % os.path.relpath(
-            os.path.join(K8S, "components", "servicemonitor"), split_dir
+        split_text += "components: [%s]\n" % ", ".join(
+            os.path.relpath(os.path.join(K8S, "components", c), split_dir) for c in ("servicemonitor", "balancer")
         )
     (split_dir / "kustomization.yaml").write_text(split_text)
     docs = kustomize(kubectl, plain) + kustomize(kubectl, str(split_dir))
     monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
     assert {m["metadata"]["name"] for m in monitors} == {"omni-server", "omni-server-jev27b"}
     services = [d for d in docs if d["kind"] == "Service"]
-    for deployment in (d for d in docs if d["kind"] == "Deployment"):
+    for deployment in (
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].startswith("omni-server")
+    ):
         pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
         ports = {p["name"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
         scrapes = [
@@ -320,6 +332,116 @@ def test_with_the_documented_split_each_server_is_scraped_once(kubectl, tmp_path
         assert "http" in ports
     for m in monitors:
         assert m["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
+    # Each group's balancer resolves its own group's servers, and only them.
+    deployments = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].startswith("omni-server")]
+    for suffix in ("", "-jev27b"):
+        (c,) = one(docs, "Deployment", "omni-balancer" + suffix)["spec"]["template"]["spec"]["containers"]
+        servers = {e["name"]: e.get("value") for e in c["env"]}["SERVERS"]
+        assert servers == "omni-server-pods" + suffix
+        headless = one(docs, "Service", servers)["spec"]["selector"]
+        for d in deployments:
+            mine = d["metadata"]["name"] == "omni-server" + suffix
+            assert selects(headless, d["spec"]["template"]["metadata"]["labels"]) == mine
+
+
+BALANCER_CFG = os.path.join(K8S, "components", "balancer", "haproxy.cfg")
+COMPOSE_CFG = os.path.join(ROOT, "deploy", "haproxy", "haproxy.cfg")
+
+
+def directives(cfg: str) -> list[str]:
+    return [line.rstrip() for line in cfg.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def balanced(kubectl, tmp_path_factory) -> list[dict]:
+    """The gpu overlay with the balancer component, added as docs/deployment.md says."""
+    d = tmp_path_factory.mktemp("balanced")
+    gpu = os.path.relpath(os.path.join(K8S, "overlays", "gpu"), d)
+    component = os.path.relpath(os.path.join(K8S, "components", "balancer"), d)
+    (d / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: [%s]\ncomponents: [%s]\n" % (gpu, component)
+    )
+    return kustomize(kubectl, str(d))
+
+
+def balancer_config(docs) -> tuple[str, dict[str, str]]:
+    """The rendered haproxy.cfg and the balancer container's environment (fieldRefs as None)."""
+    (c,) = one(docs, "Deployment", "omni-balancer")["spec"]["template"]["spec"]["containers"]
+    (config_map,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("omni-balancer")]
+    return config_map["data"]["haproxy.cfg"], {e["name"]: e.get("value") for e in c["env"]}
+
+
+def test_the_balancer_spreads_requests_over_the_ready_servers(balanced, validator, tmp_path):
+    """Clients call omni-balancer; its HAProxy resolves the headless Service of the ready server
+    pods and sends each request to the one with the fewest in flight, with the compose balancer's
+    retries and checks."""
+    docs = balanced
+    path = tmp_path / "balanced.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    for version in KUBERNETES_VERSIONS:
+        proc = subprocess.run(
+            [validator, "-m", "kubernetes_validate", "--strict", "--quiet", "-k", version, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, (version, proc.stdout + proc.stderr)
+    servers = server(docs)["spec"]["template"]["metadata"]["labels"]
+    balancer = one(docs, "Deployment", "omni-balancer")
+    (c,) = balancer["spec"]["template"]["spec"]["containers"]
+    entry = one(docs, "Service", "omni-balancer")["spec"]
+    assert selects(entry["selector"], balancer["spec"]["template"]["metadata"]["labels"])
+    assert not selects(entry["selector"], servers)
+    assert [(p["port"], p["targetPort"]) for p in entry["ports"]] == [(8000, "http")]
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"http": 8000, "metrics": 8404}
+    cfg, env = balancer_config(docs)
+    headless = one(docs, "Service", env["SERVERS"])["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is False
+    assert selects(headless["selector"], servers)
+    # The compose balancer's configuration, apart from how it finds the servers and its readiness.
+    with open(COMPOSE_CFG) as f:
+        compose = directives(f.read())
+    swapped = {"resolvers docker", "    nameserver dns 127.0.0.11:53"}
+    ours = [line for line in directives(cfg) if "monitor" not in line]
+    assert [line for line in compose if line not in swapped and "server-template" not in line] == [
+        line
+        for line in ours
+        if line not in ("resolvers cluster", "    parse-resolv-conf") and "server-template" not in line
+    ]
+    m = re.search(
+        r'^    server-template omni (\d+) "\$\{SERVERS\}\.\$\{POD_NAMESPACE\}\.svc\.\$\{CLUSTER_DOMAIN\}:8000" '
+        r"resolvers cluster init-addr none$",
+        cfg,
+        re.M,
+    )
+    assert m and int(m.group(1)) >= one(docs, "HorizontalPodAutoscaler")["spec"]["maxReplicas"]
+    assert "balance leastconn" in cfg and "option httpchk GET /readyz" in cfg and "retry-on" in cfg
+    # Ready while a server is in rotation; its requests drain within the grace period.
+    assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert "monitor-uri /healthz" in cfg and "monitor fail if { nbsrv(servers) lt 1 }" in cfg
+    timeout_server = int(re.search(r"^    timeout server (\d+)s$", cfg, re.M).group(1))
+    assert balancer["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > timeout_server
+    assert balancer["spec"]["replicas"] >= 2
+    assert c["imagePullPolicy"] == "IfNotPresent" and c["image"].startswith("haproxy:2.6")
+
+
+def test_haproxy_accepts_the_rendered_balancer_configuration(balanced, tmp_path):
+    """Debian's HAProxy (the 2.6 branch the image runs) checks the ConfigMap's file with the
+    environment the balancer's pod has."""
+    from tests.deploy.test_balancer import haproxy_binary
+
+    cfg, env = balancer_config(balanced)
+    (tmp_path / "haproxy.cfg").write_text(cfg)
+    env = {**env, "POD_NAMESPACE": "omni"}
+    proc = subprocess.run(
+        [haproxy_binary(), "-c", "-f", str(tmp_path / "haproxy.cfg")],
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0 and "WARNING" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
 def test_the_server_pods_carry_the_scrape_annotations(rendered):
