@@ -29,6 +29,7 @@ OTHER_VARIABLES = frozenset(
         "OMNI_CONFIG",
         "OMNI_DEMO_DIR",
         "OMNI_EXPORT_DTYPE",
+        "OMNI_EXPORT_MEMORY_LIMIT",
         "OMNI_LAYA_EXPORT_DTYPE",
         "OMNI_GDN_KERNEL",
         "OMNI_REVISION",

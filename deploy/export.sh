@@ -15,11 +15,13 @@
 # OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. The defaults here are the portable ones
 # (float32, linear_attention); compose.yaml asks for float16 and the fused kernel on the GPU.
 # OMNI_CUDA_GDN_PLAN, the server's GatedDeltaNet engine, is the one a Qwen3.5 gate runs.
+# OMNI_EXPORT_MEMORY_LIMIT (bytes, or 64Gi...: the memory the server has, its GPU's or its pod's
+# limit) refuses, before writing, an export whose weights plus a margin exceed it (exit status 4).
 # A half-precision export whose graph fails its parity gate, or whose gate cannot run here (the
 # exporter's exit status 3), is redone in float32, which needs no gate, with a warning: the
-# server still gets a model. Any other failure (a checkpoint that cannot be had, refused options,
-# a GPU out of memory, a full disk) fails the service as it is, rather than serving twice the
-# memory at a fraction of the speed.
+# server still gets a model, where float32's twice the memory fits OMNI_EXPORT_MEMORY_LIMIT. Any
+# other failure (a checkpoint that cannot be had, refused options, a GPU out of memory, a full
+# disk) fails the service as it is, rather than serving twice the memory at a fraction of the speed.
 set -eu
 root=${OMNI_MODEL_ROOT:-/models}
 laya_revision=55cf4c4ebb4ebe31b2550e8bdf3bd21b99753851
@@ -33,7 +35,10 @@ gated() {
   [ "$status" -ne 0 ] || return 0
   if [ "$dtype_" = float32 ] || [ "$status" -ne 3 ]; then exit "$status"; fi
   echo "omni-export: the $dtype_ export of $name failed its parity gate (see above); exporting float32 instead" >&2
-  python -m models.export "$family_" "$@" --dtype float32
+  status=0
+  python -m models.export "$family_" "$@" --dtype float32 || status=$?
+  [ "$status" -ne 4 ] || echo "omni-export: $name has no export its server can hold: the $dtype_ one failed its gate, the float32 one does not fit (see above)" >&2
+  [ "$status" -eq 0 ] || exit "$status"
 }
 
 for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
@@ -72,6 +77,7 @@ for entry in $(echo "${OMNI_MODELS:-english}" | tr ',' ' '); do
   fi
   set -- --checkpoint "$source" --publish "$root/$name" --name "$name"
   if [ -n "$revision" ]; then set -- "$@" --revision "$revision"; fi
+  if [ -n "${OMNI_EXPORT_MEMORY_LIMIT:-}" ]; then set -- "$@" --memory-limit "$OMNI_EXPORT_MEMORY_LIMIT"; fi
   if [ "$family" != laya ]; then
     # shellcheck disable=SC2086  # $extra is a flag and its value
     set -- "$@" --gdn-kernel "${OMNI_GDN_KERNEL:-linear_attention}" $extra

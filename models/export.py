@@ -16,7 +16,8 @@ load a complete export or none and old and new servers serve side by side during
 
 Exit status: 0 exported (or up to date); 2 the checkpoint cannot be had, or the options are
 refused; 3 a half-precision graph failed its parity gate, or the gate cannot run here (a float32
-export needs none: deploy/export.sh exports float32 then); 1 anything else.
+export needs none: deploy/export.sh exports float32 then); 4 the export would not fit
+`--memory-limit` (nothing is written); 1 anything else.
 """
 
 from __future__ import annotations
@@ -24,13 +25,26 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import re
 import sys
 
-from models import gdn_plan, publish
+from models import export_dir, gdn_plan, publish
 from models.hub import CheckpointUnavailable
 from models.precision import GateFailed
 
 GATE_FAILED = 3
+DOES_NOT_FIT = 4
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+def memory_size(text: str) -> int:
+    """Bytes, from a number with an optional unit as Kubernetes writes them (64Gi, 80G, 1000)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError("%r is not a memory size (bytes, or 64Gi, 80G...)" % text)
+    number, unit = match.groups()
+    return int(float(number) * _UNITS[unit.lower()])
+
 
 EXPORTERS = {
     "laya": "models.laya.export",
@@ -60,6 +74,13 @@ def main(argv=None) -> int:
     ap.add_argument("--subfolder", help="checkpoint subfolder inside the repo or directory")
     ap.add_argument("--name", help="served model name (default: the checkpoint's variant)")
     ap.add_argument("--force", action="store_true", help="export even when up to date")
+    ap.add_argument(
+        "--memory-limit",
+        type=memory_size,
+        help="the memory the export's server has (the GPU's, or the pod's limit: bytes, 64Gi, 80G): "
+        "an export whose weights plus %d%% exceed it is refused before anything is written "
+        "(exit status %d)" % (round(export_dir.SERVING_MARGIN * 100), DOES_NOT_FIT),
+    )
     ap.add_argument(
         "--dtype",
         choices=["float32", "float16", "bfloat16"],
@@ -107,6 +128,7 @@ def main(argv=None) -> int:
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    export_dir.memory_limit = args.memory_limit
     try:
         extra = {k: getattr(args, k) for k in QWEN_OPTIONS if getattr(args, k) is not None}
         # An option the model's exporter does not take is refused, never dropped: a --base or
@@ -149,6 +171,9 @@ def main(argv=None) -> int:
     except GateFailed as exc:
         print("error: %s" % exc, file=sys.stderr)
         return GATE_FAILED
+    except export_dir.DoesNotFit as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return DOES_NOT_FIT
     return 0
 
 

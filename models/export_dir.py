@@ -15,6 +15,38 @@ from models import manifest as manifests
 from models.fold import fold_export
 from models.placement import host_arithmetic
 
+# Serving memory of an export: its weights plus this share for ONNX Runtime's arena, activations
+# and CUDA graphs (the benchmarked models take 1.04-1.10x their weights once loaded, docs/benchmarks.md).
+SERVING_MARGIN = 0.2
+# The memory the export's server has (bytes), set by `python -m models.export --memory-limit`:
+# an export that would not fit is refused before it writes anything.
+memory_limit: int | None = None
+
+
+class DoesNotFit(RuntimeError):
+    """An export the server it is for could not hold."""
+
+
+def check_fits(module, what: str = "export", progress=None) -> int:
+    """The serving memory of exporting `module` as it is (its parameters and buffers, in their
+    dtypes, plus SERVING_MARGIN); raises DoesNotFit, before anything is written, past `memory_limit`."""
+    tensors = list(module.parameters()) + list(module.buffers())
+    weights = sum(t.numel() * t.element_size() for t in tensors)
+    need = int(weights * (1 + SERVING_MARGIN))
+    if memory_limit is not None and need > memory_limit:
+        raise DoesNotFit(
+            "the %s needs about %s to serve (weights %s + %d%%), past the memory limit of %s "
+            "(--memory-limit, OMNI_EXPORT_MEMORY_LIMIT): nothing written"
+            % (what, _gib(need), _gib(weights), round(SERVING_MARGIN * 100), _gib(memory_limit))
+        )
+    if progress:
+        progress("      serving memory ~%s (weights %s)" % (_gib(need), _gib(weights)))
+    return need
+
+
+def _gib(n: int) -> str:
+    return "%.3g GiB" % (n / 2**30) if n >= 2**20 else "%d bytes" % n
+
 
 def up_to_date(
     directory: str, family: str, sources: dict[str, str], options: dict[str, Any], parity_gate: str = "enforce"

@@ -155,7 +155,11 @@ def publish(
                     shutil.rmtree(os.path.join(directory, stale), ignore_errors=True)
             scratch = tempfile.mkdtemp(prefix=PARTIAL + name + "-", dir=directory)
             os.chmod(scratch, 0o755)
-            export(scratch)
+            try:
+                export(scratch)
+            except BaseException:
+                shutil.rmtree(scratch, ignore_errors=True)
+                raise
             if not os.path.isfile(os.path.join(scratch, manifests.MANIFEST)):
                 raise RuntimeError("the export into %s wrote no %s" % (scratch, manifests.MANIFEST))
             _sync(scratch)

@@ -224,6 +224,32 @@ def test_export_script_falls_back_to_float32_when_a_qwen_fp16_export_fails(tmp_p
     assert "the float16 export of cua-s1-4b-0.2 failed its parity gate" in proc.stderr
 
 
+def test_export_script_fails_where_the_float32_fallback_does_not_fit(tmp_path):
+    """The float32 fallback is taken only where it fits OMNI_EXPORT_MEMORY_LIMIT: the exporter's
+    refusal (exit 4; a stand-in exits 4 from every float32 call) fails the script, saying why."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.txt"
+    (bin_dir / "python").write_text(
+        '#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"--dtype float16"*) exit 3 ;; *"--dtype float32"*) exit 4 ;; esac\n'
+        % calls
+    )
+    (bin_dir / "python").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]),
+        "OMNI_MODEL_ROOT": str(tmp_path),
+        "OMNI_MODELS": "open-jev-27b-v1.1,english",
+        "OMNI_EXPORT_DTYPE": "float16",
+        "OMNI_EXPORT_MEMORY_LIMIT": "64Gi",
+    }
+    proc = subprocess.run(["sh", os.path.join(ROOT, "deploy", "export.sh")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 4
+    first, second = calls.read_text().splitlines()  # english is never reached
+    assert "--memory-limit 64Gi" in first and "--memory-limit 64Gi" in second
+    assert "open-jev-27b-v1.1 has no export its server can hold" in proc.stderr
+
+
 @pytest.mark.parametrize("status", [1, 2])
 def test_export_script_falls_back_only_for_the_gate(tmp_path, status):
     """Any other failure fails the script with its status, unretried: a checkpoint that cannot be

@@ -150,6 +150,7 @@ def export(
         )
     inputs = list(batching.BATCHED_INPUTS if batched else batching.INPUTS)
     info, check = {"gdn_kernel": gdn_kernel, "gdn_dtype": gdn.input_dtype(dtype, gdn_kernel)}, {}
+    export_dir.check_fits(graph, "%s export" % dtype, progress)
     with export_dir.staged(out) as tmp:
         head = baked["tokens"]
         example = example_batch(dims.vocab_size, head=head) if batched else _example(dims.vocab_size)

@@ -140,6 +140,7 @@ def export(
             strict=True,
         )
     )
+    export_dir.check_fits(model, "%s export of %s" % (dtype, served_name), lambda msg: _log(progress, msg))
     with export_dir.staged(out) as tmp:
         _log(progress, "[4/5] exporting ONNX (opset %d, dynamo, attention %s)" % (OPSET, attention))
         with torch.no_grad():

@@ -225,6 +225,7 @@ def write_export(
         "attention": model.attention,
     }
     checked = {}
+    export_dir.check_fits(model, "%s export" % model_dtype(model), progress)
     with export_dir.staged(out) as tmp:
         path = export_graph(model, tmp, kernel=kernel, progress=progress)
         # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.

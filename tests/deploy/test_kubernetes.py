@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from app.config import _ENV_NAMES, OTHER_VARIABLES, Settings
+from models.export import memory_size
 from app.metrics import Metrics
 from models.manifest import MANIFEST
 from tests.conftest import ROOT
@@ -473,7 +474,12 @@ def test_servers_export_to_the_volume_they_read(rendered, overlay):
     for export in (job_export, init):
         assert {"name": "models", "mountPath": root} in export["volumeMounts"]  # written
         assert env_of(docs, export)["OMNI_MODEL_ROOT"] == root
-    assert env_of(docs, init).items() >= {k: v for k, v in env_of(docs, job_export).items() if k != "HF_HOME"}.items()
+    assert (
+        env_of(docs, init).items()
+        >= {
+            k: v for k, v in env_of(docs, job_export).items() if k not in ("HF_HOME", "OMNI_EXPORT_MEMORY_LIMIT")
+        }.items()
+    )
     assert env_of(docs, init)["HF_HOME"].startswith(root + "/."), "a cache on the volume every node mounts"
     assert {"name": "models", "mountPath": root, "readOnly": True} in container(pod, "server")["volumeMounts"]
     assert job_pod["restartPolicy"] == "Never"
@@ -502,6 +508,21 @@ def test_no_pod_holds_a_gpu_while_it_waits_for_another(rendered, overlay):
     with open(os.path.join(ROOT, "deploy", "export.sh"), encoding="utf-8") as f:
         script = f.read()
     assert "sleep" not in script and "--publish" in script, "the export waits on nothing but a model's lock"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_an_export_is_bounded_by_the_memory_of_the_server_it_is_for(rendered, overlay):
+    """The server pod's export is refused past the server container's own memory limit, and on
+    the gpu overlay the Job's past the same; the limit is below an H100's memory."""
+    docs = rendered[overlay]
+    pod = server(docs)["spec"]["template"]["spec"]
+    (ref,) = [e for e in container(pod, "export", init=True)["env"] if e["name"] == "OMNI_EXPORT_MEMORY_LIMIT"]
+    assert ref["valueFrom"]["resourceFieldRef"] == {"containerName": "server", "resource": "limits.memory"}
+    limit = container(pod, "server")["resources"]["limits"]["memory"]
+    if overlay == "gpu":
+        job = container(one(docs, "Job")["spec"]["template"]["spec"], "export")
+        assert {"name": "OMNI_EXPORT_MEMORY_LIMIT", "value": limit} in job["env"]
+        assert memory_size(limit) < 80 * 10**9
 
 
 def test_servers_exporting_one_model_at_once_take_turns_and_export_it_once(tmp_path):

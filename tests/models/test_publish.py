@@ -131,3 +131,17 @@ def test_a_killed_export_leaves_the_old_version_served_and_a_complete_one_is_ser
     )
     assert log.returncode == 0 and "published already" in log.stderr and "exported" not in log.stderr
     assert publish.current(directory) == version_a
+
+
+def test_an_export_past_the_memory_limit_is_refused_before_anything_is_written(english, tmp_path):
+    """A tiny checkpoint against a simulated small server: the exporter names both sizes, exits 4,
+    and the directory keeps what it served (here nothing: no version, no `current`)."""
+    directory = tmp_path / "english"
+    argv = [sys.executable, "-m", "models.export", "laya", "--checkpoint", english[0], "--publish", str(directory)]
+    proc = subprocess.run(argv + ["--memory-limit", "64Ki"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 4, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: the float32 export of english needs about ") and "past the memory limit of" in line
+    assert "nothing written" in line and "Traceback" not in proc.stderr
+    assert publish.published(str(directory)) == [] and publish.current(str(directory)) is None
+    assert [n for n in os.listdir(directory) if n != publish.LOCK] == [], "no partial export left"
