@@ -301,6 +301,7 @@ class Executor:
                 graphs,
                 capture_after=policy.capture_after if policy is not None else 1,
                 gdn_plan=plan,
+                float32=slot.model.manifest.get("weights_dtype", "float32") == "float32",
             )
         except Exception as exc:
             log.exception("model %s failed to load", slot.name)

@@ -281,6 +281,18 @@ def without_graphs_if_refused(build: Callable[[dict], Any], cuda: dict, onnx_pat
 SDPA_KERNELS = 1 | 2 | 16
 
 
+def cuda_options(index: int, cuda_graphs: int, float32: bool) -> dict[str, Any]:
+    """The CUDA provider's options. A float32 graph's products run in full float32, not TF32
+    (ONNX Runtime's default on GPUs that have it): TF32 keeps float16's 10-bit mantissa, and a
+    float32 export is what serves where half precision failed its parity gate."""
+    cuda: dict[str, Any] = {"device_id": index, "sdpa_kernel": str(SDPA_KERNELS)}
+    if cuda_graphs:
+        cuda["enable_cuda_graph"] = "1"
+    if float32:
+        cuda["use_tf32"] = "0"
+    return cuda
+
+
 def create(
     onnx_path: str,
     device: str = "auto",
@@ -288,9 +300,11 @@ def create(
     cuda_graphs: int = 0,
     capture_after: int = 1,
     gdn_plan: str = "auto",
+    float32: bool = False,
 ) -> SessionInfo:
     """`cuda_graphs`: how many shapes may be captured (0: CUDA graphs off); `capture_after`: on
-    which sighting a shape becomes due for capture (GraphRunner); `gdn_plan`: the GatedDeltaNet engine."""
+    which sighting a shape becomes due for capture (GraphRunner); `gdn_plan`: the GatedDeltaNet
+    engine; `float32`: the graph's weights are float32 (see `cuda_options`)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -307,9 +321,7 @@ def create(
     runtime = "onnxruntime %s" % ort.__version__
     if want_cuda:
         index = int(device.split(":", 1)[1]) if ":" in device else 0
-        cuda = {"device_id": index, "sdpa_kernel": str(SDPA_KERNELS)}
-        if cuda_graphs:
-            cuda["enable_cuda_graph"] = "1"
+        cuda = cuda_options(index, cuda_graphs, float32)
         with gdn_engine(gdn_plan):
             session, refused = without_graphs_if_refused(
                 lambda cuda: ort.InferenceSession(

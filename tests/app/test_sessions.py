@@ -304,3 +304,34 @@ def test_idle_captures_take_the_shape_seen_most_then_rest(session):
     idle.spent(0.1, 100.0)
     a.run(None, _feeds(3, 16, 0))
     assert idle.wait(slots, 100.0) == pytest.approx(1.9) and idle.wait(slots, 102.0) == 0.0
+
+
+def test_a_float32_graph_runs_full_float32_products_on_cuda():
+    """TF32 (ONNX Runtime's default) would give a float32 export float16's mantissa: a float32
+    graph turns it off; a half-precision one keeps the provider's default."""
+    assert sessions.cuda_options(1, 0, float32=True) == {
+        "device_id": 1,
+        "sdpa_kernel": str(sessions.SDPA_KERNELS),
+        "use_tf32": "0",
+    }
+    half = sessions.cuda_options(0, 8, float32=False)
+    assert "use_tf32" not in half and half["enable_cuda_graph"] == "1"
+
+
+def test_the_executor_builds_a_float32_exports_session_as_float32(english, monkeypatch):
+    """The executor tells sessions.create the export's dtype, from its manifest."""
+    from tests.conftest import Harness
+
+    seen = []
+    real = sessions.create
+
+    def create(*args, **kw):
+        seen.append(kw.get("float32"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sessions, "create", create)
+    h = Harness([english[1]])
+    try:
+        assert seen == [True] and h.registry.slots[0].model.manifest.get("weights_dtype", "float32") == "float32"
+    finally:
+        h.close()
