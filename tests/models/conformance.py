@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
 from typing import Any
 from collections.abc import Sequence
 
@@ -22,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from benchmarks import traffic as traffic_words
 from models.errors import RequestError
 
 # Float32 on the CPU: a request's numbers alone and batched differ only by the summation order
@@ -29,34 +29,8 @@ from models.errors import RequestError
 ATOL = 1e-5
 CONFORMANCE = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
-WORDS = [
-    "refund",
-    "charged",
-    "twice",
-    "order",
-    "login",
-    "fails",
-    "since",
-    "update",
-    "please",
-    "today",
-    "café",
-    "naïve",
-    "Straße",
-    "日本語",
-    "привет",
-    "مرحبا",
-    "🙂",
-    "ticket",
-    "#4411",
-    "€12.50",
-    "{json}",
-    "line\nbreak",
-    "tab\there",
-    "«quoted»",
-    "ÅÄÖ",
-    "ﬁ",
-]
+# Words states are drawn from (Unicode, escapes, symbols): the traffic generator's own.
+WORDS = traffic_words.WORDS
 
 
 def state(max_words: int) -> st.SearchStrategy[Any]:
@@ -203,36 +177,8 @@ def check_batch_invariance(
 
 
 def traffic(model: str, limits: dict, n: int, seed: int, max_words: int = 150, cap: int = 12) -> list[dict]:
-    """`n` requests like users send, seeded: 1-3 questions of the types the model takes (mixed),
-    2 to `cap` options or levels (now and then the model's limit, up to 40), states of 1 to
-    `max_words` words. For load through a real server, where hypothesis does not drive."""
-    rng = random.Random(seed)
-    types = limits["question_types"]
-    out = []
-    for i in range(n):
-        questions = {}
-        for q in range(rng.randint(1, 3)):
-            kind = rng.choice(types)
-            if kind == "noul":
-                questions["q%d" % q] = {"type": "noul", "instructions": rng.choice(WORDS) + " asked?"}
-                continue
-            limit = limits.get("max_score_levels" if kind == "score" else "max_choice_options", cap)
-            top = min(limit, 10 if kind == "score" else 40) if rng.random() < 0.05 else min(limit, cap)
-            k = rng.randint(2, max(2, top))
-            criteria = (
-                ["level %d" % j for j in range(k)]
-                if kind == "score"
-                else {"o%d" % j: "option %d: %s" % (j, WORDS[j % len(WORDS)]) for j in range(k)}
-            )
-            questions["q%d" % q] = {
-                "type": kind,
-                "instructions": "Which fits? " + rng.choice(WORDS),
-                "criteria": criteria,
-            }
-        words = rng.randint(1, max_words)
-        state = " ".join(rng.choice(WORDS) for _ in range(words))
-        out.append({"model": model, "state": "%d: %s" % (i, state), "questions": questions})
-    return out
+    """`n` requests like users send (benchmarks/traffic.py), states of 1 to `max_words` words."""
+    return traffic_words.traffic(model, limits, n, seed, max_words=max_words, cap=cap)
 
 
 def check_contract(model) -> None:
