@@ -115,6 +115,9 @@ class MicroBatchAdapter(BatchAdapter, Protocol):
     and `pack(works, static, parts=)` lays them out (parts: row indices, in run order; None: one
     part of every row)."""
 
+    def pack(self, works: Sequence[Any], static: bool = False, parts: Sequence[Sequence[int]] | None = None) -> Packed:
+        """`parts`: each micro-batch's row indices, in run order; None: one part of every row."""
+
     def row_lengths(self, works: Sequence[Any]) -> tuple[list[int], list[int]]:
         """Each row's length as the graph runs it, and the index of the work it belongs to."""
 
@@ -141,15 +144,15 @@ class ServedModel(Protocol):
 
     def finish(
         self, prepared: Prepared, output: Any, profile: str, model_name: str, requested: str | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """The response for one request from its results; `requested`: the model name the client
         sent (an alias answers as itself)."""
 
-    def warmup_body(self) -> dict: ...
+    def warmup_body(self) -> dict[str, Any]: ...
 
-    def limits(self) -> dict: ...
+    def limits(self) -> dict[str, Any]: ...
 
-    def describe(self) -> dict: ...
+    def describe(self) -> dict[str, Any]: ...
 
     def notes(self) -> list[str]: ...
 
@@ -205,7 +208,7 @@ class ExportedModel:
         self.description = manifest.get("description", description)
         self.onnx_path = os.path.join(directory, manifest["onnx"])
 
-    def warmup_body(self) -> dict:
+    def warmup_body(self) -> dict[str, Any]:
         return {"model": self.name, **self.warmup_request}
 
     def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
@@ -221,10 +224,10 @@ class ExportedModel:
         requests can share (one tokenizer call) override it."""
         return each(lambda pair: self.prepare(*pair), zip(bodies, profiles or ["reference"] * len(bodies), strict=True))
 
-    def limits(self) -> dict:
+    def limits(self) -> dict[str, Any]:
         return {}
 
-    def describe_extra(self) -> dict:
+    def describe_extra(self) -> dict[str, Any]:
         return {}
 
     def notes(self) -> list[str]:
@@ -264,7 +267,7 @@ class ExportedModel:
             )
         return out
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         src = self.manifest.get("source", {})
         return {
             "name": self.name,
@@ -282,7 +285,7 @@ class ExportedModel:
             "limits": self.limits(),
         }
 
-    def parity_gate(self) -> dict:
+    def parity_gate(self) -> dict[str, Any]:
         """{"parity_gate": its measures} for a half-precision export whose manifest records the gate."""
         gate = self.manifest.get("check", {}).get("parity_gate")
         if gate is None:

@@ -52,13 +52,16 @@ import heapq
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING
-from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Iterable, Sequence
 
-from models.base import GraphPolicy, MicroBatches, Packed, Prepared
+from models.base import CapturingAdapter, GraphPolicy, MicroBatchAdapter, MicroBatches, Packed, Prepared, ServedModel
 
 if TYPE_CHECKING:
+    from app.config import Settings
     from app.runtime.executor import Job
+    from app.runtime.registry import ModelSlot
+    from app.runtime.sessions import Feeds, GraphRunner, Run
 
 log = logging.getLogger("omni.batching")
 
@@ -68,7 +71,7 @@ PRECAPTURE_S = 2.5  # seconds of captures as a model loads, at most; its other s
 CAPTURE_SHARE = 0.05  # the share of the executor thread's time that idle captures take, at most
 
 
-def cost(job) -> int:
+def cost(job: Job) -> int:
     """A job's share of a pass: its rows × its longest row, in tokens."""
     return job.prepared.rows * job.prepared.longest
 
@@ -82,7 +85,7 @@ class BatchPolicy:
         self.queue_tokens = QUEUED_PASSES * max_tokens
 
     @classmethod
-    def from_settings(cls, settings) -> BatchPolicy:
+    def from_settings(cls, settings: Settings) -> BatchPolicy:
         return cls(
             settings.max_batch_rows,
             settings.max_batch_tokens,
@@ -96,7 +99,7 @@ class BatchPolicy:
         return self.window_s if self.window_s > 0 and queued < self.max_rows else 0.0
 
     # -- which jobs ------------------------------------------------------------------------
-    def next_pass(self, queue: collections.deque, drop: Callable) -> list:
+    def next_pass(self, queue: collections.deque[Job], drop: Callable[[Job], None]) -> list[Job]:
         """Pop the jobs of the next pass off `queue` (the caller holds its lock); cancelled jobs
         met on the way are handed to `drop`. Jobs taken but split off go back in arrival order."""
         jobs = self._take(queue, drop)
@@ -107,13 +110,13 @@ class BatchPolicy:
             return jobs
         chosen = set(keep)
         rest = [j for i, j in enumerate(jobs) if i not in chosen]
-        older = []  # other models' jobs that arrived before the last of these stay ahead
+        older: list[Job] = []  # other models' jobs that arrived before the last of these stay ahead
         while queue and queue[0].enqueued < rest[-1].enqueued:
             older.append(queue.popleft())
         queue.extendleft(reversed(list(heapq.merge(rest, older, key=lambda j: j.enqueued))))
         return [jobs[i] for i in keep]
 
-    def _take(self, queue: collections.deque[Job], drop: Callable) -> list[Job]:
+    def _take(self, queue: collections.deque[Job], drop: Callable[[Job], None]) -> list[Job]:
         while queue and queue[0].cancelled:
             drop(queue.popleft())
         if not queue:
@@ -167,7 +170,7 @@ class BatchPolicy:
         return None, None, []
 
     # -- at which shape --------------------------------------------------------------------
-    def pack(self, slot, prepared: Sequence[Prepared]) -> tuple[Packed, Callable]:
+    def pack(self, slot: ModelSlot, prepared: Sequence[Prepared]) -> tuple[Packed, Run]:
         """The requests' works in the ORT session's input layout, and the call that runs each part.
         `slot`: the model, its ORT session and whether that replays static shapes (ModelSlot)."""
         model, session, policy = slot.model, slot.session, slot.model.cuda_graphs
@@ -176,12 +179,13 @@ class BatchPolicy:
         def pack(static: bool = False) -> Packed:
             if model.micro_batches is None:
                 return model.adapter.pack(works, static=static)
-            return model.adapter.pack(works, static=static, parts=parts)
+            return cast(MicroBatchAdapter, model.adapter).pack(works, static=static, parts=parts)
 
-        parts = None
+        parts: list[list[int]] | None = None
         if model.micro_batches is not None:
-            lengths, owners = model.adapter.row_lengths(works)
-            parts = micro_batches(lengths, owners, model.adapter.bucket, model.micro_batches)
+            adapter = cast(MicroBatchAdapter, model.adapter)
+            lengths, owners = adapter.row_lengths(works)
+            parts = micro_batches(lengths, owners, adapter.bucket, model.micro_batches)
         if not slot.bucketed:
             return pack(), session.run
         # A session that replays graphs counts every bucketed shape it runs (`run`); a pass at its
@@ -205,7 +209,7 @@ class BatchPolicy:
         bound = policy.max_tokens if policy is not None else 0
         return rows <= self.graph_rows and (not bound or tokens <= bound)
 
-    def precapture(self, session, model, seconds: float = PRECAPTURE_S) -> tuple[int, float]:
+    def precapture(self, session: GraphRunner, model: ServedModel, seconds: float = PRECAPTURE_S) -> tuple[int, float]:
         """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first)
         for at most `seconds`, or until the ORT session's graph budget is full: (graphs captured,
         seconds). The shapes left become the session's candidates (`want`), captured when the
@@ -213,7 +217,8 @@ class BatchPolicy:
         t0, before = time.perf_counter(), len(session.graphs)
         policy = model.cuda_graphs
         stop = False
-        for works in model.adapter.capture_batches(self.graph_rows, policy.max_tokens if policy else 0):
+        adapter = cast(CapturingAdapter, model.adapter)
+        for works in adapter.capture_batches(self.graph_rows, policy.max_tokens if policy else 0):
             if len(session.graphs) >= session.max_graphs:
                 break
             feeds = model.adapter.pack(works, static=True).feeds
@@ -230,14 +235,14 @@ class IdleCaptures:
 
     share = CAPTURE_SHARE
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rest_until = 0.0
 
     @staticmethod
-    def _best(slots) -> tuple | None:
+    def _best(slots: Iterable[ModelSlot]) -> tuple[ModelSlot, Feeds] | None:
         """(slot, feeds) of the candidate shape traffic brought most often, the one due first
         among equals, over the slots' sessions; None without one."""
-        best = None
+        best: tuple[tuple[int, int], ModelSlot, Feeds] | None = None
         for slot in slots:
             runner = slot.session
             pending = getattr(runner, "pending", None)
@@ -247,13 +252,13 @@ class IdleCaptures:
                     best = (rank, slot, feeds)
         return None if best is None else best[1:]
 
-    def wait(self, slots, now: float) -> float | None:
+    def wait(self, slots: Iterable[ModelSlot], now: float) -> float | None:
         """Seconds until a capture is due (0: now); None while there is no candidate."""
         if self._best(slots) is None:
             return None
         return max(0.0, self.rest_until - now)
 
-    def pick(self, slots) -> tuple | None:
+    def pick(self, slots: Iterable[ModelSlot]) -> tuple[ModelSlot, Feeds] | None:
         """(slot, feeds) to capture now, or None."""
         return self._best(slots)
 

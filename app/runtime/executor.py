@@ -25,8 +25,8 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
-from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 from opentelemetry import trace
 
@@ -39,7 +39,15 @@ from models.base import Packed, Prepared
 from models import gdn_plan
 from models.errors import InferenceFailed
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from app.config import Settings
+    from app.runtime.sessions import Feeds, Run
+
 log = logging.getLogger("omni.executor")
+# A job's future and what it is settled with (a result, or the exception it raises).
+Settlement = tuple[asyncio.Future[Any], Any]
 
 
 class Overloaded(Exception):
@@ -63,7 +71,7 @@ class BatchInfo:
     device: str
     started: float
     ended: float
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
     # Seconds inside the ORT session's runs: the device's work, and after it the wait for the GIL,
     # which the event loop may hold (the rest of the pass is packing and unpacking).
     forward_s: float = 0.0
@@ -73,7 +81,7 @@ class BatchInfo:
 class Job:
     slot: ModelSlot
     prepared: Prepared
-    future: asyncio.Future
+    future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
     span: Any = None  # the request's span, for the batch span's links
     enqueued: float = field(default_factory=time.perf_counter)
@@ -95,10 +103,10 @@ class Job:
 class Executor:
     def __init__(
         self,
-        settings,
+        settings: Settings,
         on_loaded: Callable[[ModelSlot], None] | None = None,
         on_batch: Callable[[BatchInfo, list[Job]], None] | None = None,
-        tracer=None,
+        tracer: trace.Tracer | None = None,
         on_drop: Callable[[Job], None] | None = None,
         on_fatal: Callable[[ModelSlot], None] | None = None,
         on_capture: Callable[[ModelSlot, float], None] | None = None,
@@ -180,7 +188,7 @@ class Executor:
     def depth(self) -> int:
         return len(self._queue)
 
-    def submit(self, slot: ModelSlot, prepared: Prepared, span=None) -> Job:
+    def submit(self, slot: ModelSlot, prepared: Prepared, span: trace.Span | None = None) -> Job:
         loop = asyncio.get_running_loop()
         job = Job(slot, prepared, loop.create_future(), loop, span=span)
         with self._cv:
@@ -266,7 +274,7 @@ class Executor:
         slot.state = SlotState.LOADING
         self._load(slot)
 
-    def _capture(self, slot: ModelSlot, feeds: dict) -> None:
+    def _capture(self, slot: ModelSlot, feeds: Feeds) -> None:
         """One CUDA graph, between passes (the queue was empty when it began)."""
         t0 = time.perf_counter()
         self.watchdog.begin("CUDA graph capture", slot.name)
@@ -492,13 +500,14 @@ class Executor:
 
     @staticmethod
     def _run_parts(
-        jobs: list[Job], works: list, packed: Packed, parts: list[dict], run: Callable, settled: set[int]
-    ) -> list:
+        jobs: list[Job], works: list[Any], packed: Packed, parts: list[Feeds], run: Run, settled: set[int]
+    ) -> list[Any]:
         """Run the micro-batches in turn. Where the adapter says after which part each work is
         complete (`Packed.ready`), answer those jobs then (their indices go into `settled`);
         `parts`: the pass's micro-batches (`packed.parts`, present);
         returns the results of the jobs not yet answered, in order."""
-        adapter, ready, outputs = jobs[0].slot.model.adapter, packed.ready, []
+        adapter, ready = jobs[0].slot.model.adapter, packed.ready
+        outputs: list[list[np.ndarray]] = []
         for k, feeds in enumerate(parts):
             outputs.append(run(None, feeds))
             if ready is None or k == len(parts) - 1:
@@ -525,31 +534,31 @@ def _unavailable(slot: ModelSlot) -> Unavailable:
     return Unavailable("model %s is out of service: %s" % (slot.name, slot.error))
 
 
-def _settle(jobs: list[Job], how: Callable, values: list) -> None:
+def _settle(jobs: list[Job], how: Callable[[list[Settlement]], None], values: Sequence[Any]) -> None:
     """Complete a batch's futures with one wake-up of each event loop, not one per job."""
-    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    by_loop: dict[asyncio.AbstractEventLoop, list[Settlement]] = {}
     for job, value in zip(jobs, values, strict=True):
         by_loop.setdefault(job.loop, []).append((job.future, value))
     for loop, pairs in by_loop.items():
         loop.call_soon_threadsafe(how, pairs)
 
 
-def _succeed(pairs: list) -> None:
+def _succeed(pairs: list[Settlement]) -> None:
     for future, value in pairs:
         if not future.done():
             future.set_result(value)
 
 
-def _fail(pairs: list) -> None:
+def _fail(pairs: list[Settlement]) -> None:
     for future, error in pairs:
         if not future.done():
             future.set_exception(error)
 
 
-def _timed(run: Callable, info: BatchInfo) -> Callable:
+def _timed(run: Run, info: BatchInfo) -> Run:
     """`run`, adding the seconds each call takes to `info.forward_s`."""
 
-    def timed(names, feeds):
+    def timed(names: Sequence[str] | None, feeds: Feeds) -> list[np.ndarray]:
         t0 = time.perf_counter()
         try:
             return run(names, feeds)

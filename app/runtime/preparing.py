@@ -14,17 +14,19 @@ import asyncio
 from typing import Any
 from collections.abc import Mapping
 
+from models.base import Prepared, ServedModel
+
 
 class PrepareBatch:
     """One model's requests waiting for the end of the current loop turn."""
 
     __slots__ = ("model", "loop", "pending")
 
-    def __init__(self, model, loop: asyncio.AbstractEventLoop):
+    def __init__(self, model: ServedModel, loop: asyncio.AbstractEventLoop):
         self.model, self.loop = model, loop
-        self.pending: list[tuple[Mapping[str, Any], str, asyncio.Future]] = []
+        self.pending: list[tuple[Mapping[str, Any], str, asyncio.Future[Prepared]]] = []
 
-    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> asyncio.Future:
+    def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> asyncio.Future[Prepared]:
         """A future of the request's Prepared, or of the error its preparation raised."""
         future = self.loop.create_future()
         if not self.pending:

@@ -54,7 +54,7 @@ class ModelSlot:
         shapes never recur)."""
         return "on" if self.static_shapes else "refused" if self.graphs_refused else "off"
 
-    def served_by(self) -> dict:
+    def served_by(self) -> dict[str, Any]:
         src = self.model.manifest.get("source", {})
         out = {
             "checkpoint": src.get("checkpoint"),
@@ -70,7 +70,7 @@ class ModelSlot:
 
 
 class Registry:
-    def __init__(self, models: list, default: str | None = None):
+    def __init__(self, models: list[ServedModel], default: str | None = None):
         self.slots = [ModelSlot(m) for m in models]
         self.by_name: dict[str, ModelSlot] = {}
         for slot in self.slots:

@@ -11,15 +11,21 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from app.runtime import pinned
 from models import gdn_plan
 
 log = logging.getLogger("omni.sessions")
 _preloaded = False
+
+Feeds = dict[str, np.ndarray]  # an ORT session's inputs by name
+Run = Callable[[Sequence[str] | None, Feeds], list[np.ndarray]]  # an ORT session's `run(output_names, feeds)`
+ShapeKey = tuple[tuple[str, tuple[int, ...], str], ...]  # each feed's (name, shape, dtype string)
+Slot = tuple[np.dtype[Any], tuple[int, ...], int, int]  # a tensor's (dtype, shape, offset, bytes) in a block
 
 
 @dataclass
@@ -46,7 +52,7 @@ class GraphRunner:
     answered, not failed.
     """
 
-    def __init__(self, session, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda"):
+    def __init__(self, session: Any, device_id: int, max_graphs: int, capture_after: int = 1, device: str = "cuda"):
         import onnxruntime as ort
 
         self.ort, self.session, self.device_id, self.max_graphs = ort, session, device_id, max_graphs
@@ -55,14 +61,14 @@ class GraphRunner:
         self.cuda = pinned.runtime() if device == "cuda" else None
         self.capture_after = max(1, capture_after)
         self.outputs = [o.name for o in session.get_outputs()]
-        self.graphs: dict[tuple, Captured] = {}
-        self.sightings: dict[tuple, int] = {}  # shapes seen but not captured (bucketed: few)
-        self.pending: dict[tuple, dict] = {}  # shapes to capture, in the order they became due
-        self.refused: set[tuple] = set()  # shapes whose capture failed: never tried again
+        self.graphs: dict[ShapeKey, Captured] = {}
+        self.sightings: dict[ShapeKey, int] = {}  # shapes seen but not captured (bucketed: few)
+        self.pending: dict[ShapeKey, Feeds] = {}  # shapes to capture, in the order they became due
+        self.refused: set[ShapeKey] = set()  # shapes whose capture failed: never tried again
         self.capture_s = 0.0  # time the capturing runs took, in all
         self._ids = 0  # graph ids handed out (a failed one is not reused)
 
-    def _binding(self, feeds: dict, graph_id: int):
+    def _binding(self, feeds: Feeds, graph_id: int) -> tuple[Any, dict[str, Any], Any]:
         io = self.session.io_binding()
         values = {}
         for name, array in feeds.items():
@@ -72,18 +78,18 @@ class GraphRunner:
             io.bind_output(name, self.device, self.device_id)
         return io, values, self.options(graph_id)
 
-    def options(self, graph_id: int):
+    def options(self, graph_id: int) -> Any:
         """RunOptions naming the CUDA graph a run captures or replays (-1: neither)."""
         options = self.ort.RunOptions()
         options.add_run_config_entry("gpu_graph_id", str(graph_id))
         return options
 
     @staticmethod
-    def shape_key(feeds: dict) -> tuple:
+    def shape_key(feeds: Feeds) -> ShapeKey:
         """What a captured graph is keyed on: each feed's name, shape and dtype."""
         return tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
 
-    def takes(self, feeds: dict) -> bool:
+    def takes(self, feeds: Feeds) -> bool:
         """Whether `run` would replay or count these feeds' shape: False once the budget is full
         and the shape is not among the captured ones, or where its capture failed, when padding
         it buys nothing."""
@@ -92,7 +98,7 @@ class GraphRunner:
         key = self.shape_key(feeds)
         return key in self.graphs or (len(self.graphs) < self.max_graphs and key not in self.refused)
 
-    def run(self, output_names, feeds: dict):
+    def run(self, output_names: Sequence[str] | None, feeds: Feeds) -> list[np.ndarray]:
         """Replay the feeds' shape's graph, or run them uncaptured (counting the sighting)."""
         key = self.shape_key(feeds)
         entry = self.graphs.get(key)
@@ -106,13 +112,13 @@ class GraphRunner:
         entry.run()
         return entry.results()
 
-    def want(self, feeds: dict) -> None:
+    def want(self, feeds: Feeds) -> None:
         """Make the feeds' shape a candidate without a sighting (a shape the model lists)."""
         key = self.shape_key(feeds)
         if key not in self.graphs and key not in self.refused:
             self.pending.setdefault(key, feeds)
 
-    def capture(self, feeds: dict) -> float | None:
+    def capture(self, feeds: Feeds) -> float | None:
         """Capture the feeds' shape now: the seconds it took, or None where it is captured already,
         the budget is full or the capture failed (that shape then runs uncaptured for good)."""
         key = self.shape_key(feeds)
@@ -150,7 +156,7 @@ class GraphRunner:
         )
         return took
 
-    def run_uncaptured(self, output_names, feeds: dict):
+    def run_uncaptured(self, output_names: Sequence[str] | None, feeds: Feeds) -> list[np.ndarray]:
         """One run at the feeds' own shapes, neither captured nor replayed (graph id -1)."""
         io, _, options = self._binding(feeds, -1)
         self.session.run_with_iobinding(io, options)
@@ -163,7 +169,9 @@ class Captured:
     tensor (each synchronous copy has a fixed cost). Offsets are aligned to 256 bytes, as CUDA's
     allocations are."""
 
-    def __init__(self, runner: GraphRunner, feeds: dict, outputs: list, graph_id: int):
+    def __init__(
+        self, runner: GraphRunner, feeds: Feeds, outputs: list[tuple[np.dtype[Any], tuple[int, ...]]], graph_id: int
+    ):
         ort, device, index = runner.ort, runner.device, runner.device_id
         self.session, self.copy_out = runner.session, device == "cpu"  # a CPU block's numpy() is a view
         self.io = io = runner.session.io_binding()
@@ -182,7 +190,7 @@ class Captured:
             except RuntimeError as exc:
                 log.warning("graph %d copies through pageable memory: %s", graph_id, exc)
         self.staging = self.pinned_in.array if self.pinned_in is not None else np.zeros(max(1, in_size), np.uint8)
-        self.views = {}  # each feed's place in the host staging buffer
+        self.views: dict[str, np.ndarray] = {}  # each feed's place in the host staging buffer
         self.in_ptr, self.out_ptr = self.inputs.data_ptr(), self.outputs.data_ptr()
         for name, (dtype, shape, offset, size) in zip(feeds, in_slots, strict=True):
             io.bind_input(name, device, index, dtype, list(shape), self.in_ptr + offset)
@@ -192,7 +200,7 @@ class Captured:
         self.out_slots = out_slots
         self.options = runner.options(graph_id)
 
-    def feed(self, feeds: dict) -> None:
+    def feed(self, feeds: Feeds) -> None:
         for name, array in feeds.items():
             np.copyto(self.views[name], array)
         cuda, buffer = self.cuda, self.pinned_in
@@ -204,7 +212,7 @@ class Captured:
     def run(self) -> None:
         self.session.run_with_iobinding(self.io, self.options)
 
-    def results(self) -> list:
+    def results(self) -> list[np.ndarray]:
         cuda, buffer = self.cuda, self.pinned_out
         if cuda is not None and buffer is not None:
             cuda.to_host(buffer, self.out_ptr, buffer.size)
@@ -218,19 +226,20 @@ class Captured:
         ]
 
 
-def _layout(tensors) -> tuple[list, int]:
+def _layout(tensors: Iterable[tuple[npt.DTypeLike, Sequence[int]]]) -> tuple[list[Slot], int]:
     """[(dtype, shape, offset, bytes)] for tensors packed one after another at 256-byte
     boundaries, and the bytes in all."""
-    slots, offset = [], 0
-    for dtype, shape in tensors:
-        dtype = np.dtype(dtype)
+    slots: list[Slot] = []
+    offset = 0
+    for like, shape in tensors:
+        dtype = np.dtype(like)
         size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         slots.append((dtype, tuple(shape), offset, size))
         offset += -(-size // 256) * 256
     return slots, offset
 
 
-def _shapes(key: tuple) -> str:
+def _shapes(key: ShapeKey) -> str:
     return " ".join("%s%s" % (name, list(shape)) for name, shape, _ in key)
 
 
@@ -239,7 +248,7 @@ def _shapes(key: tuple) -> str:
 gdn_engine = gdn_plan.engine
 
 
-def _cuda_available(ort) -> bool:
+def _cuda_available(ort: Any) -> bool:
     global _preloaded
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return False
@@ -258,7 +267,9 @@ def _cuda_available(ort) -> bool:
 _GRAPH_REFUSAL = re.compile(r"cannot use the (CUDA Graph|graph capture) feature")
 
 
-def without_graphs_if_refused(build: Callable[[dict], Any], cuda: dict, onnx_path: str) -> tuple[Any, str | None]:
+def without_graphs_if_refused(
+    build: Callable[[dict[str, Any]], Any], cuda: dict[str, Any], onnx_path: str
+) -> tuple[Any, str | None]:
     """`build(cuda)`: an InferenceSession with these CUDA provider options. ONNX Runtime refuses
     to create a session with CUDA graphs enabled for a graph it cannot capture (control-flow
     nodes, or compute it placed on the CPU): then the session without them, said in the log,
@@ -352,14 +363,15 @@ class CpuSession:
     a pass whose largest input holds over `shrink_after` elements asks it to release what the run
     no longer uses, at the end of that run. Small passes keep the arena, and its speed."""
 
-    def __init__(self, session, ort, shrink_after: int = 8192):
+    def __init__(self, session: Any, ort: Any, shrink_after: int = 8192):
         self.session, self.shrink_after = session, shrink_after
         self.shrink = ort.RunOptions()
         self.shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
 
-    def run(self, output_names, feeds: dict):
+    def run(self, output_names: Sequence[str] | None, feeds: Feeds) -> list[np.ndarray]:
         large = max((a.size for a in feeds.values()), default=0) > self.shrink_after
-        return self.session.run(output_names, feeds, self.shrink if large else None)
+        outputs: list[np.ndarray] = self.session.run(output_names, feeds, self.shrink if large else None)
+        return outputs
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.session, name)
