@@ -19,11 +19,12 @@ import gzip
 import json
 import sys
 import zlib
-from typing import Any
+from typing import Any, NoReturn
+from collections.abc import Awaitable, Callable, Mapping
 
 import msgspec
 import numpy as np
-from granian.rsgi import ProtocolClosed, ProtocolError
+from granian.rsgi import HTTPProtocol, ProtocolClosed, ProtocolError
 
 from app.config import Settings
 from app.problems import Problem, malformed
@@ -46,7 +47,7 @@ def _too_large(limit: int, what: str = "body", unread: bool = False) -> Problem:
     )
 
 
-def check_headers(headers, settings: Settings) -> str:
+def check_headers(headers: Mapping[str, str], settings: Settings) -> str:
     """Validate content type, encoding and declared length; returns the content encoding."""
     ctype = headers.get("content-type", "")
     media = ctype.split(";", 1)[0].strip().lower()
@@ -72,7 +73,7 @@ def check_headers(headers, settings: Settings) -> str:
     return encoding
 
 
-async def read_raw(receive, settings: Settings) -> bytes:
+async def read_raw(receive: Callable[[], Awaitable[Mapping[str, Any]]], settings: Settings) -> bytes:
     """The body bytes from the ASGI `receive` channel (see read_chunks)."""
 
     async def next_chunk() -> tuple[bytes, bool]:
@@ -84,7 +85,7 @@ async def read_raw(receive, settings: Settings) -> bytes:
     return await read_chunks(next_chunk, settings)
 
 
-async def read_rsgi(proto, headers, settings: Settings) -> bytes:
+async def read_rsgi(proto: HTTPProtocol, headers: Mapping[str, str], settings: Settings) -> bytes:
     """The body bytes from Granian's RSGI protocol object (see read_chunks): in one piece when
     the length is declared (check_headers has bounded it), else chunk by chunk."""
     if "content-length" in headers:
@@ -108,7 +109,7 @@ async def read_rsgi(proto, headers, settings: Settings) -> bytes:
     return await read_chunks(next_chunk, settings)
 
 
-async def read_chunks(next_chunk, settings: Settings) -> bytes:
+async def read_chunks(next_chunk: Callable[[], Awaitable[tuple[bytes, bool]]], settings: Settings) -> bytes:
     """The body, at most `max_body_bytes`, within `body_timeout_s` (else 408); `next_chunk()`
     gives (bytes, more to come). One timer handle bounds the wait, cheaper per request than
     asyncio.timeout's context manager; every request pays it, since Granian hands even a small
@@ -226,7 +227,7 @@ def check_values(data: bytes, limit: int) -> None:
         )
 
 
-def _parse_plain(data: bytes) -> dict | None:
+def _parse_plain(data: bytes) -> dict[str, Any] | None:
     """The common body, decoded by msgspec in one pass (no Python hook per value), or None
     for the strict path, which also words every error. msgspec itself refuses what the strict
     path refuses (NaN, Infinity, out-of-range numbers, bad UTF-8, lone surrogates, trailing
@@ -252,8 +253,8 @@ def _parse_plain(data: bytes) -> dict | None:
     return obj if keys == data.count(b":") else None
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict:
-    obj = {}
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
     for key, value in pairs:
         if key in obj:
             raise ValueError("duplicate key %r" % key)
@@ -261,7 +262,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict:
     return obj
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError("%s is not valid JSON" % name)
 
 
@@ -296,7 +297,7 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def parse_json(data: bytes) -> dict:
+def parse_json(data: bytes) -> dict[str, Any]:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     fast = _parse_plain(data)
@@ -330,21 +331,23 @@ def parse_json(data: bytes) -> dict:
     return _within_nesting(obj, data)
 
 
-def _within_nesting(obj: dict, data: bytes) -> dict:
+def _within_nesting(obj: dict[str, Any], data: bytes) -> dict[str, Any]:
     """The body, unless it nests deeper than every model can render (models/nesting.py)."""
     if nests_deeper(obj, raw=data):
         raise malformed(too_deep_detail())
     return obj
 
 
-def decode(raw: bytes, encoding: str, settings: Settings) -> tuple[dict, int]:
+def decode(raw: bytes, encoding: str, settings: Settings) -> tuple[dict[str, Any], int]:
     """The body's JSON object and its size in bytes once decompressed, within the limits."""
     data = decompress(raw, encoding, settings.max_decompressed_bytes)
     check_values(data, settings.max_body_values)
     return parse_json(data), len(data)
 
 
-async def read_json(headers, read, settings: Settings) -> tuple[dict, int]:
+async def read_json(
+    headers: Mapping[str, str], read: Callable[[], Awaitable[bytes]], settings: Settings
+) -> tuple[dict[str, Any], int]:
     """`headers`: lower-case names → values (routes.systemone.headers_of); `read()`: the raw
     body (read_raw or read_rsgi), awaited once the headers have passed. Returns the body's JSON
     object and its size once decompressed; one past `OFFLOAD_BYTES` is decoded off the loop."""

@@ -4,6 +4,7 @@ answers under `--interface asgi` too)."""
 from __future__ import annotations
 
 import logging
+from typing import Any, cast
 
 import onnxruntime
 from litestar import Litestar, Request, Response
@@ -11,6 +12,7 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
+from opentelemetry.sdk.trace import TracerProvider
 
 from app import __version__, logs
 from app.config import ConfigError, Settings
@@ -25,6 +27,7 @@ from app.runtime.registry import Registry
 from app.serving import Engine
 from app.tracing import Tracing, provider_from_env
 from models import registry as model_registry
+from models.base import ServedModel
 from models.tokenizer import limit_pool
 
 log = logging.getLogger("omni")
@@ -34,16 +37,18 @@ log = logging.getLogger("omni")
 TOKENIZER_THREADS = 4
 
 
-def _problem_response(request: Request, problem: Problem) -> Response:
-    body, media = problem_reply(request.app.state.omni, request.scope, problem, request.headers)
+def _problem_response(request: Request[Any, Any, Any], problem: Problem) -> Response[Any]:
+    # The scope is the ASGI dict the request-context layer records in ("omni.*" keys).
+    scope = cast(dict[str, Any], request.scope)
+    body, media = problem_reply(request.app.state.omni, scope, problem, request.headers)
     return Response(content=body, status_code=problem.status, media_type=media, headers=problem.headers)
 
 
-def _on_problem(request: Request, exc: Problem) -> Response:
+def _on_problem(request: Request[Any, Any, Any], exc: Problem) -> Response[Any]:
     return _problem_response(request, exc)
 
 
-def _on_http(request: Request, exc: HTTPException) -> Response:
+def _on_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     if isinstance(exc, NotFoundException):
         problem = Problem(404, "not_found", "no route %s %s" % (request.method, request.url.path))
     elif isinstance(exc, MethodNotAllowedException):
@@ -63,11 +68,11 @@ def _on_http(request: Request, exc: HTTPException) -> Response:
     return _problem_response(request, problem)
 
 
-def _on_unexpected(request: Request, exc: Exception) -> Response:
+def _on_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     return _problem_response(request, unexpected(request.method, request.url.path, exc))
 
 
-def _load(directory: str):
+def _load(directory: str) -> ServedModel:
     """A served model, or the server stops with one line saying which export it cannot serve and
     why (a missing or stale export, another family's), not a traceback from Granian's worker."""
     try:
@@ -77,7 +82,7 @@ def _load(directory: str):
         raise SystemExit(1) from None
 
 
-def create_app(settings: Settings | None = None, tracer_provider=None) -> RequestContext:
+def create_app(settings: Settings | None = None, tracer_provider: TracerProvider | None = None) -> RequestContext:
     """The ASGI app: Litestar routes wrapped in the request-context layer."""
     settings = settings or Settings.from_env()
     # Before any model tokenizes: the tokenizer's pool is built on its first batch call.
@@ -133,7 +138,7 @@ def create_app(settings: Settings | None = None, tracer_provider=None) -> Reques
     return context
 
 
-def _lazy_app():
+def _lazy_app() -> RequestContext:
     logs.configure()  # text until the settings name a format
     try:
         settings = Settings.from_env()

@@ -14,8 +14,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from typing import TYPE_CHECKING
-from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from opentelemetry.trace import Status, StatusCode
 
@@ -24,7 +24,22 @@ from app.problems import Problem
 from app.timing import Timing
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from litestar import Litestar
+    from opentelemetry.trace import Span
+
+    from app.metrics import Metrics
     from app.rsgi import RSGIFace
+    from app.tracing import Tracing
+
+# ASGI as this layer handles it: the scope a plain dict (the layer records "omni.*" keys in it;
+# Litestar's TypedDicts name only the standard ones) and messages read as mappings.
+Scope = dict[str, Any]
+Message = Mapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -84,7 +99,9 @@ _ids = _RequestIds()
 class RequestContext:
     rsgi: RSGIFace  # Granian's RSGI interface (app/rsgi.py), set by main.create_app
 
-    def __init__(self, app, metrics, tracing=None, direct: dict | None = None):
+    def __init__(
+        self, app: Litestar, metrics: Metrics, tracing: Tracing | None = None, direct: dict[str, App] | None = None
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.tracing = tracing
@@ -94,21 +111,21 @@ class RequestContext:
         # Paths the app serves as they are (no path parameters): their own route template.
         self.routes = frozenset([r.path for r in getattr(app, "routes", ()) if "{" not in r.path] + list(self.direct))
 
-    def __getattr__(self, name):  # expose the wrapped Litestar app's attributes
+    def __getattr__(self, name: str) -> Any:  # expose the wrapped Litestar app's attributes
         return getattr(self.app, name)
 
     # Granian's RSGI interface (app/rsgi.py), where main.create_app has set `rsgi`.
-    def __rsgi_init__(self, loop) -> None:
+    def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.rsgi.init(loop)
 
-    def __rsgi_del__(self, loop) -> None:
+    def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.rsgi.exit(loop)
 
     @property
-    def __rsgi__(self):  # the face itself, so a request costs no extra coroutine
+    def __rsgi__(self) -> RSGIFace:  # the face itself, so a request costs no extra coroutine
         return self.rsgi
 
-    def open(self, scope: dict, method: str, path: str, headers: Mapping[str, str]) -> Timing:
+    def open(self, scope: Scope, method: str, path: str, headers: Mapping[str, str]) -> Timing:
         """Start a request: its headers, id and Timing (and span, when traced) go into `scope`,
         the ASGI scope or the RSGI face's own dict (app/rsgi.py)."""
         span = None
@@ -129,15 +146,15 @@ class RequestContext:
         scope["omni.log"] = logs.current_request.set(rid)
         return timing
 
-    def route(self, scope: dict, path: str) -> str:
+    def route(self, scope: Scope, path: str) -> str:
         """The request's route template: the router's where it matched one, the path where the
         app serves it as it is, else `unmatched`."""
-        template = scope.get("path_template")
+        template: str | None = scope.get("path_template")
         if template:
             return template
         return path if path in self.routes else UNMATCHED
 
-    def answered(self, scope: dict, path: str, status: int) -> tuple[str, str]:
+    def answered(self, scope: Scope, path: str, status: int) -> tuple[str, str]:
         """(x-request-id, Server-Timing): the headers every response gets, as its status is
         sent; the request is counted and its span told the status."""
         timing = scope["omni.timing"]
@@ -159,13 +176,13 @@ class RequestContext:
         return scope["omni.request_id"], timing.header(total)
 
     @staticmethod
-    def failed(scope: dict, exc: BaseException) -> None:
+    def failed(scope: Scope, exc: BaseException) -> None:
         span = scope["omni.timing"].span
         if span is not None:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
 
-    def closed(self, scope: dict, method: str, path: str) -> None:
+    def closed(self, scope: Scope, method: str, path: str) -> None:
         """The request is over: its access line is written and its span ended. One that never
         answered (the app raised before its status) is logged as the 500 the server answers."""
         timing = scope["omni.timing"]
@@ -185,14 +202,14 @@ class RequestContext:
         finally:
             logs.current_request.reset(scope["omni.log"])
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+            return await cast(App, self.app)(scope, receive, send)
         path, method = scope.get("path", ""), scope.get("method", "")
         headers = headers_of(scope.get("headers", []))
         self.open(scope, method, path, headers)
 
-        async def send_with_headers(message):
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [
                     h for h in message.get("headers", []) if h[0].lower() not in (b"x-request-id", b"server-timing")
@@ -208,7 +225,7 @@ class RequestContext:
         try:
             problem = oversized_headers(headers)
             if problem is None:
-                await self.direct.get(path, self.app)(scope, receive, send_with_headers)
+                await self.direct.get(path, cast(App, self.app))(scope, receive, send_with_headers)
             else:
                 await self.refuse(scope, headers, problem, send_with_headers)
         except BaseException as exc:
@@ -217,7 +234,7 @@ class RequestContext:
         finally:
             self.closed(scope, method, path)
 
-    async def refuse(self, scope, headers: Mapping[str, str], problem: Problem, send) -> None:
+    async def refuse(self, scope: Scope, headers: Mapping[str, str], problem: Problem, send: Send) -> None:
         """Answer `problem` before the app sees the request."""
         from app.routes.common import problem_reply  # the routes import this module
 
@@ -233,7 +250,7 @@ class RequestContext:
         await send({"type": "http.response.body", "body": body})
 
 
-def _trace_id(span, headers: Mapping[str, str]) -> str:
+def _trace_id(span: Span | None, headers: Mapping[str, str]) -> str:
     """The request's trace id: its span's, else the caller's `traceparent`'s (an unsampled
     request keeps no span), else empty."""
     if span is not None:

@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any
-from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+
+from granian.rsgi import HTTPProtocol
+from granian.rsgi import Scope as RSGIScope
 
 from app.body import RSGI_CLOSED, read_rsgi
-from app.middleware import oversized_headers
+from app.middleware import App, Message, RequestContext, Scope, oversized_headers
 from app.problems import Problem
 from app.routes.common import Omni, problem_reply, unexpected
+
+if TYPE_CHECKING:
+    from granian._granian import RSGIHTTPStreamTransport
 
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _JSON = ("content-type", "application/json")
@@ -34,7 +40,8 @@ _JSON = ("content-type", "application/json")
 # headers, the body reader, a coroutine function that returns when the client has gone) -> the
 # JSON body of a 200.
 Hot = Callable[
-    [Omni, dict, Mapping[str, str], Callable[[], Awaitable[bytes]], Callable[[], Awaitable[Any]]], Awaitable[bytes]
+    [Omni, Scope, Mapping[str, str], Callable[[], Awaitable[bytes]], Callable[[], Coroutine[Any, Any, object]]],
+    Awaitable[bytes],
 ]
 
 
@@ -42,9 +49,9 @@ class RSGIFace:
     """What Granian calls under `--interface rsgi`: `context` is the request-context layer
     (app/middleware.py) around Litestar, `hot` the paths answered natively (POST only)."""
 
-    def __init__(self, context, omni: Omni, hot: dict[str, Hot]):
+    def __init__(self, context: RequestContext, omni: Omni, hot: dict[str, Hot]) -> None:
         self.context, self.omni, self.hot = context, omni, hot
-        self.lifespan = Lifespan(context.app)
+        self.lifespan = Lifespan(cast(App, context.app))
 
     def init(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(self.lifespan.startup())
@@ -52,11 +59,12 @@ class RSGIFace:
     def exit(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(self.lifespan.shutdown())
 
-    async def __call__(self, rscope, proto) -> None:
+    async def __call__(self, rscope: RSGIScope, proto: HTTPProtocol) -> None:
+        """`proto`: a websocket's protocol object where `rscope.proto` says so, never used."""
         if rscope.proto != "http":
             return  # no websocket routes: Granian closes it
         hot = self.hot.get(rscope.path) if rscope.method == "POST" else None
-        problem = oversized_headers(rscope.headers)
+        problem = oversized_headers(cast(Mapping[str, str], rscope.headers))
         if problem is not None:
             self.refuse(rscope, proto, problem)
         elif hot is None:
@@ -67,11 +75,11 @@ class RSGIFace:
         else:
             await self.answer(hot, rscope, proto)
 
-    def refuse(self, rscope, proto, problem: Problem) -> None:
+    def refuse(self, rscope: RSGIScope, proto: HTTPProtocol, problem: Problem) -> None:
         """Answer `problem` where no ASGI layer did: with a request id and Server-Timing, counted,
         as every other answer is (Granian's own bare 500 has none of them)."""
-        context, path, headers = self.context, rscope.path, rscope.headers
-        scope: dict = {"method": rscope.method, "path": path}
+        context, path, headers = self.context, rscope.path, cast(Mapping[str, str], rscope.headers)
+        scope: Scope = {"method": rscope.method, "path": path}
         context.open(scope, rscope.method, path, headers)
         try:
             status, content, extra = self._problem(scope, headers, problem)
@@ -82,12 +90,12 @@ class RSGIFace:
         finally:
             context.closed(scope, rscope.method, path)
 
-    async def answer(self, hot: Hot, rscope, proto) -> None:
+    async def answer(self, hot: Hot, rscope: RSGIScope, proto: HTTPProtocol) -> None:
         context, path = self.context, rscope.path
         # Granian's own headers serve as the mapping every reader wants (`get`, `in`): names
         # match in any case and the first of repeated ones wins, as under ASGI (headers_of).
-        headers = rscope.headers
-        scope: dict = {"method": "POST", "path": path}
+        headers = cast(Mapping[str, str], rscope.headers)
+        scope: Scope = {"method": "POST", "path": path}
         context.open(scope, "POST", path, headers)
         read = functools.partial(read_rsgi, proto, headers, self.omni.settings)
 
@@ -114,19 +122,21 @@ class RSGIFace:
         finally:
             context.closed(scope, "POST", path)
 
-    def _problem(self, scope: dict, headers: Mapping[str, str], problem: Problem) -> tuple[int, bytes, list]:
+    def _problem(
+        self, scope: Scope, headers: Mapping[str, str], problem: Problem
+    ) -> tuple[int, bytes, list[tuple[str, str]]]:
         body, media = problem_reply(self.omni, scope, problem, headers)
         return problem.status, body, [("content-type", media)] + [(k.lower(), v) for k, v in problem.headers.items()]
 
 
-async def bridge(app, rscope, proto, state: dict | None = None) -> None:
+async def bridge(app: App, rscope: RSGIScope, proto: HTTPProtocol, state: dict[str, Any] | None = None) -> None:
     """One request through an ASGI app: its scope built from Granian's (with a copy of the
     lifespan's `state`, as ASGI servers give it), the body given as one message, the answer sent
     as one response, or streamed where the app streams it. Granian decodes the request line as
     UTF-8 (refusing what is not), so encoding its text as UTF-8 gives back the bytes as sent,
     whatever they hold. Raises `Unanswered` where the request failed before an answer began."""
     try:
-        scope = {
+        scope: Scope = {
             "type": "http",
             "asgi": _ASGI,
             "http_version": rscope.http_version,
@@ -145,7 +155,7 @@ async def bridge(app, rscope, proto, state: dict | None = None) -> None:
         raise Unanswered() from exc
     body_given = False
 
-    async def receive() -> dict:
+    async def receive() -> Message:
         nonlocal body_given
         if not body_given:
             body_given = True
@@ -156,11 +166,11 @@ async def bridge(app, rscope, proto, state: dict | None = None) -> None:
         await proto.client_disconnect()
         return {"type": "http.disconnect"}
 
-    start: dict = {}
-    stream = None
+    start: dict[str, Any] = {}
+    stream: RSGIHTTPStreamTransport | None = None
     sent = False
 
-    async def send(message: dict) -> None:
+    async def send(message: Message) -> None:
         nonlocal stream, sent
         kind = message["type"]
         if kind == "http.response.start":
@@ -207,13 +217,13 @@ def _address(text: str | None) -> tuple[str, int] | None:
 class Lifespan:
     """The ASGI lifespan protocol, driven by hand: Litestar's on_startup and on_shutdown."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
-        self.state: dict = {}  # what the app keeps in the lifespan scope's state
-        self.task: asyncio.Task | None = None
+        self.state: dict[str, Any] = {}  # what the app keeps in the lifespan scope's state
+        self.task: asyncio.Task[None] | None = None
         # Made anew by each startup, on the loop that runs it.
-        self.inbox: asyncio.Queue = asyncio.Queue()
-        self.replies: asyncio.Queue = asyncio.Queue()
+        self.inbox: asyncio.Queue[Message] = asyncio.Queue()
+        self.replies: asyncio.Queue[Message] = asyncio.Queue()
 
     async def _run(self) -> None:
         scope = {"type": "lifespan", "asgi": _ASGI, "state": self.state}

@@ -5,7 +5,11 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
+
+from litestar import Request
 
 from app.config import PROFILES, Settings
 from app.metrics import Metrics
@@ -14,6 +18,7 @@ from app.runtime.registry import Registry
 from app.serving import Engine
 
 log = logging.getLogger("omni")
+Site = tuple[str, str, int]  # where an error was raised: its type, file and line
 
 
 @dataclass
@@ -24,11 +29,11 @@ class Omni:
     metrics: Metrics
 
 
-def omni(request) -> Omni:
-    return request.app.state.omni
+def omni(request: Request[Any, Any, Any]) -> Omni:
+    return cast(Omni, request.app.state.omni)
 
 
-def profile_of(headers, settings: Settings) -> str:
+def profile_of(headers: Mapping[str, str], settings: Settings) -> str:
     """`Prefer: profile=jev|reference` per request, else the configured default. `headers`: a
     mapping of lower-case names (a Litestar request's headers, or routes.systemone.headers_of)."""
     for part in headers.get("prefer", "").split(","):
@@ -38,7 +43,7 @@ def profile_of(headers, settings: Settings) -> str:
     return settings.profile
 
 
-def problem_reply(o: Omni, scope, problem: Problem, headers) -> tuple[bytes, str]:
+def problem_reply(o: Omni, scope: dict[str, Any], problem: Problem, headers: Mapping[str, str]) -> tuple[bytes, str]:
     """(body, media type) of `problem` for this request, in its profile; counted by code, and
     recorded on the request's span. Litestar's exception handlers and the direct route
     (routes/systemone.direct) both answer with it. `headers`: as for profile_of. In the `jev`
@@ -64,11 +69,11 @@ class Repeats:
 
     def __init__(self, interval_s: float = 60.0, sites: int = 1024):
         self.interval_s, self.sites = interval_s, sites
-        self.logged: dict[tuple, float] = {}
-        self.repeats: dict[tuple, int] = {}
+        self.logged: dict[Site, float] = {}
+        self.repeats: dict[Site, int] = {}
 
     @staticmethod
-    def site(exc: BaseException) -> tuple:
+    def site(exc: BaseException) -> Site:
         tb = exc.__traceback__
         while tb is not None and tb.tb_next is not None:
             tb = tb.tb_next
@@ -114,7 +119,7 @@ def unexpected(method: str, path: str, exc: BaseException) -> Problem:
     return Problem(500, "internal_error", "internal error; it is logged")
 
 
-def check_auth(headers, settings: Settings) -> None:
+def check_auth(headers: Mapping[str, str], settings: Settings) -> None:
     """`headers`: as for profile_of."""
     if not settings.api_key:
         return

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, TypeVar
 
 import msgspec
-from litestar import Request, Response, get
+from litestar import Litestar, Request, Response, Router, get
 from litestar.datastructures import CacheControlHeader
-from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.plugins import OpenAPIRenderPlugin, SwaggerRenderPlugin
 from litestar.static_files import create_static_files_router
 
 from app import wire
@@ -15,10 +16,11 @@ from app.routes.common import check_auth, omni
 
 log = logging.getLogger("omni")
 SWAGGER_ASSETS = "/schema/assets"
+Plugin = TypeVar("Plugin", bound=OpenAPIRenderPlugin)
 
 
 @get("/v1/models", summary="Loaded models, their aliases and limits", tags=["discovery"])
-async def list_models(request: Request) -> Response:
+async def list_models(request: Request[Any, Any, Any]) -> Response[Any]:
     o = omni(request)
     check_auth(request.headers, o.settings)
     models = []
@@ -95,11 +97,11 @@ _PARAMETERS = [
 ]
 
 
-def openapi_document(app) -> dict:
+def openapi_document(app: Litestar) -> dict[str, Any]:
     """Litestar's document of its routes, completed: the decision route (a raw ASGI handler,
     which Litestar leaves out) described by its wire types, typed health and model responses,
     every problem in both profiles' shapes, and the bearer scheme when a key is set."""
-    doc = app.openapi_schema.to_schema()
+    doc: dict[str, Any] = app.openapi_schema.to_schema()
     types = (
         wire.SystemOneRequest,
         wire.SystemOneResponse,
@@ -117,7 +119,7 @@ def openapi_document(app) -> dict:
     doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
     paths = doc.setdefault("paths", {})
 
-    def problem(status: int) -> dict:
+    def problem(status: int) -> dict[str, Any]:
         codes, when = PROBLEMS[status]
         content = {"application/problem+json": {"schema": ref["ProblemDetails"]}}
         if status != 400:  # the jev profile answers a 400 as 422
@@ -194,20 +196,23 @@ def openapi_document(app) -> dict:
     return doc
 
 
-def serving_the_document(plugin):
+def serving_the_document(plugin: Plugin) -> Plugin:
     """`plugin`, a Litestar render plugin (Swagger UI, JSON), rendering the document /schema
     serves (`openapi_document`) instead of Litestar's own, which lacks the decision route."""
     render = plugin.render
-    plugin.render = lambda request, _litestar_document: render(request, openapi_document(request.app))
+    # This instance's `render` shadows the class's method; mypy refuses any assignment to a method.
+    plugin.render = lambda request, openapi_schema: render(  # type: ignore[method-assign]
+        request, openapi_document(request.app)
+    )
     return plugin
 
 
 @get("/schema", summary="OpenAPI document", tags=["discovery"], include_in_schema=False)
-async def schema(request: Request) -> Response:
+async def schema(request: Request[Any, Any, Any]) -> Response[Any]:
     return Response(content=msgspec.json.encode(openapi_document(request.app)), media_type="application/json")
 
 
-def swagger_ui() -> tuple[SwaggerRenderPlugin, list]:
+def swagger_ui() -> tuple[SwaggerRenderPlugin, list[Router]]:
     """(the /schema/docs plugin, the routes of its assets): Swagger UI's script, stylesheet and
     icon come from the swagger-ui-bundle-v2 package under /schema/assets, never from a CDN, so the
     page works on an air-gapped node and loads no third-party code."""
@@ -215,7 +220,7 @@ def swagger_ui() -> tuple[SwaggerRenderPlugin, list]:
         from swagger_ui_bundle import swagger_ui_path
     except ImportError:
         log.warning("swagger-ui-bundle-v2 is not installed: /schema/docs has no Swagger UI to load")
-        routes = []
+        routes: list[Router] = []
     else:
         routes = [
             create_static_files_router(

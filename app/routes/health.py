@@ -10,17 +10,19 @@ only for what a new process mends: the executor thread gone, a pass hung past it
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 from litestar import Request, Response, get
 
 from app.problems import PROBLEM_MEDIA_TYPE, Problem
 from app.routes.common import omni
-from app.runtime.registry import SlotState
+from app.runtime.registry import ModelSlot, SlotState
 from models.errors import RequestError
 
 
-def _problem(request: Request, code: str, detail: str, **extra) -> dict:
+def _problem(request: Request[Any, Any, Any], code: str, detail: str, **extra: Any) -> dict[str, Any]:
     return {
         "type": "https://system1-omni.dev/problems/" + code.replace("_", "-"),
         "title": "Service unavailable",
@@ -33,7 +35,7 @@ def _problem(request: Request, code: str, detail: str, **extra) -> dict:
 
 
 @get("/livez", summary="The process can serve", tags=["health"])
-async def livez(request: Request) -> Response:
+async def livez(request: Request[Any, Any, Any]) -> Response[Any]:
     """200 while loading and serving, a model being rebuilt included; 503 when the executor thread
     has stopped, a forward pass hangs past its bound, or a model is still out of service after
     its rebuilds: an orchestrator should restart the process."""
@@ -58,7 +60,7 @@ async def livez(request: Request) -> Response:
     )
 
 
-def _model_status(slot) -> dict:
+def _model_status(slot: ModelSlot) -> dict[str, Any]:
     out = {
         "name": slot.name,
         "state": slot.state.value,
@@ -79,14 +81,14 @@ def _model_status(slot) -> dict:
     return out
 
 
-def _compile(slots) -> dict:
+def _compile(slots: Iterable[ModelSlot]) -> dict[str, bool]:
     """`enabled`: every model on a GPU replays captured CUDA graphs (false with none on a GPU).
     Each model's own `compiled` is exact where they differ."""
     on_gpu = [s for s in slots if s.device and not s.device.startswith("cpu")]
     return {"enabled": bool(on_gpu) and all(s.static_shapes for s in on_gpu)}
 
 
-def _readiness(request: Request, path: str, model: str | None = None) -> Response:
+def _readiness(request: Request[Any, Any, Any], path: str, model: str | None = None) -> Response[Any]:
     o = omni(request)
     slots = o.registry.slots
     if model is not None:
@@ -120,19 +122,19 @@ def _readiness(request: Request, path: str, model: str | None = None) -> Respons
 
 
 @get("/readyz", summary="Every model loaded and warmed up (or the one `model` names)", tags=["health"])
-async def readyz(request: Request, model: str | None = None) -> Response:
+async def readyz(request: Request[Any, Any, Any], model: str | None = None) -> Response[Any]:
     """200 when every model is ready: a replica is in rotation only while it serves all it lists.
     `?model=NAME` (a name or alias): that model alone, for a balancer that routes by model."""
     return _readiness(request, "/readyz", model)
 
 
 @get("/health", summary="Readiness, with the models keyed by name", tags=["health"])
-async def health(request: Request) -> Response:
+async def health(request: Request[Any, Any, Any]) -> Response[Any]:
     return _readiness(request, "/health")
 
 
 @get("/metrics", summary="Prometheus metrics", tags=["health"], media_type="text/plain")
-async def metrics(request: Request) -> Response:
+async def metrics(request: Request[Any, Any, Any]) -> Response[Any]:
     o = omni(request)
     o.metrics.queue_depth.set(o.engine.executor.depth())
     return Response(content=o.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import functools
 from typing import Any
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 
 import msgspec
-from litestar import asgi
+from litestar import Litestar, asgi
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Send
 
 from app import middleware
 from app.body import OFFLOAD_BYTES, read_json, read_raw
 from app.problems import Problem
-from app.routes.common import check_auth, problem_reply, profile_of, unexpected
+from app.routes.common import Omni, check_auth, problem_reply, profile_of, unexpected
 
 _JSON = (b"content-type", b"application/json")
 
@@ -58,11 +58,11 @@ async def systemone(scope: HttpScope, receive: Receive, send: Send) -> None:
 
 
 async def answer(
-    o,
-    scope: dict,
+    o: Omni,
+    scope: HttpScope,
     headers: Mapping[str, str],
     read: Callable[[], Awaitable[bytes]],
-    disconnected: Callable[[], Awaitable[object]],
+    disconnected: Callable[[], Coroutine[Any, Any, object]],
 ) -> bytes:
     """The JSON answer to one POST, whichever interface Granian speaks: `read()` gives the raw
     body, `disconnected()` returns when the client has gone, and `scope` (the ASGI scope, or
@@ -81,17 +81,17 @@ async def answer(
     return msgspec.json.encode(response)
 
 
-def direct(litestar):
+def direct(litestar: Litestar) -> middleware.App:
     """The route as an ASGI app of its own, for the request-context layer to call instead of
     Litestar: the scope gets the app as Litestar's router would give it, and what the app's
     exception handlers would answer (app/main.py) is answered here."""
     handler = systemone.fn
 
-    async def app(scope: HttpScope, receive: Receive, send: Send) -> None:
+    async def app(scope: HttpScope, receive: middleware.Receive, send: middleware.Send) -> None:
         scope["app"] = scope["litestar_app"] = litestar
         started = False
 
-        async def tracked(message) -> None:
+        async def tracked(message: middleware.Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -114,7 +114,7 @@ def body_event(content: bytes) -> HTTPResponseBodyEvent:
     return {"type": "http.response.body", "body": content, "more_body": False}
 
 
-async def _reply(litestar, scope: HttpScope, send: Send, problem: Problem) -> None:
+async def _reply(litestar: Litestar, scope: HttpScope, send: Send, problem: Problem) -> None:
     body, media = problem_reply(litestar.state.omni, scope, problem, headers_of(scope))
     headers = [(b"content-type", media.encode("latin-1")), (b"content-length", b"%d" % len(body))]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
