@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from models import gdn_plan
 
@@ -135,7 +135,7 @@ class Settings:
         "text", "text (a line a record, for people) or json (an object a line, for log pipelines)"
     )
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
             check(getattr(self, name), _env_name(name))
 
@@ -279,28 +279,32 @@ def _to_float(value: Any, label: str) -> float:
 _SCALARS = {"bool": _to_bool, "int": _to_int, "float": _to_float}
 
 
-def _at_least(low: float):
-    def check(value, label):
+# A setting's check: (its value, the variable that set it) -> None, or ConfigError.
+Check = Callable[[Any, str], None]
+
+
+def _at_least(low: float) -> Check:
+    def check(value: Any, label: str) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < low:
             raise ConfigError("%s must be %s, got %r" % (label, "a positive number" if low > 0 else "0 or more", value))
 
     return check
 
 
-def _above_zero(value, label):
+def _above_zero(value: Any, label: str) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
         raise ConfigError("%s must be a number above 0, got %r" % (label, value))
 
 
-def _one_of(choices):
-    def check(value, label):
+def _one_of(choices: Collection[str]) -> Check:
+    def check(value: Any, label: str) -> None:
         if value not in choices:
             raise ConfigError("%s must be one of %s, got %r" % (label, ", ".join(choices), value))
 
     return check
 
 
-def _device(value, label):
+def _device(value: Any, label: str) -> None:
     if not isinstance(value, str) or not _DEVICE.fullmatch(value):
         raise ConfigError("%s must be auto, cpu, cuda or cuda:N, got %r" % (label, value))
 

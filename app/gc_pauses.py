@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import gc
 import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import Histogram
 
 
 def freeze() -> int:
@@ -34,7 +38,7 @@ class FullCollections:
     and collections never nested, so one start time serves. `histogram` must take observations
     from any thread (prometheus_client's does)."""
 
-    def __init__(self, histogram) -> None:
+    def __init__(self, histogram: Histogram) -> None:
         self.histogram, self._t0 = histogram, 0.0
 
     def start(self) -> None:
@@ -45,7 +49,7 @@ class FullCollections:
         if self._callback in gc.callbacks:
             gc.callbacks.remove(self._callback)
 
-    def _callback(self, phase: str, info: dict) -> None:
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if info.get("generation") != 2:
             return
         if phase == "start":

@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 
 # Granian buffers up to 16 MiB of an HTTP/2 request's headers by default; the app refuses more than
 # 64 KiB of them (app/middleware.py), so Granian need hold no more than a few times that.
@@ -28,7 +29,7 @@ GRANIAN_JSON_LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gra
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144", "MALLOC_TRIM_THRESHOLD_": "262144"}
 
 
-def malloc_env(env) -> dict:
+def malloc_env(env: Mapping[str, str]) -> dict[str, str]:
     """`env` with MALLOC_ENV's settings where it sets none of its own."""
     return {**MALLOC_ENV, **env}
 
@@ -47,7 +48,7 @@ def ensure_demo(root: str = DEMO_ROOT) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def event_loop(env=None) -> str:
+def event_loop(env: Mapping[str, str] | None = None) -> str:
     """The event loop Granian runs the app on: GRANIAN_LOOP where the operator set it, else uvloop
     where it is installed (a dependency off Windows), else asyncio's own. Never Granian's `auto`,
     which takes rloop wherever that is installed: rloop keeps each cancelled timer's callback
@@ -76,7 +77,7 @@ def port_taken(host: str, port: int) -> OSError | None:
     return None
 
 
-def main(argv=None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     ap.add_argument("--port", default=os.environ.get("PORT", "8000"))

@@ -17,6 +17,8 @@ import logging
 import re
 import sys
 import time
+from types import TracebackType
+from typing import TextIO
 
 import msgspec
 
@@ -32,9 +34,11 @@ _ACCESS_TEXT = ("model", "trace_id")
 # Control characters a message may carry from a request (a percent-decoded path, a client's text):
 # the text format writes them escaped, so one record is one line and no client forges another.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# What `sys.exc_info()` gives, as logging's formatException takes it.
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
 
 
-def _escaped(char: re.Match) -> str:
+def _escaped(char: re.Match[str]) -> str:
     return "\\x%02x" % ord(char.group())
 
 
@@ -82,7 +86,7 @@ class TextFormatter(logging.Formatter):
             record.message = _CONTROL.sub(_escaped, record.message)
         return super().formatMessage(record)
 
-    def formatException(self, ei) -> str:
+    def formatException(self, ei: ExcInfo) -> str:
         return _indented(super().formatException(ei))
 
     def formatStack(self, stack_info: str) -> str:
@@ -122,11 +126,11 @@ class JsonFormatter(logging.Formatter):
         return msgspec.json.encode(out).decode()
 
 
-class OmniHandler(logging.StreamHandler):
+class OmniHandler(logging.StreamHandler[TextIO]):
     """The root handler `configure` installs (and replaces when called again)."""
 
 
-def configure(fmt: str = "text", stream=None) -> logging.Handler:
+def configure(fmt: str = "text", stream: TextIO | None = None) -> logging.Handler:
     """The root logger writes `fmt` lines to `stream` (stderr) at INFO; Granian's own loggers in
     this process write through it too. Returns the handler."""
     if fmt not in LOG_FORMATS:

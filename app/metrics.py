@@ -7,7 +7,8 @@ status and problem codes), never from what a client sends.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -19,8 +20,21 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
+
+if TYPE_CHECKING:
+    from app.runtime.executor import BatchInfo
+
+Child = TypeVar("Child", covariant=True)
+C = TypeVar("C")
+
+
+class Labelled(Protocol[Child]):
+    """A metric with labels: `labels(*values)` gives the child that one set of values counts into."""
+
+    def labels(self, *values: str) -> Child: ...
+
 
 _LATENCY = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30)
 
@@ -30,10 +44,17 @@ class LoopHistogram:
     bisect and two additions, with none of prometheus_client's per-bucket locks. Scrapes read it
     through `collect`, as any collector."""
 
-    def __init__(self, name: str, documentation: str, labelnames: list[str], buckets, registry) -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: list[str],
+        buckets: Iterable[float],
+        registry: CollectorRegistry,
+    ) -> None:
         self.name, self.documentation, self.labelnames = name, documentation, list(labelnames)
         self.bounds = tuple(float(b) for b in buckets)
-        self._children: dict[tuple, _LoopHistogramChild] = {}
+        self._children: dict[tuple[str, ...], _LoopHistogramChild] = {}
         registry.register(self)
 
     def labels(self, *values: str) -> _LoopHistogramChild:
@@ -42,10 +63,10 @@ class LoopHistogram:
             child = self._children[values] = _LoopHistogramChild(self.bounds)
         return child
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for values, child in list(self._children.items()):
             counts, total = list(child.counts), child.sum
@@ -61,7 +82,7 @@ class LoopHistogram:
 class _LoopHistogramChild:
     __slots__ = ("bounds", "counts", "sum")
 
-    def __init__(self, bounds: tuple) -> None:
+    def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds, self.counts, self.sum = bounds, [0] * (len(bounds) + 1), 0.0
 
     def observe(self, value: float) -> None:
@@ -80,10 +101,10 @@ class _BuildInfo:
             labels=["version", "onnxruntime", "device"],
         )
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return [self._family()]
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         family = self._family()
         family.add_metric([self.version, self.onnxruntime, self.device()], 1)
         yield family
@@ -178,11 +199,12 @@ class Metrics:
         )
 
         # Labelled children, looked up once: `labels()` validates and locks on every call.
-        self._children: dict[tuple, object] = {}
+        # Each metric's child for a set of label values, of whichever type that metric's are.
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
 
-    def child(self, metric, *labels: str):
+    def child(self, metric: Labelled[C], *labels: str) -> C:
         key = (metric, labels)
-        c = self._children.get(key)
+        c: C | None = self._children.get(key)
         if c is None:
             c = self._children[key] = metric.labels(*labels)
         return c
@@ -205,7 +227,7 @@ class Metrics:
         device its models run on (`device()`, read at each scrape: it is known once they load)."""
         self.registry.register(_BuildInfo(version, onnxruntime, device))
 
-    def observe_batch(self, info) -> None:
+    def observe_batch(self, info: BatchInfo) -> None:
         self.child(self.batch_requests, info.model).observe(info.size)
         self.child(self.batch_rows, info.model).observe(info.rows)
         self.child(self.padded_tokens, info.model).observe(info.padded_tokens - info.real_tokens)

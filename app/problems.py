@@ -43,7 +43,7 @@ class Problem(Exception):
         code: str,
         detail: str,
         *,
-        errors: list[dict] | None = None,
+        errors: list[dict[str, Any]] | None = None,
         headers: dict[str, str] | None = None,
     ):
         super().__init__(detail)

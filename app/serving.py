@@ -13,11 +13,13 @@ import time
 from typing import Any
 from collections.abc import Callable, Coroutine, Mapping
 
+from opentelemetry.trace import Span
+
 from app import gc_pauses
 from app.config import Settings
 from app.metrics import Metrics
 from app.problems import Problem, retry_later
-from app.runtime.executor import Executor, Job, Overloaded, Unavailable
+from app.runtime.executor import BatchInfo, Executor, Job, Overloaded, Unavailable
 from app.runtime.preparing import PrepareBatch
 from app.runtime.registry import ModelSlot, Registry, SlotState
 from app.timing import Timing
@@ -45,8 +47,8 @@ class Engine:
         )
         self._loaded: dict[ModelSlot, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._warm_task: asyncio.Task | None = None
-        self._rewarming: set[asyncio.Task] = set()
+        self._warm_task: asyncio.Task[None] | None = None
+        self._rewarming: set[asyncio.Task[None]] = set()
         self._preparing: dict[ModelSlot, PrepareBatch] = {}
         self.gc_pauses = gc_pauses.FullCollections(metrics.gc_full_collections)
         self.frozen_objects = 0
@@ -97,7 +99,7 @@ class Engine:
             for task in [t for t in self._rewarming if t.done()]:
                 self._rewarming.discard(task)
 
-    def _batch_from_thread(self, info, jobs) -> None:
+    def _batch_from_thread(self, info: BatchInfo, jobs: list[Job]) -> None:
         self.metrics.observe_batch(info)
 
     def _capture_from_thread(self, slot: ModelSlot, seconds: float) -> None:
@@ -158,7 +160,7 @@ class Engine:
             note,
         )
 
-    def _failed(self, slot: ModelSlot, span, exc: Exception, detail: str) -> Problem:
+    def _failed(self, slot: ModelSlot, span: Span | None, exc: Exception, detail: str) -> Problem:
         """500 `inference_failed`: logged with the cause, recorded on the span; the client learns
         nothing about paths or device state."""
         # A model's own failure (InferenceFailed) is a line; anything else raised in finishing is a bug
@@ -209,7 +211,7 @@ class Engine:
         warmup: bool = False,
         offload: bool = False,
         disconnected: Callable[[], Coroutine[Any, Any, Any]] | None = None,
-    ) -> tuple[ModelSlot, dict]:
+    ) -> tuple[ModelSlot, dict[str, Any]]:
         """`disconnected`: returns when the client has gone; it is watched once the job has been
         queued for WATCH_AFTER_S without being dispatched; if it fires, the answer is a 499 and
         the queued work is dropped before dispatch.
@@ -326,7 +328,7 @@ class _Guard:
         now = loop.time()
         self.job: Job | None = job
         self.disconnected = disconnected
-        self.watch: asyncio.Task | None = None
+        self.watch: asyncio.Task[Any] | None = None
         self.deadline = None if budget_s is None else now + max(0.001, budget_s)
         # The first firing is the watch's unless the deadline comes first (or there is no watch).
         self.watch_next = disconnected is not None and (self.deadline is None or self.deadline > now + watch_after_s)
@@ -360,7 +362,7 @@ class _Guard:
         self.job = self.disconnected = self.watch = self.handle = None
 
 
-def _abandon(job: Job, watch: asyncio.Task) -> None:
+def _abandon(job: Job, watch: asyncio.Task[Any]) -> None:
     """The disconnect watcher ended: unless it was called off, the client is gone (a receive
     that fails has lost the connection too)."""
     if watch.cancelled():

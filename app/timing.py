@@ -4,6 +4,13 @@ tracing is on, one child span per stage of the request's span (the same clock re
 from __future__ import annotations
 
 import time
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from app.tracing import Tracing
 
 STAGES = ("decode", "prepare", "queue", "infer", "finish")
 
@@ -11,7 +18,7 @@ STAGES = ("decode", "prepare", "queue", "infer", "finish")
 class Timing:
     __slots__ = ("start", "stages", "tracing", "span", "model")
 
-    def __init__(self, tracing=None, span=None) -> None:
+    def __init__(self, tracing: Tracing | None = None, span: Span | None = None) -> None:
         self.start = time.perf_counter()
         self.stages: dict[str, float] = {}
         self.tracing, self.span = tracing, span
@@ -43,16 +50,19 @@ class _Stage:
     __slots__ = ("timing", "name", "t0", "span")
 
     def __init__(self, timing: Timing, name: str):
-        self.timing, self.name, self.span = timing, name, None
+        self.timing, self.name = timing, name
+        self.span: Span | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> _Stage:
         t = self.timing
         if t.tracing is not None and t.span is not None:
             self.span = t.tracing.child(t.span, self.name)
         self.t0 = time.perf_counter()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         self.timing.add(self.name, time.perf_counter() - self.t0)
         if self.span is not None:
             if exc is not None:

@@ -136,7 +136,7 @@ class StagedIds(RandomIdGenerator):
         return super().generate_trace_id()
 
 
-def root_bound(sampler) -> int | None:
+def root_bound(sampler: Sampler) -> int | None:
     """The trace-id bound under which `sampler` samples a span with no parent (the low 64 bits
     of its trace id below it), when that is all it looks at; else None (a ParentBased other
     than RootedParentBased keeps its root to itself)."""
@@ -164,7 +164,7 @@ class Tracing:
         self._ids = ids if isinstance(ids, StagedIds) else None
         self._bound = root_bound(provider.sampler) if provider is not None and self._ids is not None else None
 
-    def request_span(self, name: str, headers: Mapping[str, str]):
+    def request_span(self, name: str, headers: Mapping[str, str]) -> trace.Span | None:
         """The request's SERVER span, continuing an incoming `traceparent`; None when it is not
         sampled. A request with no parent under a ratio sampler (the usual setting) is decided
         here, on a trace id drawn as the SDK would draw it, and an unsampled one never reaches
@@ -185,7 +185,7 @@ class Tracing:
             span = self.tracer.start_span(name, context=extract(carrier), kind=trace.SpanKind.SERVER)
         return span if span.is_recording() else None
 
-    def child(self, parent, name: str, start_time: int | None = None):
+    def child(self, parent: trace.Span, name: str, start_time: int | None = None) -> trace.Span:
         return self.tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start_time)
 
     def shutdown(self) -> None:

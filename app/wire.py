@@ -13,24 +13,24 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-Text = str | dict | list | int | float
+Text = str | dict[str, Any] | list[Any] | int | float
 
 
 class ChoiceQuestion(msgspec.Struct, tag="choice", tag_field="type"):
-    instructions: str | dict | list | int | float
-    criteria: dict[str, str | dict | list | int | float | None] | list[str | int | float | bool]
+    instructions: str | dict[str, Any] | list[Any] | int | float
+    criteria: dict[str, str | dict[str, Any] | list[Any] | int | float | None] | list[str | int | float | bool]
 
 
 class ScoreQuestion(msgspec.Struct, tag="score", tag_field="type"):
-    instructions: str | dict | list | int | float
-    criteria: list[str | dict | list | int | float]
+    instructions: str | dict[str, Any] | list[Any] | int | float
+    criteria: list[str | dict[str, Any] | list[Any] | int | float]
 
 
 class NoulQuestion(msgspec.Struct, tag="noul", tag_field="type"):
     """`instructions` may be left out in the `jev` profile: the criteria are then the text."""
 
     instructions: Text | UnsetType = UNSET
-    criteria: dict[str, str | dict | list | int | float | None] | None = None
+    criteria: dict[str, str | dict[str, Any] | list[Any] | int | float | None] | None = None
 
 
 Question = ChoiceQuestion | ScoreQuestion | NoulQuestion

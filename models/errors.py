@@ -6,6 +6,9 @@ Each carries the HTTP status and the stable `code` of the contract (docs/api.md)
 
 from __future__ import annotations
 
+from typing import Any
+from collections.abc import Callable, Mapping
+
 
 class RequestError(Exception):
     """A client mistake: never a 5xx."""
@@ -14,7 +17,12 @@ class RequestError(Exception):
     code = "invalid_request"
 
     def __init__(
-        self, detail: str, *, errors: list[dict] | None = None, status: int | None = None, code: str | None = None
+        self,
+        detail: str,
+        *,
+        errors: list[dict[str, Any]] | None = None,
+        status: int | None = None,
+        code: str | None = None,
     ):
         super().__init__(detail)
         self.detail = detail
@@ -54,7 +62,7 @@ class InferenceFailed(Exception):
     """The forward pass failed or produced non-finite outputs (500 `inference_failed`)."""
 
 
-def questions_of(body, max_questions: int) -> dict:
+def questions_of(body: Mapping[str, Any], max_questions: int) -> dict[str, Any]:
     """The request's `questions`: a non-empty object of at most `max_questions` entries, or the
     contract's error (422, or 413 too_many_questions). Every family checks this the same way."""
     questions = body.get("questions")
@@ -69,10 +77,10 @@ def questions_of(body, max_questions: int) -> dict:
     return questions
 
 
-def check_questions(questions: dict, check) -> None:
+def check_questions(questions: Mapping[str, Any], check: Callable[[str, Any], str | None]) -> None:
     """Run `check(qid, question) -> problem or None` on every question and report all the
     problems at once (422 invalid_question), so a client fixes its request in one round."""
-    errors = []
+    errors: list[dict[str, Any]] = []
     for qid, qdef in questions.items():
         problem = check(qid, qdef)
         if problem:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from typing import Any
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 # The engines ONNX Runtime's GatedDeltaNet kernel knows ("auto": its own choice by shape).
 PLANS = ("auto", "chunked", "chunked_split", "recurrent")
@@ -53,11 +53,12 @@ def plan_note(manifest: Mapping[str, Any], configured: str, plan: str) -> str | 
 def gdn_dtype(manifest: Mapping[str, Any]) -> str:
     """The dtype an export's GatedDeltaNet layers read: what its manifest records (a bfloat16
     graph may feed them float16), else its weights' dtype (a manifest without the record)."""
-    return manifest.get("graph", {}).get("gdn_dtype") or manifest.get("weights_dtype", "float32")
+    dtype: str = manifest.get("graph", {}).get("gdn_dtype") or manifest.get("weights_dtype", "float32")
+    return dtype
 
 
 @contextlib.contextmanager
-def engine(plan: str):
+def engine(plan: str) -> Iterator[None]:
     """ORT_GDN_PLAN as `plan` ("auto": unset) while a session is built: ONNX Runtime's
     GatedDeltaNet kernel reads it once, when an InferenceSession creates its kernels. Build
     sessions one at a time under it (the server builds them on its executor thread), since it

@@ -52,7 +52,8 @@ def read(directory: str) -> dict[str, Any]:
             % (directory, MANIFEST)
         )
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        manifest: dict[str, Any] = json.load(f)
+    return manifest
 
 
 def write(directory: str, manifest: dict[str, Any]) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+from typing import cast
 
 from models import manifest as manifests
+from models.base import ServedModel
 
 FAMILIES = {
     "laya": "models.laya",
@@ -14,7 +16,7 @@ FAMILIES = {
 }
 
 
-def load(directory: str):
+def load(directory: str) -> ServedModel:
     """The served model for one export directory, or the version a publish directory's `current`
     names (no sessions yet: the executor makes those)."""
     directory = manifests.resolve(directory)
@@ -22,4 +24,4 @@ def load(directory: str):
     family = meta.get("family")
     if family not in FAMILIES:
         raise ValueError("%s: unknown model family %r (known: %s)" % (directory, family, ", ".join(FAMILIES)))
-    return importlib.import_module(FAMILIES[family]).load(directory, meta)
+    return cast(ServedModel, importlib.import_module(FAMILIES[family]).load(directory, meta))
