@@ -11,8 +11,10 @@ whose deep random stacks amplify any rounding past 0.02; docs/benchmarks.md)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 MARGIN = 0.05
 MAX_DRIFT = 0.02
@@ -20,13 +22,14 @@ GATE_MODES = ("enforce", "record")
 NO_CUDA = "this onnxruntime has no CUDA provider (the `gpu` extra)"
 
 
-def softmax(logits) -> np.ndarray:
+def softmax(logits: npt.ArrayLike) -> npt.NDArray[np.float64]:
     z = np.asarray(logits, dtype=np.float64)
     z = np.exp(z - z.max(-1, keepdims=True))
-    return z / z.sum(-1, keepdims=True)
+    out: npt.NDArray[np.float64] = z / z.sum(-1, keepdims=True)
+    return out
 
 
-def gate_rows(probs: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> dict:
+def gate_rows(probs: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> dict[str, Any]:
     """One distribution per row (rows may have different option counts): the gate's measures."""
     drift, same, gated = 0.0, 0, 0
     for p, r in zip(probs, reference, strict=True):
@@ -59,7 +62,7 @@ def check_gate_mode(mode: str) -> None:
         raise ValueError("parity_gate must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
 
 
-def judge(result: dict, mode: str, what: str = "half-precision graph") -> dict:
+def judge(result: dict[str, Any], mode: str, what: str = "half-precision graph") -> dict[str, Any]:
     """`result` (gate_rows' measures) with the mode recorded; raises GateFailed under enforce."""
     result = dict(result, mode=mode)
     if not result["passes"] and mode == "enforce" and "not_run" in result:
@@ -80,7 +83,7 @@ def cuda_listed() -> bool:
     return "CUDAExecutionProvider" in ort.get_available_providers()
 
 
-def gate_session(onnx_path: str, device: str = "auto"):
+def gate_session(onnx_path: str, device: str = "auto") -> tuple[Any, str, str | None]:
     """(session, "cuda" | "cpu", why): an ONNX Runtime session on the CUDA provider where one
     initialises (`device` "auto"), else on the CPU provider. The gate runs where the graph will
     be served: the CPU provider lacks fp16 kernels for most ops and computes them in float32, so
@@ -103,12 +106,12 @@ def gate_session(onnx_path: str, device: str = "auto"):
     return ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]), "cpu", why
 
 
-def with_cuda_failure(result: dict, why: str | None) -> dict:
+def with_cuda_failure(result: dict[str, Any], why: str | None) -> dict[str, Any]:
     """A gate's measures with `cuda_failed` recorded, where CUDA was meant to run it and did not."""
     return dict(result, cuda_failed=why) if why else result
 
 
-def summary(result: dict) -> str:
+def summary(result: dict[str, Any]) -> str:
     """One line for an export's log: what the gate found, or why it did not run."""
     if "not_run" in result:
         return "parity gate NOT RUN (recorded): %s" % result["not_run"]
