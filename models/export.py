@@ -128,7 +128,6 @@ def main(argv=None) -> int:
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    export_dir.memory_limit = args.memory_limit
     try:
         extra = {k: getattr(args, k) for k in QWEN_OPTIONS if getattr(args, k) is not None}
         # An option the model's exporter does not take is refused, never dropped: a --base or
@@ -147,16 +146,17 @@ def main(argv=None) -> int:
             extra["parity_gate"] = args.parity_gate
 
         def run(out: str) -> None:
-            exporter.export(
-                args.checkpoint,
-                out,
-                revision=args.revision,
-                subfolder=args.subfolder,
-                name=args.name,
-                force=args.force,
-                progress=progress,
-                **extra,
-            )
+            with export_dir.memory_budget(args.memory_limit):
+                exporter.export(
+                    args.checkpoint,
+                    out,
+                    revision=args.revision,
+                    subfolder=args.subfolder,
+                    name=args.name,
+                    force=args.force,
+                    progress=progress,
+                    **extra,
+                )
 
         if args.out:
             run(args.out)

@@ -18,9 +18,20 @@ from models.placement import host_arithmetic
 # Serving memory of an export: its weights plus this share for ONNX Runtime's arena, activations
 # and CUDA graphs (the benchmarked models take 1.04-1.10x their weights once loaded, docs/benchmarks.md).
 SERVING_MARGIN = 0.2
-# The memory the export's server has (bytes), set by `python -m models.export --memory-limit`:
-# an export that would not fit is refused before it writes anything.
-memory_limit: int | None = None
+# The memory the export's server has (bytes) while a `memory_budget` block runs (`python -m
+# models.export --memory-limit`): an export that would not fit is refused before it writes anything.
+_memory_limit: int | None = None
+
+
+@contextlib.contextmanager
+def memory_budget(limit: int | None):
+    """Exports inside the block are refused past `limit` bytes of serving memory (None: no limit)."""
+    global _memory_limit
+    saved, _memory_limit = _memory_limit, limit
+    try:
+        yield
+    finally:
+        _memory_limit = saved
 
 
 class DoesNotFit(RuntimeError):
@@ -29,15 +40,17 @@ class DoesNotFit(RuntimeError):
 
 def check_fits(module, what: str = "export", progress=None) -> int:
     """The serving memory of exporting `module` as it is (its parameters and buffers, in their
-    dtypes, plus SERVING_MARGIN); raises DoesNotFit, before anything is written, past `memory_limit`."""
+    dtypes, plus SERVING_MARGIN); raises DoesNotFit, before anything is written, past the
+    `memory_budget` it runs in."""
     tensors = list(module.parameters()) + list(module.buffers())
     weights = sum(t.numel() * t.element_size() for t in tensors)
     need = int(weights * (1 + SERVING_MARGIN))
-    if memory_limit is not None and need > memory_limit:
+    limit = _memory_limit
+    if limit is not None and need > limit:
         raise DoesNotFit(
             "the %s needs about %s to serve (weights %s + %d%%), past the memory limit of %s "
             "(--memory-limit, OMNI_EXPORT_MEMORY_LIMIT): nothing written"
-            % (what, _gib(need), _gib(weights), round(SERVING_MARGIN * 100), _gib(memory_limit))
+            % (what, _gib(need), _gib(weights), round(SERVING_MARGIN * 100), _gib(limit))
         )
     if progress:
         progress("      serving memory ~%s (weights %s)" % (_gib(need), _gib(weights)))
