@@ -3,6 +3,7 @@
 near the model's token limit, drawn log-uniformly (many short, some long); Unicode throughout.
 
     python -m benchmarks.traffic --export DIR --n 256 --seed 60 --out benchmarks/workloads/traffic_laya.jsonl
+    python -m benchmarks.traffic --export DIR --params    # dense parameters, billions (load.py --params-b)
 
 The limits come from the export itself (its served model's `limits()`), so every family gets
 requests it accepts: the headline workloads of docs/benchmarks.md. The conformance suite
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 
 WORDS = [
@@ -90,14 +92,34 @@ def traffic(model: str, limits: dict, n: int, seed: int, max_words: int | None =
     return out
 
 
+def dense_parameters(export_dir: str) -> int:
+    """The parameters a token's forward pass multiplies by: the export graph's initializers, less
+    the tables only looked up (a Gather's data: embeddings cost no products). Read from the graph
+    alone, its external weights left on disk."""
+    import onnx
+
+    from models import manifest
+
+    graph = onnx.load(os.path.join(export_dir, manifest.read(export_dir)["onnx"]), load_external_data=False).graph
+    looked_up = {node.input[0] for node in graph.node if node.op_type == "Gather"}
+    used_otherwise = {name for node in graph.node if node.op_type != "Gather" for name in node.input}
+    return sum(math.prod(t.dims) for t in graph.initializer if t.name not in looked_up or t.name in used_otherwise)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--export", required=True, help="the export whose model and limits the traffic is for")
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--seed", type=int, default=60)
     ap.add_argument("--max-words", type=int, help="longest state in words (default: near the model's limit)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="the workload file to write")
+    ap.add_argument("--params", action="store_true", help="print the export's dense parameters, billions")
     args = ap.parse_args(argv)
+    if args.params:
+        print("%.6f" % (dense_parameters(args.export) / 1e9))
+        return
+    if not args.out:
+        ap.error("--out is required")
     from models.registry import load
 
     model = load(args.export)

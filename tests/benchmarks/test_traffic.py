@@ -34,3 +34,41 @@ def test_states_stay_under_the_models_token_limit():
     longest = max(len(b["state"].split(" ")) for b in bodies)
     assert longest <= (4096 - 256) // traffic.TOKENS_A_WORD
     assert all(2 <= len(q["criteria"]) <= 8 for b in bodies for q in b["questions"].values())
+
+
+def test_dense_parameters_leave_out_tables_only_looked_up(tmp_path):
+    """An embedding table (a Gather's data) costs no products; one also multiplied by (tied to
+    the output head) does."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def graph(tied: bool):
+        table = numpy_helper.from_array(np.zeros((50, 8), np.float32), "table")
+        weight = numpy_helper.from_array(np.zeros((8, 4), np.float32), "weight")
+        head = "table_t" if tied else "weight"
+        nodes = [
+            helper.make_node("Gather", ["table", "ids"], ["x"]),
+            helper.make_node("MatMul", ["x", "weight"], ["h"]),
+        ]
+        if tied:
+            nodes += [
+                helper.make_node("Transpose", ["table"], ["table_t"]),
+                helper.make_node("MatMul", ["x", head], ["y"]),
+            ]
+        out = "y" if tied else "h"
+        g = helper.make_graph(
+            nodes,
+            "g",
+            [helper.make_tensor_value_info("ids", TensorProto.INT64, [None])],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+            [table, weight],
+        )
+        return helper.make_model(g)
+
+    for tied, want in ((False, 8 * 4), (True, 8 * 4 + 50 * 8)):
+        d = tmp_path / ("tied" if tied else "untied")
+        d.mkdir()
+        onnx.save(graph(tied), str(d / "model.onnx"))
+        (d / "manifest.json").write_text(json.dumps({"onnx": "model.onnx", "family": "laya"}))
+        assert traffic.dense_parameters(str(d)) == want
