@@ -19,6 +19,7 @@ import time
 import httpx
 import pytest
 
+import app
 from models.laya.served import WARMUP_REQUEST
 from tests.conftest import ROOT, free_port
 from tests.deploy import tools
@@ -85,8 +86,37 @@ def test_image_builds_and_serves_with_compose(compose_bin, engine, demo_dir):
         ports = [p for s in config["services"].values() for p in s.get("ports", [])]
         assert ports and all(p["host_ip"] == "127.0.0.1" for p in ports), ports
 
-        stack.run("build", "server", timeout=900)
+        # Built as `make release` builds (deploy/release.sh): labelled with the version and commit.
+        revision = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        revision = revision or "0" * 40  # a checkout without git history
+        stack.run(
+            "build",
+            "--build-arg",
+            "VERSION=" + app.__version__,
+            "--build-arg",
+            "REVISION=" + revision,
+            "server",
+            timeout=900,
+        )
         t = _step(timings, "build (CPU runtime)", t)
+        labels = json.loads(
+            subprocess.run(
+                [
+                    "docker",
+                    "image",
+                    "inspect",
+                    "--format",
+                    "{{json .Config.Labels}}",
+                    config["services"]["server"]["image"],
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        assert labels["org.opencontainers.image.version"] == app.__version__, labels
+        assert labels["org.opencontainers.image.revision"] == revision, labels
         if demo.wait(timeout=600) != 0:
             with open(demo_log) as f:
                 raise AssertionError("the demo checkpoint did not build:\n" + f.read()[-4000:])
