@@ -3,7 +3,8 @@
 # fp16 exports of FAMILIES, prepared side by side, then `make test-gpu` against them.
 #   FAMILIES="laya cua-s1" bash benchmarks/gpu/tier.sh
 # FAMILIES  laya (english), cua-s1, open-jev (9B), clef-flash; default "laya cua-s1". FAMILY:float32
-#           adds that family's float32 export (alone and batched must agree to float32 rounding).
+#           adds that family's float32 export (alone and batched must agree to float32 rounding);
+#           listed before FAMILY, its answers are the reference that FAMILY's fp16 bound is measured on.
 # onnxruntime-gpu must be unpacked in /tmp/ortsite; `.whl` carried (SKIP_WHEELS=1: installed already).
 # GPU_TIER_COMMIT names the commit in the record (the copied tree may carry no git history).
 # Writes $OUT/tier.jsonl (one line an export: requests, 5xx, worst drift per level), tier.log, prepare-*.log.

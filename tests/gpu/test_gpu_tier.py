@@ -13,7 +13,9 @@ The bound: a float32 export answers the same alone and batched up to float32 rou
 export answers within its parity gate's bound (models/precision.py); one whose gate was recorded
 as failed (a random-weight checkpoint, whose deep random stack amplifies rounding) within the
 drift its gate measured against float32: batching may move an answer no further than half
-precision itself does.
+precision itself does. Where the float32 export of the same model ran the same traffic earlier in
+the run (`FAMILIES="cua-s1:float32 cua-s1"`), that drift is measured on this traffic itself:
+the most half precision moved any of its answers at c = 1 from float32's.
 
 Each export's figures (commit, GPU, requests, 5xx, worst drift) are appended to
 GPU_TIER_OUT (a JSON-lines file) when it is set, for docs/reliability.md. Without exports or a
@@ -89,6 +91,34 @@ def _record(row: dict) -> None:
 @pytest.fixture(scope="module", params=EXPORTS, ids=os.path.basename)
 def export(request):
     return request.param
+
+
+def _dtype(export_dir: str) -> str:
+    from models import manifest
+
+    return str(manifest.read(export_dir).get("weights_dtype", "float32"))
+
+
+def _alone_answers(model: str, dtype: str) -> str | None:
+    """Where the traffic's answers at c=1 are kept for the other exports of the same model (one
+    process an export: `make test-gpu`), beside GPU_TIER_OUT; None without it."""
+    path = os.environ.get("GPU_TIER_OUT")
+    return "%s.alone-%s-%s.json" % (path, model, dtype) if path else None
+
+
+def traffic_bound(model: str, dtype: str, alone: list[dict | None]) -> tuple[float, str] | None:
+    """For a half-precision export whose float32 sibling ran this traffic first in the same run
+    (FAMILY:float32 before FAMILY in tier.sh): the most half precision moved any answer of this
+    traffic from float32, as the bound batching must keep to; None without that sibling."""
+    path = _alone_answers(model, "float32")
+    if dtype == "float32" or path is None or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        reference = json.load(f)
+    if len(reference) != len(alone):
+        return None
+    drift = max((_drift(r, a) for r, a in zip(reference, alone) if r and a), default=0.0)
+    return max(MAX_DRIFT, drift), "this traffic's fp16 drift from the float32 export (%.4f)" % drift
 
 
 def bound(export_dir: str) -> tuple[float, str]:
@@ -181,6 +211,10 @@ def test_mixed_traffic_through_a_server_at_c1_16_64(export, tmp_path):
             answers = [r.json() if r.status_code == 200 else None for r in replies]
             if c == CONCURRENCY[0]:
                 base = answers
+                kept = _alone_answers(model.name, _dtype(export))
+                if kept:
+                    with open(kept, "w", encoding="utf-8") as f:
+                        json.dump(answers, f)
             drift = max((_drift(a, b) for a, b in zip(base, answers) if a and b), default=0.0)
             worst = max(worst, drift)
             ready = httpx.get(s.url + "/readyz").status_code
@@ -195,7 +229,10 @@ def test_mixed_traffic_through_a_server_at_c1_16_64(export, tmp_path):
             refused.append([code for code in codes if code < 500])
             row["requests"] += len(codes)
             row["5xx"] += fivexx
-        row["worst_drift"], (row["bound"], row["bound_from"]) = worst, bound(export)
+        row["worst_drift"], (row["bound"], row["bound_from"]) = (
+            worst,
+            (traffic_bound(model.name, _dtype(export), base) or bound(export)),
+        )
         _record(row)
     assert row["5xx"] == 0, row
     assert all(level["ready_after"] == 200 for level in row["levels"].values()), row
