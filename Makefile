@@ -1,7 +1,8 @@
 # Two commands on a fresh machine: `make serve` and `make test`.
 #   make test       every test: the image build, exports, soaks and fuzzers included (what CI runs)
 #   make test-fast  the fast tier, `pytest -m "not slow"`: a few minutes, for the edit-test loop
-#   make lint       ruff (lint and format check), mypy and the import contracts ([tool.ruff], [tool.mypy], [tool.importlinter])
+#   make lint       ruff (lint and format check), mypy (strict) and the import contracts
+#                   ([tool.ruff], [tool.mypy], [tool.importlinter])
 #   make test-gpu   the GPU tier (tests/gpu, docs/reliability.md): on a GPU machine with onnxruntime-gpu,
 #                   against the exports in GPU_TIER_EXPORTS (default: every /tmp/omni/ex-*, where
 #                   benchmarks/gpu/laya.sh and qwen.sh prepare them); installs nothing, and fails
