@@ -116,14 +116,21 @@ def test_export_script_knows_the_published_names(tmp_path):
     assert proc.returncode == 2 and "no published checkpoint is named nonexistent" in proc.stderr
 
 
-def test_export_script_maps_each_family_to_its_exporter(tmp_path):
-    """Each published name (and name=family:checkpoint) becomes the right exporter call, pinned;
-    a stand-in `python` first on PATH records the calls instead of downloading anything."""
+def _stand_in_python(tmp_path, then: str = ""):
+    """(a bin folder to put first on PATH, the file it records into): its `python` appends each
+    call's arguments to that file instead of running anything, then runs the shell line `then`."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
-    (bin_dir / "python").write_text('#!/bin/sh\necho "$@" >> %s\n' % calls)
+    (bin_dir / "python").write_text('#!/bin/sh\necho "$@" >> %s\n%s' % (calls, then))
     (bin_dir / "python").chmod(0o755)
+    return bin_dir, calls
+
+
+def test_export_script_maps_each_family_to_its_exporter(tmp_path):
+    """Each published name (and name=family:checkpoint) becomes the right exporter call, pinned;
+    a stand-in `python` first on PATH records the calls instead of downloading anything."""
+    bin_dir, calls = _stand_in_python(tmp_path)
     env = {
         **os.environ,
         "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]),
@@ -227,14 +234,9 @@ def test_export_script_falls_back_to_float32_when_a_qwen_fp16_export_fails(tmp_p
 def test_export_script_fails_where_the_float32_fallback_does_not_fit(tmp_path):
     """The float32 fallback is taken only where it fits OMNI_EXPORT_MEMORY_LIMIT: the exporter's
     refusal (exit 4; a stand-in exits 4 from every float32 call) fails the script, saying why."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "calls.txt"
-    (bin_dir / "python").write_text(
-        '#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"--dtype float16"*) exit 3 ;; *"--dtype float32"*) exit 4 ;; esac\n'
-        % calls
+    bin_dir, calls = _stand_in_python(
+        tmp_path, 'case "$*" in *"--dtype float16"*) exit 3 ;; *"--dtype float32"*) exit 4 ;; esac\n'
     )
-    (bin_dir / "python").chmod(0o755)
     env = {
         **os.environ,
         "PATH": "%s:%s" % (bin_dir, os.environ["PATH"]),

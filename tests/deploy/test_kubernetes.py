@@ -148,11 +148,10 @@ def test_each_overlay_renders_the_whole_stack(rendered, overlay):
         assert "namespace" not in d["metadata"], "the operator picks the namespace (kubectl apply -n)"
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
-def test_every_object_is_valid_against_the_kubernetes_api_schemas(rendered, validator, overlay, tmp_path):
-    """Strict: a misspelt or misplaced field is refused, as the API server would refuse it."""
-    path = tmp_path / (overlay + ".yaml")
-    path.write_text(yaml.safe_dump_all(rendered[overlay]))
+def assert_valid(validator: str, docs: list, path) -> None:
+    """Every object of `docs` (written to `path`) is valid against each KUBERNETES_VERSIONS'
+    API schemas, strictly: a misspelt or misplaced field is refused."""
+    path.write_text(yaml.safe_dump_all(docs))
     for version in KUBERNETES_VERSIONS:
         proc = subprocess.run(
             [validator, "-m", "kubernetes_validate", "--strict", "--quiet", "-k", version, str(path)],
@@ -161,6 +160,12 @@ def test_every_object_is_valid_against_the_kubernetes_api_schemas(rendered, vali
             timeout=300,
         )
         assert proc.returncode == 0, (version, proc.stdout + proc.stderr)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_is_valid_against_the_kubernetes_api_schemas(rendered, validator, overlay, tmp_path):
+    """Strict: a misspelt or misplaced field is refused, as the API server would refuse it."""
+    assert_valid(validator, rendered[overlay], tmp_path / (overlay + ".yaml"))
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -378,16 +383,7 @@ def test_the_balancer_spreads_requests_over_the_ready_servers(balanced, validato
     pods and sends each request to the one with the fewest in flight, with the compose balancer's
     retries and checks."""
     docs = balanced
-    path = tmp_path / "balanced.yaml"
-    path.write_text(yaml.safe_dump_all(docs))
-    for version in KUBERNETES_VERSIONS:
-        proc = subprocess.run(
-            [validator, "-m", "kubernetes_validate", "--strict", "--quiet", "-k", version, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert proc.returncode == 0, (version, proc.stdout + proc.stderr)
+    assert_valid(validator, docs, tmp_path / "balanced.yaml")
     servers = server(docs)["spec"]["template"]["metadata"]["labels"]
     balancer = one(docs, "Deployment", "omni-balancer")
     (c,) = balancer["spec"]["template"]["spec"]["containers"]

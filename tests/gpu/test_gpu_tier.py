@@ -192,7 +192,7 @@ def test_mixed_traffic_through_a_server_at_c1_16_64(export, tmp_path):
     from models.registry import load
 
     model = load(export)
-    limits = model.limits()
+    limits, dtype = model.limits(), _dtype(export)
     bodies = _issue_traffic(model.name, limits, REQUESTS // 2) + conformance.traffic(
         model.name, limits, REQUESTS - REQUESTS // 2, seed=58
     )
@@ -211,7 +211,7 @@ def test_mixed_traffic_through_a_server_at_c1_16_64(export, tmp_path):
             answers = [r.json() if r.status_code == 200 else None for r in replies]
             if c == CONCURRENCY[0]:
                 base = answers
-                kept = _alone_answers(model.name, _dtype(export))
+                kept = _alone_answers(model.name, dtype)
                 if kept:
                     with open(kept, "w", encoding="utf-8") as f:
                         json.dump(answers, f)
@@ -231,7 +231,7 @@ def test_mixed_traffic_through_a_server_at_c1_16_64(export, tmp_path):
             row["5xx"] += fivexx
         row["worst_drift"], (row["bound"], row["bound_from"]) = (
             worst,
-            (traffic_bound(model.name, _dtype(export), base) or bound(export)),
+            (traffic_bound(model.name, dtype, base) or bound(export)),
         )
         _record(row)
     assert row["5xx"] == 0, row
