@@ -11,6 +11,8 @@
 # CONCURRENCY  default 1,16,64; REQUESTS a measured pass (default 256); N traffic lines (default 256)
 # PEAK         the GPU's dense fp16 TFLOP/s (default 989: H100 SXM and H200)
 # DEVICE       OMNI_DEVICE of the servers (default cuda; the CPU suite runs the script with cpu)
+# SERVER_ENV   NAME=VALUE settings for this checkout's server (e.g. OMNI_BATCH_WINDOW_MS=2), with TAG
+#              naming its files apart (side new-TAG)
 # onnxruntime-gpu must be unpacked in /tmp/ortsite and the wheels installed in /tmp/site.
 set -euo pipefail
 OUT=${OUT:-/tmp/omni-out}
@@ -24,10 +26,10 @@ for ex in ${EXPORTS:?export directories}; do
   python3 -m benchmarks.traffic --export "$ex" --n "${N:-256}" --seed 60 --out "$OUT/traffic-$name.jsonl"
   params=$(python3 -m benchmarks.traffic --export "$ex" --params)
   echo "$name: $params B dense parameters"
-  for side in new ${BASE:+base}; do
-    code=$PWD; [ "$side" = base ] && code=$(cd "$BASE" && pwd)
+  for side in new${TAG:+-$TAG} ${BASE:+base}; do
+    code=$PWD; settings=${SERVER_ENV:-}; [ "$side" = base ] && { code=$(cd "$BASE" && pwd); settings=; }
     t0=$(python3 -c 'import time; print(time.time())')
-    (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env GRANIAN_LOOP=uvloop OMNI_MODELS="$ex" \
+    (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env GRANIAN_LOOP=uvloop $settings OMNI_MODELS="$ex" \
       OMNI_DEVICE="${DEVICE:-cuda}" python3 -m granian --interface rsgi --workers 1 --host 127.0.0.1 --port $port \
       --log-level warning app.main:app) > "$OUT/server-$name-$side.log" 2>&1 &
     S=$!
