@@ -5,8 +5,10 @@ near the model's token limit, drawn log-uniformly (many short, some long); Unico
     python -m benchmarks.traffic --export DIR --n 256 --seed 60 --out benchmarks/workloads/traffic_laya.jsonl
     python -m benchmarks.traffic --export DIR --params    # dense parameters, billions (load.py --params-b)
 
-The limits come from the export itself (its served model's `limits()`), so every family gets
-requests it accepts: the headline workloads of docs/benchmarks.md. The conformance suite
+The limits come from the export itself (its served model's `limits()`), and the export's own
+preparation checks each request: a state that tokenizes past the model's limit is cut in half
+until it fits, so every request is one the model accepts (`within`): the headline workloads of
+docs/benchmarks.md. The conformance suite
 (tests/models/conformance.py) draws its concurrent traffic from here too.
 """
 
@@ -17,6 +19,12 @@ import json
 import math
 import os
 import random
+from typing import TYPE_CHECKING
+
+from models.errors import InputTooLong
+
+if TYPE_CHECKING:
+    from models.base import ServedModel
 
 WORDS = [
     "refund",
@@ -92,6 +100,21 @@ def traffic(model: str, limits: dict, n: int, seed: int, max_words: int | None =
     return out
 
 
+def within(model: ServedModel, body: dict) -> dict:
+    """`body` with its state halved, word by word, until the model's preparation accepts it as
+    not too long (the words-to-tokens estimate misses on Unicode-heavy states)."""
+    while True:
+        try:
+            model.prepare(body)
+            return body
+        except InputTooLong:
+            head, _, words = body["state"].partition(": ")
+            kept = words.split(" ")
+            if len(kept) < 2:
+                raise
+            body = {**body, "state": "%s: %s" % (head, " ".join(kept[: len(kept) // 2]))}
+
+
 def dense_parameters(export_dir: str) -> int:
     """The parameters a token's forward pass multiplies by: the export graph's initializers, less
     the tables only looked up (a Gather's data: embeddings cost no products). Read from the graph
@@ -123,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     from models.registry import load
 
     model = load(args.export)
-    bodies = traffic(model.name, model.limits(), args.n, args.seed, args.max_words)
+    bodies = [within(model, b) for b in traffic(model.name, model.limits(), args.n, args.seed, args.max_words)]
     with open(args.out, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies)
 
