@@ -99,9 +99,6 @@ class Settings:
     max_batch_tokens: int = setting(
         131072, "rows x padded length of one pass: bounds a pass's memory (the queue holds 8 passes' worth)"
     )
-    batch_window_ms: float = setting(
-        0.0, "a wait for more work before a pass while it is not full: fuller passes for added latency at low load"
-    )
     intra_op_threads: int = setting(
         0, "ONNX Runtime's CPU threads per session (0: its default): fewer leaves cores to the event loop and tokenizer"
     )
@@ -328,7 +325,7 @@ _CHECKS = {
             "cuda_graph_rows",
         )
     },
-    **{name: _at_least(0) for name in ("batch_window_ms", "intra_op_threads", "cuda_graphs")},
+    **{name: _at_least(0) for name in ("intra_op_threads", "cuda_graphs")},
     **{name: _above_zero for name in ("body_timeout_s", "request_timeout_s", "pass_timeout_s")},
 }
 

@@ -12,9 +12,9 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   cheap work at most doubles a costly job's wait for the device. And a job that alone costs over an
   eighth of the token budget shares no pass with another such job: passes that large gain
   little from batching, and the request behind them waits for the pass in flight.
-- **admit** (`queue_tokens`, `wait_for_more`): the queue holds at most `QUEUED_PASSES` passes'
-  tokens (past that, 503 `overloaded`); with a batch window (`OMNI_BATCH_WINDOW_MS`) the thread
-  waits that long for more work before a pass that has room for more rows.
+- **admit** (`queue_tokens`): the queue holds at most `QUEUED_PASSES` passes' tokens (past that,
+  503 `overloaded`). A pass takes what is queued the moment the device is free: under load the
+  queue fills while a pass runs, and waiting for more only adds latency.
 - **split** (`next_pass`): every row of a pass is padded to its longest row. Where the taken jobs'
   lengths differ so much that one more pass costs less than the padding it saves (the model's
   `pass_tokens`), the cheapest split into passes of like lengths is found exactly (`passes`), only
@@ -77,26 +77,15 @@ def cost(job: Job) -> int:
 
 
 class BatchPolicy:
-    def __init__(self, max_rows: int, max_tokens: int, graph_rows: int, window_s: float = 0.0):
+    def __init__(self, max_rows: int, max_tokens: int, graph_rows: int):
         self.max_rows, self.max_tokens, self.graph_rows = max_rows, max_tokens, graph_rows
-        self.window_s = window_s  # a wait for more work while a pass would not be full
         # What the queue may hold in tokens (and the memory of their prepared rows): a few passes'
         # worth. A request comes in on an empty queue however large it is.
         self.queue_tokens = QUEUED_PASSES * max_tokens
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BatchPolicy:
-        return cls(
-            settings.max_batch_rows,
-            settings.max_batch_tokens,
-            settings.cuda_graph_rows,
-            settings.batch_window_ms / 1000.0,
-        )
-
-    def wait_for_more(self, queued: int) -> float:
-        """Seconds to wait for more work before taking a pass from `queued` requests: the window
-        while the pass would have room for more, else none."""
-        return self.window_s if self.window_s > 0 and queued < self.max_rows else 0.0
+        return cls(settings.max_batch_rows, settings.max_batch_tokens, settings.cuda_graph_rows)
 
     # -- which jobs ------------------------------------------------------------------------
     def next_pass(self, queue: collections.deque[Job], drop: Callable[[Job], None]) -> list[Job]:

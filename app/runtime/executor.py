@@ -241,9 +241,6 @@ class Executor:
                 if due is None and rebuild is None:
                     if not self._queue and self._stopping:
                         return
-                    window = self.policy.wait_for_more(len(self._queue))
-                    if window:
-                        self._cv.wait(window)
                     jobs = self.policy.next_pass(self._queue, self._drop)
                     self._queued_cost = sum(cost(j) for j in self._queue)
             if rebuild is not None:

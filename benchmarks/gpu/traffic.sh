@@ -11,7 +11,7 @@
 # CONCURRENCY  default 1,16,64; REQUESTS a measured pass (default 256); N traffic lines (default 256)
 # PEAK         the GPU's dense fp16 TFLOP/s (default 989: H100 SXM and H200)
 # DEVICE       OMNI_DEVICE of the servers (default cuda; the CPU suite runs the script with cpu)
-# SERVER_ENV   NAME=VALUE settings for this checkout's server (e.g. OMNI_BATCH_WINDOW_MS=2), with TAG
+# SERVER_ENV   NAME=VALUE settings for this checkout's server (e.g. OMNI_CUDA_GRAPHS=0), with TAG
 #              naming its files apart (side new-TAG)
 # onnxruntime-gpu must be unpacked in /tmp/ortsite and the wheels installed in /tmp/site.
 set -euo pipefail

@@ -10,6 +10,8 @@ state begins with one of these is prepared as usual, then in its forward pass
   that holds it, as a bug in finishing would;
 - `omni-fault:block` holds its pass for FAULTY_APP_BLOCK_S seconds (default 3), as a device that
   stopped answering would;
+- `omni-fault:slow` holds its pass for half a second, so that requests sent meanwhile queue and
+  share the next pass;
 - `omni-fault:break` breaks its model's session: that pass and every later one raise, until the
   server rebuilds the session."""
 
@@ -96,6 +98,8 @@ def _inject(slot) -> None:
         faults = {getattr(w, "fault", "") for w in works}
         if "block" in faults:
             time.sleep(float(os.environ.get("FAULTY_APP_BLOCK_S", "3")))
+        if "slow" in faults:
+            time.sleep(0.5)
         if "finish" in faults:
             raise RuntimeError("injected fault in finishing")
         if "break" in faults:

@@ -117,12 +117,9 @@ def test_a_costly_job_is_passed_over_only_until_the_cheap_work_costs_as_much():
     assert policy.next_pass(q, drop=None) == [big, late]  # its turn: the cheap one rides along
 
 
-def test_the_policy_holds_the_queue_bound_and_the_batch_window():
+def test_the_policy_holds_the_queue_bound():
     from app.config import Settings
     from app.runtime.batching import QUEUED_PASSES, BatchPolicy
 
-    policy = BatchPolicy.from_settings(Settings(max_batch_tokens=1000, max_batch_rows=4, batch_window_ms=20))
-    assert policy.queue_tokens == QUEUED_PASSES * 1000
-    assert policy.wait_for_more(1) == 0.02 and policy.wait_for_more(3) == 0.02
-    assert policy.wait_for_more(4) == 0.0  # a full pass waits for nothing
-    assert BatchPolicy.from_settings(Settings()).wait_for_more(1) == 0.0  # no window by default
+    policy = BatchPolicy.from_settings(Settings(max_batch_tokens=1000, max_batch_rows=4))
+    assert policy.queue_tokens == QUEUED_PASSES * 1000 and policy.max_rows == 4

@@ -18,12 +18,11 @@ def test_defaults_and_env():
             "OMNI_MODELS": "a, b" + os.pathsep + "c",
             "OMNI_PROFILE": "jev",
             "OMNI_MAX_BATCH_ROWS": "32",
-            "OMNI_BATCH_WINDOW_MS": "1.5",
             "OMNI_API_KEY": "k",
         }
     )
     assert s.models == ("a", "b", "c") and s.profile == "jev"
-    assert s.max_batch_rows == 32 and s.batch_window_ms == 1.5 and s.api_key == "k"
+    assert s.max_batch_rows == 32 and s.api_key == "k"
 
 
 def test_file_then_env_overrides(tmp_path):

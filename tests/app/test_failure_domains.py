@@ -44,10 +44,8 @@ def _until(check, timeout: float = 30.0, step: float = 0.05):
 
 @pytest.fixture(scope="module")
 def served(english, tmp_path_factory):
-    # A batch window, so the 16 concurrent requests share passes.
     env = {
         "OMNI_MODELS": english[1],
-        "OMNI_BATCH_WINDOW_MS": "50",
         "OMNI_PASS_TIMEOUT_S": "1",
         "FAULTY_APP_BLOCK_S": "4",
     }
@@ -59,8 +57,12 @@ def test_a_request_whose_finishing_raises_fails_alone_in_a_batch_of_16(served):
     alone = [_post(served.url, _body(i), "alone-%d" % i).json()["answers"] for i in range(16)]
     bodies = [_body(i) for i in range(16)]
     bodies[5] = _body(5, "omni-fault:finish and a ticket")
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    with concurrent.futures.ThreadPoolExecutor(17) as pool:
+        # A slow pass leads, so the 16 queue behind it and share the passes after it.
+        lead = pool.submit(_post, served.url, _body(0, "omni-fault:slow lead"), "lead")
+        time.sleep(0.15)  # its pass is running
         replies = list(pool.map(lambda i: _post(served.url, bodies[i], "batch-%d" % i), range(16)))
+        assert lead.result().status_code == 200
     bad = replies[5]
     assert bad.status_code == 500 and bad.json()["code"] == "inference_failed"
     assert bad.json()["instance"] == "batch-5" == bad.headers["x-request-id"]

@@ -53,11 +53,11 @@ def test_traffic_rows_for_this_checkout_and_a_base(english, tmp_path):
 
     # A setting for this checkout's server alone, its files named apart by TAG.
     env.pop("BASE")
-    env.update({"SERVER_ENV": "OMNI_BATCH_WINDOW_MS=2", "TAG": "w2", "CONCURRENCY": "4", "PORT": str(free_port())})
+    env.update({"SERVER_ENV": "OMNI_MAX_BATCH_ROWS=8", "TAG": "rows8", "CONCURRENCY": "4", "PORT": str(free_port())})
     proc = subprocess.run(
         ["bash", "benchmarks/gpu/traffic.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    tagged = json.loads((out / ("traffic-%s-new-w2.json" % name)).read_text())
+    tagged = json.loads((out / ("traffic-%s-new-rows8.json" % name)).read_text())
     c4 = [p["real_tokens"] for p in reports["new"]["levels"][-1]["passes"]]
     assert [p["real_tokens"] for level in tagged["levels"] for p in level["passes"]] == c4
