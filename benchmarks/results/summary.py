@@ -3,7 +3,7 @@ p99, mean ms, requests and decisions a second, rows and forward ms a pass, Serve
 stage), start to ready and GPU memory, a fresh server's first requests, the worker's CPU a
 request at c=64, the in-process and HF baselines, and the probes behind "what limits each model".
 
-    python benchmarks/results/summary.py [PART ...]    # laya cua-s1 open-jev-9b clef-flash open-jev-27b tracing
+    python benchmarks/results/summary.py [PART ...]    # laya cua-s1 open-jev-9b clef-flash open-jev-27b tracing traffic
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(HERE, "../..")))
 
 from benchmarks.load import pass_table, read_results  # noqa: E402
 
-MODELS = ("laya", "cua-s1", "open-jev-9b", "clef-flash", "open-jev-27b", "tracing")
+MODELS = ("laya", "cua-s1", "open-jev-9b", "clef-flash", "open-jev-27b", "tracing", "traffic")
 
 
 def rel(path: str) -> str:
@@ -196,11 +196,44 @@ def first_requests(model: str) -> None:
                       steady["p50_ms"], ratio["mean_ms"], ratio["p50_ms"]))
 
 
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def traffic() -> None:
+    """benchmarks/gpu/traffic.sh runs: every measured pass of each export served by the measured
+    checkout (`new`, `new-TAG` with a setting) and by the old commit (`base`), then each side's
+    median requests/s a level over base's."""
+    for run in sorted(glob.glob(os.path.join(HERE, "traffic", "*", ""))):
+        with open(os.path.join(run, "gpu.txt"), encoding="utf-8") as f:
+            print("\n### %s (%s)" % (rel(run.rstrip(os.sep)), f.read().strip()))
+        medians: dict[str, dict[int, float]] = {}
+        for path in sorted(glob.glob(os.path.join(run, "traffic-*.json"))):
+            report = load(path)
+            for level in report["levels"]:
+                for p in level["passes"]:
+                    print("%s c=%d: %.0f requests/s, %.0f decisions/s, p50 %.2f ms, p95 %.2f ms, %.1f rows "
+                          "a pass, %.1f TFLOP/s (%.1f%% of peak), errors %s" % (
+                              report["label"], level["concurrency"], p["requests_per_s"], p["decisions_per_s"],
+                              p["p50_ms"], p["p95_ms"], p["rows_per_batch"], p["achieved_tflops"],
+                              100 * p["share_of_peak"], p["errors"] or 0))
+                medians.setdefault(report["label"], {})[level["concurrency"]] = _median(
+                    [p["requests_per_s"] for p in level["passes"]])
+        for label, levels in medians.items():
+            base = medians.get(label.split("-new")[0] + "-base")
+            if label.endswith("-base") or base is None:
+                continue
+            print("%s over base, median requests/s: %s" % (label, ", ".join(
+                "c=%d x%.2f" % (c, v / base[c]) for c, v in levels.items() if c in base)))
+
+
 def main(argv=None) -> None:
     for model in (argv if argv is not None else sys.argv[1:]) or MODELS:
         print("\n## %s" % model)
-        if model == "tracing":
-            tracing()
+        if model in ("tracing", "traffic"):
+            tracing() if model == "tracing" else traffic()
             continue
         http(model)
         text(model)

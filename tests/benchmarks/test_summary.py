@@ -53,6 +53,9 @@ def test_every_part_prints_every_measured_pass_of_its_raw_files():
         if part == "tracing":
             assert re.search(r"mean \d+/s", text) and "p50" in text, text
             continue
+        if part == "traffic":
+            _check_traffic(_sections(text))
+            continue
         sections = _sections(text)
         files = sorted(glob.glob(str(RESULTS / part / "run*" / "http*.json*")))
         assert files, part
@@ -66,6 +69,24 @@ def test_every_part_prints_every_measured_pass_of_its_raw_files():
                 cells = [cell.strip() for cell in row.split("|")]
                 assert int(cells[0]) == c
                 assert float(cells[1]) == round(p["p50_ms"], 2) and float(cells[4]) == round(p["mean_ms"], 2)
+
+
+def _check_traffic(sections: dict[str, list[str]]) -> None:
+    """Every measured pass of every traffic run, under its run's heading, and each side's ratio to base."""
+    runs = sorted(glob.glob(str(RESULTS / "traffic" / "*" / "")))
+    assert runs
+    for run in runs:
+        heading = next(h for h in sections if h.startswith("traffic/%s " % pathlib.Path(run).name))
+        lines = sections[heading]
+        for path in sorted(glob.glob(run + "traffic-*.json")):
+            raw = _raw(path)
+            for level in raw["levels"]:
+                printed = [line for line in lines if line.startswith("%s c=%d:" % (raw["label"], level["concurrency"]))]
+                assert [re.search(r"(\d+) requests/s", line).group(1) for line in printed] == [
+                    "%.0f" % p["requests_per_s"] for p in level["passes"]
+                ]
+            if not raw["label"].endswith("-base"):
+                assert any(line.startswith(raw["label"] + " over base") for line in lines), raw["label"]
 
 
 def test_every_raw_result_the_docs_cite_exists():
