@@ -15,8 +15,9 @@
 # OMNI_LAYA_EXPORT_DTYPE (float32, float16) to Laya. The defaults here are the portable ones
 # (float32, linear_attention); compose.yaml asks for float16 and the fused kernel on the GPU.
 # OMNI_CUDA_GDN_PLAN, the server's GatedDeltaNet engine, is the one a Qwen3.5 gate runs.
-# OMNI_EXPORT_MEMORY_LIMIT (bytes, or 64Gi...: the memory the server has, its GPU's or its pod's
-# limit) refuses, before writing, an export whose weights plus a margin exceed it (exit status 4).
+# OMNI_EXPORT_MEMORY_LIMIT (bytes, or 64Gi...: the memory the server has, the pod's limit), capped by
+# the memory of the GPU the export runs on (models/export.py), refuses, before writing, an export
+# whose weights plus a margin exceed it (exit status 4).
 # A half-precision export whose graph fails its parity gate, or whose gate cannot run here (the
 # exporter's exit status 3), is redone in float32, which needs no gate, with a warning: the
 # server still gets a model, where float32's twice the memory fits OMNI_EXPORT_MEMORY_LIMIT. Any

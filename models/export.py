@@ -17,7 +17,9 @@ load a complete export or none and old and new servers serve side by side during
 Exit status: 0 exported (or up to date); 2 the checkpoint cannot be had, or the options are
 refused; 3 a half-precision graph failed its parity gate, or the gate cannot run here (a float32
 export needs none: deploy/export.sh exports float32 then); 4 the export would not fit
-`--memory-limit` (nothing is written); 1 anything else.
+its server's memory (nothing is written): `--memory-limit`, and the memory of the GPU the export
+runs on where it sees one, since the shipped stacks export on a GPU of the kind that serves (hide
+the GPU, `CUDA_VISIBLE_DEVICES=`, to export on one for a server without); 1 anything else.
 """
 
 from __future__ import annotations
@@ -44,6 +46,24 @@ def memory_size(text: str) -> int:
         raise argparse.ArgumentTypeError("%r is not a memory size (bytes, or 64Gi, 80G...)" % text)
     number, unit = match.groups()
     return int(float(number) * _UNITS[unit.lower()])
+
+
+def gpu_memory() -> tuple[int, str] | None:
+    """The memory of the GPU this export runs on, and its name; None where torch sees no GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return int(props.total_memory), "the memory of %s, the GPU this export runs on" % props.name
+
+
+def serving_limit(given: int | None) -> tuple[int | None, str]:
+    """The memory the export's server has, and what says so: the smaller of `given`
+    (--memory-limit: the pod's limit, say) and the GPU's; (None, "") where neither is known."""
+    known = [(given, "--memory-limit, OMNI_EXPORT_MEMORY_LIMIT")] if given is not None else []
+    known += [gpu] if (gpu := gpu_memory()) else []
+    return min(known, default=(None, ""))
 
 
 EXPORTERS = {
@@ -77,9 +97,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--memory-limit",
         type=memory_size,
-        help="the memory the export's server has (the GPU's, or the pod's limit: bytes, 64Gi, 80G): "
-        "an export whose weights plus %d%% exceed it is refused before anything is written "
-        "(exit status %d)" % (round(export_dir.SERVING_MARGIN * 100), DOES_NOT_FIT),
+        help="the memory the export's server has (the pod's limit: bytes, 64Gi, 80G), capped by the "
+        "GPU's where the export sees one: an export whose weights plus %d%% exceed it is refused "
+        "before anything is written (exit status %d)" % (round(export_dir.SERVING_MARGIN * 100), DOES_NOT_FIT),
     )
     ap.add_argument(
         "--dtype",
@@ -145,8 +165,10 @@ def main(argv=None) -> int:
         if args.parity_gate:
             extra["parity_gate"] = args.parity_gate
 
+        limit, source = serving_limit(args.memory_limit)
+
         def run(out: str) -> None:
-            with export_dir.memory_budget(args.memory_limit):
+            with export_dir.memory_budget(limit, source):
                 exporter.export(
                     args.checkpoint,
                     out,

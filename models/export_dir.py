@@ -18,16 +18,18 @@ from models.placement import host_arithmetic
 # Serving memory of an export: its weights plus this share for ONNX Runtime's arena, activations
 # and CUDA graphs (the benchmarked models take 1.04-1.10x their weights once loaded, docs/benchmarks.md).
 SERVING_MARGIN = 0.2
-# The memory the export's server has (bytes) while a `memory_budget` block runs (`python -m
-# models.export --memory-limit`): an export that would not fit is refused before it writes anything.
-_memory_limit: int | None = None
+# The memory the export's server has (bytes) while a `memory_budget` block runs, and what says so
+# (`python -m models.export`: --memory-limit, the GPU it runs on): an export that would not fit is
+# refused before it writes anything.
+_memory_limit: tuple[int, str] | None = None
 
 
 @contextlib.contextmanager
-def memory_budget(limit: int | None):
-    """Exports inside the block are refused past `limit` bytes of serving memory (None: no limit)."""
+def memory_budget(limit: int | None, source: str = "--memory-limit, OMNI_EXPORT_MEMORY_LIMIT"):
+    """Exports inside the block are refused past `limit` bytes of serving memory (None: no limit),
+    the refusal naming `source`, where the limit comes from."""
     global _memory_limit
-    saved, _memory_limit = _memory_limit, limit
+    saved, _memory_limit = _memory_limit, (None if limit is None else (limit, source))
     try:
         yield
     finally:
@@ -45,12 +47,12 @@ def check_fits(module, what: str = "export", progress=None) -> int:
     tensors = list(module.parameters()) + list(module.buffers())
     weights = sum(t.numel() * t.element_size() for t in tensors)
     need = int(weights * (1 + SERVING_MARGIN))
-    limit = _memory_limit
-    if limit is not None and need > limit:
+    if _memory_limit is not None and need > _memory_limit[0]:
+        limit, source = _memory_limit
         raise DoesNotFit(
             "the %s needs about %s to serve (weights %s + %d%%), past the memory limit of %s "
-            "(--memory-limit, OMNI_EXPORT_MEMORY_LIMIT): nothing written"
-            % (what, _gib(need), _gib(weights), round(SERVING_MARGIN * 100), _gib(limit))
+            "(%s): nothing written"
+            % (what, _gib(need), _gib(weights), round(SERVING_MARGIN * 100), _gib(limit), source)
         )
     if progress:
         progress("      serving memory ~%s (weights %s)" % (_gib(need), _gib(weights)))

@@ -145,3 +145,29 @@ def test_an_export_past_the_memory_limit_is_refused_before_anything_is_written(e
     assert "nothing written" in line and "Traceback" not in proc.stderr
     assert publish.published(str(directory)) == [] and publish.current(str(directory)) is None
     assert [n for n in os.listdir(directory) if n != publish.LOCK] == [], "no partial export left"
+
+
+def test_the_servers_memory_is_the_smaller_of_the_limit_given_and_the_gpus(monkeypatch):
+    from models import export
+
+    assert export.gpu_memory() is None  # this machine's torch sees no GPU
+    assert export.serving_limit(None) == (None, "")
+    assert export.serving_limit(2**30) == (2**30, "--memory-limit, OMNI_EXPORT_MEMORY_LIMIT")
+    gpu = (80 * 10**9, "the memory of Test GPU, the GPU this export runs on")
+    monkeypatch.setattr(export, "gpu_memory", lambda: gpu)
+    assert export.serving_limit(None) == gpu
+    assert export.serving_limit(64 * 2**30) == (64 * 2**30, "--memory-limit, OMNI_EXPORT_MEMORY_LIMIT")
+    assert export.serving_limit(100 * 10**9) == gpu
+
+
+def test_an_export_past_its_gpus_memory_is_refused_naming_the_gpu(english, tmp_path, monkeypatch, capsys):
+    """The export's GPU simulated as a small one: refused before writing, the GPU named as the reason."""
+    from models import export
+
+    monkeypatch.setattr(export, "gpu_memory", lambda: (65536, "the memory of Test GPU, the GPU this export runs on"))
+    directory = tmp_path / "english"
+    code = export.main(["laya", "--checkpoint", english[0], "--publish", str(directory), "--memory-limit", "64Gi"])
+    assert code == export.DOES_NOT_FIT
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "past the memory limit of 65536 bytes (the memory of Test GPU, the GPU this export runs on)" in line, line
+    assert publish.published(str(directory)) == [] and publish.current(str(directory)) is None
