@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the image test needs from Debian's packages when it is missing: the engine
-# (dockerd, containerd, runc, the docker CLI) and debootstrap. Root only. No daemon is started
+# (dockerd, containerd, runc, the docker CLI), debootstrap, and the Distribution registry that the
+# release test pushes to (tests/deploy/test_rollout.py). Root only. No daemon is started
 # here (the test starts its own, see engine.py), nor by the packages' scripts.
 set -euo pipefail
 missing=()
-for pair in dockerd:docker.io docker:docker.io containerd:containerd runc:runc debootstrap:debootstrap; do
+for pair in dockerd:docker.io docker:docker.io containerd:containerd runc:runc debootstrap:debootstrap \
+    docker-registry:docker-registry; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "${pair%%:*}" >/dev/null 2>&1 \
     || missing+=("${pair#*:}")
 done

@@ -1,11 +1,17 @@
-"""docs/deployment.md's upgrade and rollback procedure on the CPU stack, run as written: the
-commands are read from the document's own block and run one by one in bash against a private
-Docker engine (tests/deploy/engine.py), `docker compose` being the pinned Compose v2 as a CLI
-plugin. The one change: `c` names a third compose file, tests/deploy/compose.rollout.yaml, which
-builds from a local base image and takes torch's CPU wheel from the wheelhouse, since CI reaches
-no image registry. The real export image exports and publishes the demo checkpoint; the runtime
-image serves it; the upgrade builds and runs images of another version; the rollback runs the
-first ones again."""
+"""docs/deployment.md's procedures on the CPU stack, run as written against a private Docker
+engine (tests/deploy/engine.py):
+
+- upgrade and rollback: the commands are read from the document's own block and run one by one
+  in bash. The real export image exports and publishes the demo checkpoint, the runtime image
+  serves it, the upgrade builds and runs images of another version, the rollback runs the first
+  ones again;
+- a release: `make release STACKS=cpu REGISTRY=...` on a clone of the commit, pushing to a
+  Distribution registry on loopback (Debian's docker-registry); the kustomize `images:` lines it
+  prints pin, in an overlay of overlays/cpu, every container to the pushed digests.
+
+`docker compose` is the pinned Compose v2 as a CLI plugin, wrapped to add one file after the CPU
+stack's, tests/deploy/compose.rollout.yaml: CI reaches no image registry, so the images build from
+a local base image and take torch's CPU wheel from the wheelhouse."""
 
 from __future__ import annotations
 
@@ -13,12 +19,13 @@ import glob
 import os
 import re
 import shutil
+import socket
 import subprocess
-import tempfile
 import time
 
 import httpx
 import pytest
+import yaml
 
 from tests.conftest import ROOT, free_port
 from tests.deploy import tools
@@ -36,6 +43,12 @@ PROCEDURE = [
     "$c exec server ls -l /models/english",
     "$c up -d",
 ]
+# The Compose plugin the engine's CLI runs: the pinned binary, the stand-ins after compose.cpu.yaml.
+PLUGIN = """#!/usr/bin/env bash
+args=()
+for a in "$@"; do args+=("$a"); [ "$a" = compose.cpu.yaml ] && args+=(-f %s); done
+exec %s "${args[@]}"
+"""
 
 
 def procedure() -> list[str]:
@@ -62,16 +75,20 @@ def _torch_wheel() -> str:
     pytest.skip("no torch %s wheel where PIP_FIND_LINKS points (the export image needs it)" % version)
 
 
-def _ready(url: str, timeout: float = 300) -> None:
+def _until(check, what: str, timeout: float = 300) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
-            if httpx.get(url + "/readyz", timeout=5).status_code == 200:
+            if check():
                 return
-        except httpx.HTTPError:
+        except (httpx.HTTPError, OSError):
             pass
         time.sleep(1)
-    raise AssertionError("the server was not ready within %d s" % timeout)
+    raise AssertionError("%s not within %d s" % (what, timeout))
+
+
+def _ready(url: str) -> None:
+    _until(lambda: httpx.get(url + "/readyz", timeout=5).status_code == 200, "the server ready")
 
 
 def _current(listing: str) -> str:
@@ -80,97 +97,139 @@ def _current(listing: str) -> str:
     return os.path.basename(found.group(1).rstrip("/"))
 
 
-@pytest.mark.slow
-@pytest.mark.image
-@pytest.mark.timeout(2400)
-def test_upgrade_and_rollback_run_as_written(compose_bin):
+def _bash(command: str, env: dict, cwd: str = ROOT, timeout: float = 1800) -> str:
+    proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, "%s failed (%d):\n%s" % (command, proc.returncode, out[-6000:])
+    return out
+
+
+@pytest.fixture
+def engine_env(compose_bin, tmp_path):
+    """The private engine's environment: its socket, the wrapped Compose plugin, a local base
+    image, torch's wheel in the wheelhouse; nothing of the caller's OMNI_ or compose settings."""
     wheel = _torch_wheel()
     tools.ensure_engine_packages()
     from tests.deploy.engine import private_engine
 
-    commands = procedure()
-    assert commands[0] == PROCEDURE[0]
-    commands[0] = commands[0][:-1] + ' -f %s"' % STAND_INS
+    config = tmp_path / "docker-config"
+    (config / "cli-plugins").mkdir(parents=True)
+    plugin = config / "cli-plugins" / "docker-compose"
+    plugin.write_text(PLUGIN % (STAND_INS, compose_bin))
+    plugin.chmod(0o755)
     placed = os.path.join(ROOT, "wheelhouse", os.path.basename(wheel))
     placed_here = not os.path.exists(placed)
-    config = tempfile.mkdtemp(prefix="omni-docker-config-")
-    os.makedirs(os.path.join(config, "cli-plugins"))
-    os.symlink(compose_bin, os.path.join(config, "cli-plugins", "docker-compose"))
-    port = free_port()
     with private_engine() as engine:
         env = {
             k: v
             for k, v in engine.env().items()
-            if not k.startswith(("OMNI_", "OTEL_", "COMPOSE_FILE", "COMPOSE_PROFILES"))
-            and k not in ("PORT", "ORT_EXTRA", "HF_TOKEN")
+            if not k.startswith(("OMNI_", "OTEL_", "COMPOSE_", "DOCKER_CONFIG"))
+            and k not in ("PORT", "ORT_EXTRA", "HF_TOKEN", "REGISTRY", "STACKS")
         }
-        env.update(
-            DOCKER_CONFIG=config,
-            COMPOSE_PROJECT_NAME="omni-rollout-%d" % os.getpid(),
-            OMNI_BASE_IMAGE=BASE_IMAGE,
-            PORT=str(port),
-        )
-        url = "http://127.0.0.1:%d" % port
-
-        def step(i: int) -> str:
-            proc = subprocess.run(
-                ["bash", "-c", "set -e; %s; %s" % (commands[0], commands[i])],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
-            out = proc.stdout + proc.stderr
-            assert proc.returncode == 0, "%s failed (%d):\n%s" % (commands[i], proc.returncode, out[-6000:])
-            return out
-
-        def served_image() -> str:
-            return subprocess.run(
-                ["bash", "-c", commands[0] + '; $c ps --format "{{.Image}}" server'],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-
+        env.update(DOCKER_CONFIG=str(config), OMNI_BASE_IMAGE=BASE_IMAGE, PORT=str(free_port()))
         try:
             if placed_here:
                 shutil.copy(wheel, placed)
             tools.make_base_image(BASE_IMAGE, env)
-            step(1)  # up: the export publishes, the server serves it
-            _ready(url)
-            assert served_image() == "system1-omni:0.1.0-cpu"
-            first = _current(step(2))
-            assert "published already" in step(3)  # run again: nothing exported
-            step(4)  # upgrade: images of another version
-            _ready(url)
-            assert served_image() == "system1-omni:0.1.1-cpu"
-            # The same exporter and options: the same version, so `current` stays.
-            assert _current(step(5)) == first
-            step(6)  # rollback: the first images again
-            _ready(url)
-            assert served_image() == "system1-omni:0.1.0-cpu"
-            answer = httpx.post(
-                url + "/v1/systemone",
-                json={
-                    "model": "english",
-                    "state": "I was charged twice",
-                    "questions": {"refund": {"type": "noul", "instructions": "Refund asked?"}},
-                },
-                timeout=30,
-            )
-            assert answer.status_code == 200, answer.text
+            yield env, wheel
         finally:
-            subprocess.run(
-                ["bash", "-c", commands[0] + "; $c down --volumes --rmi all --remove-orphans"],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                timeout=300,
-            )
-            subprocess.run(["docker", "image", "rm", "--force", BASE_IMAGE], env=env, capture_output=True)
             if placed_here and os.path.exists(placed):
                 os.remove(placed)
-            shutil.rmtree(config, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.image
+@pytest.mark.timeout(2400)
+def test_upgrade_rollback_and_release_run_as_written(engine_env, tmp_path):
+    env, wheel = engine_env
+    env = {**env, "COMPOSE_PROJECT_NAME": "omni-rollout-%d" % os.getpid()}
+    url = "http://127.0.0.1:%s" % env["PORT"]
+    c, steps = procedure()[0], procedure()[1:]
+
+    def step(i: int) -> str:
+        return _bash("set -e; %s; %s" % (c, steps[i]), env)
+
+    def served_image() -> str:
+        return _bash(c + '; $c ps --format "{{.Image}}" server', env).strip()
+
+    try:
+        step(0)  # up: the export publishes, the server serves it
+        _ready(url)
+        assert served_image() == "system1-omni:0.1.0-cpu"
+        first = _current(step(1))
+        assert "published already" in step(2)  # the export again: nothing exported
+        step(3)  # upgrade: images of another version
+        _ready(url)
+        assert served_image() == "system1-omni:0.1.1-cpu"
+        assert _current(step(4)) == first  # the same exporter and options: the same version
+        step(5)  # rollback: the first images again
+        _ready(url)
+        assert served_image() == "system1-omni:0.1.0-cpu"
+        question = {"refund": {"type": "noul", "instructions": "Refund asked?"}}
+        answer = httpx.post(
+            url + "/v1/systemone",
+            json={"model": "english", "state": "charged twice", "questions": question},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+    finally:
+        subprocess.run(
+            ["bash", "-c", c + "; $c down --volumes --remove-orphans"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
+    _release(env, wheel, tmp_path)
+
+
+def _release(env: dict, wheel: str, tmp_path) -> None:
+    """`make release` of this commit, pushed to a registry on loopback; the printed lines pin an overlay."""
+    port = free_port()
+    storage = tmp_path / "registry"
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        "version: 0.1\nstorage: {filesystem: {rootdirectory: %s}}\nhttp: {addr: 127.0.0.1:%d}\n" % (storage, port)
+    )
+    with open(tmp_path / "registry.log", "w") as log:
+        registry = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    clone = str(tmp_path / "clone")
+    try:
+        _until(lambda: socket.create_connection(("127.0.0.1", port), 1).close() is None, "the registry", 30)
+        subprocess.run(["git", "clone", "-q", ROOT, clone], check=True, capture_output=True)
+        shutil.copy(wheel, os.path.join(clone, "wheelhouse"))  # ignored: the checkout stays clean
+        revision = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True
+        ).stdout.strip()
+        tag = "0.1.0-%s-cpu" % revision[:12]
+        out = _bash("make release STACKS=cpu REGISTRY=127.0.0.1:%d/omni" % port, env, cwd=clone)
+        assert "# %s: an overlay of overlays/cpu pins them with" % tag in out, out
+        pins = re.findall(r"^  - (\{name: .*\})$", out, re.M)
+        images = [yaml.safe_load(p) for p in pins]
+        assert [i["name"] for i in images] == ["system1-omni", "system1-omni-export"], out
+        for image in images:
+            assert image["newName"] == "127.0.0.1:%d/omni/%s" % (port, image["name"])
+            assert re.fullmatch(r"sha256:[0-9a-f]{64}", image["digest"]), image
+            labels = _bash("docker image inspect --format '{{json .Config.Labels}}' %s:%s" % (image["name"], tag), env)
+            assert '"org.opencontainers.image.revision":"%s"' % revision in labels, labels
+            assert '"org.opencontainers.image.version":"0.1.0"' in labels, labels
+            _bash("docker pull -q %s@%s" % (image["newName"], image["digest"]), env)  # the registry has it
+        # An overlay of overlays/cpu with those lines: every container runs a pushed digest.
+        overlay = os.path.join(clone, "deploy", "kubernetes", "overlays", "release")
+        os.makedirs(overlay)
+        with open(os.path.join(overlay, "kustomization.yaml"), "w", encoding="utf-8") as f:
+            f.write("resources: [../cpu]\nimages:\n%s\n" % "\n".join("  - " + p for p in pins))
+        from tests.deploy.test_kubernetes import kubectl
+
+        rendered = list(yaml.safe_load_all(_bash("%s kustomize %s" % (kubectl(), overlay), env)))
+        used = {
+            ctr["image"]
+            for doc in rendered
+            if doc and doc.get("kind") in ("Deployment", "Job")
+            for spec in [doc["spec"]["template"]["spec"]]
+            for ctr in spec.get("containers", []) + spec.get("initContainers", [])
+        }
+        assert used == {"%s@%s" % (i["newName"], i["digest"]) for i in images}, used
+    finally:
+        registry.terminate()
+        registry.wait(timeout=30)
