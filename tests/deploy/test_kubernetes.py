@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -37,26 +36,6 @@ KUBERNETES_VERSIONS = ("1.27.0", "1.37.0")
 # What a server needs after SIGTERM beyond its requests' deadline and Granian's kill timeout:
 # flushing its traces (app/tracing.py flushes the batch span processor on shutdown).
 FLUSH_S = 5
-
-
-def _kustomize_major(kubectl: str) -> int:
-    out = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True, timeout=60).stdout
-    m = re.search(r"Kustomize Version: v(\d+)", out)
-    return int(m.group(1)) if m else 0
-
-
-@pytest.fixture(scope="module")
-def kubectl() -> str:
-    proc = tools.script("get_kubectl.sh", timeout=300)
-    if proc.returncode == 0:
-        return proc.stdout.strip().splitlines()[-1]
-    found = shutil.which("kubectl")
-    if found and _kustomize_major(found) >= 5:
-        return found
-    tools.cannot_run(
-        "no kubectl with kustomize 5 (tests/deploy/get_kubectl.sh: %s; on PATH: %s)"
-        % (proc.stderr.strip()[-500:], found or "none")
-    )
 
 
 @pytest.fixture(scope="module")

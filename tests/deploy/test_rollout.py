@@ -29,6 +29,7 @@ import yaml
 
 from tests.conftest import ROOT, free_port
 from tests.deploy import tools
+from tests.deploy.test_kubernetes import kustomize
 
 BASE_IMAGE = "omni-ci-base:bookworm"
 DOC = os.path.join(ROOT, "docs", "deployment.md")
@@ -140,7 +141,7 @@ def engine_env(compose_bin, tmp_path):
 @pytest.mark.slow
 @pytest.mark.image
 @pytest.mark.timeout(2400)
-def test_upgrade_rollback_and_release_run_as_written(engine_env, tmp_path):
+def test_upgrade_rollback_and_release_run_as_written(engine_env, kubectl, tmp_path):
     env, wheel = engine_env
     env = {**env, "COMPOSE_PROJECT_NAME": "omni-rollout-%d" % os.getpid()}
     url = "http://127.0.0.1:%s" % env["PORT"]
@@ -180,10 +181,10 @@ def test_upgrade_rollback_and_release_run_as_written(engine_env, tmp_path):
             capture_output=True,
             timeout=300,
         )
-    _release(env, wheel, tmp_path)
+    _release(env, wheel, kubectl, tmp_path)
 
 
-def _release(env: dict, wheel: str, tmp_path) -> None:
+def _release(env: dict, wheel: str, kubectl: str, tmp_path) -> None:
     """`make release` of this commit, pushed to a registry on loopback; the printed lines pin an overlay."""
     port = free_port()
     storage = tmp_path / "registry"
@@ -219,9 +220,7 @@ def _release(env: dict, wheel: str, tmp_path) -> None:
         os.makedirs(overlay)
         with open(os.path.join(overlay, "kustomization.yaml"), "w", encoding="utf-8") as f:
             f.write("resources: [../cpu]\nimages:\n%s\n" % "\n".join("  - " + p for p in pins))
-        from tests.deploy.test_kubernetes import kubectl
-
-        rendered = list(yaml.safe_load_all(_bash("%s kustomize %s" % (kubectl(), overlay), env)))
+        rendered = kustomize(kubectl, overlay)
         used = {
             ctr["image"]
             for doc in rendered
