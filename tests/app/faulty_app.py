@@ -10,8 +10,8 @@ state begins with one of these is prepared as usual, then in its forward pass
   that holds it, as a bug in finishing would;
 - `omni-fault:block` holds its pass for FAULTY_APP_BLOCK_S seconds (default 3), as a device that
   stopped answering would;
-- `omni-fault:slow` holds its pass for half a second, so that requests sent meanwhile queue and
-  share the next pass;
+- `omni-fault:hold` holds its pass (logging "holding a pass") until HOLD_FOR requests wait in
+  the queue behind it, at most HOLD_S seconds, so that those requests share the passes after it;
 - `omni-fault:break` breaks its model's session: that pass and every later one raise, until the
   server rebuilds the session."""
 
@@ -57,6 +57,7 @@ _engine.decide = _decide_or_fail
 
 
 MARK = "omni-fault:"
+HOLD_FOR, HOLD_S = 16, 30.0
 
 
 class _Marked(list):
@@ -98,8 +99,11 @@ def _inject(slot) -> None:
         faults = {getattr(w, "fault", "") for w in works}
         if "block" in faults:
             time.sleep(float(os.environ.get("FAULTY_APP_BLOCK_S", "3")))
-        if "slow" in faults:
-            time.sleep(0.5)
+        if "hold" in faults:
+            logging.getLogger("omni.serving").warning("holding a pass until %d requests wait", HOLD_FOR)
+            end = time.monotonic() + HOLD_S
+            while _engine.executor.depth() < HOLD_FOR and time.monotonic() < end:
+                time.sleep(0.005)
         if "finish" in faults:
             raise RuntimeError("injected fault in finishing")
         if "break" in faults:

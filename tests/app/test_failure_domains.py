@@ -58,9 +58,9 @@ def test_a_request_whose_finishing_raises_fails_alone_in_a_batch_of_16(served):
     bodies = [_body(i) for i in range(16)]
     bodies[5] = _body(5, "omni-fault:finish and a ticket")
     with concurrent.futures.ThreadPoolExecutor(17) as pool:
-        # A slow pass leads, so the 16 queue behind it and share the passes after it.
-        lead = pool.submit(_post, served.url, _body(0, "omni-fault:slow lead"), "lead")
-        time.sleep(0.15)  # its pass is running
+        # A pass held until the 16 wait behind it, so that they share the passes after it.
+        lead = pool.submit(_post, served.url, _body(0, "omni-fault:hold lead"), "lead")
+        _until(lambda: "holding a pass" in served.log(), step=0.01)
         replies = list(pool.map(lambda i: _post(served.url, bodies[i], "batch-%d" % i), range(16)))
         assert lead.result().status_code == 200
     bad = replies[5]
