@@ -43,13 +43,6 @@ COPY deploy/served_modules.py /src/
 RUN python3 /src/served_modules.py /src /served
 
 FROM base AS runtime
-ARG VERSION=0.1.0
-ARG REVISION=
-LABEL org.opencontainers.image.title="system1-omni" \
-      org.opencontainers.image.description="Server for System One decision models over POST /v1/systemone" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=deps /opt/venv /opt/venv
 COPY app/ app/
 COPY --from=served /served/models/ models/
@@ -68,6 +61,15 @@ ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144 MALLOC_TRIM_THRESHOLD_=2621
 # HTTP/2 headers: Granian holds at most 256 KiB of them (its default is 16 MiB); the app takes 64 KiB.
 ENTRYPOINT ["granian", "--interface", "rsgi", "--workers", "1", "--host", "0.0.0.0", "--port", "8000", \
             "--workers-kill-timeout", "30", "--http2-max-headers-size", "262144", "app.main:app"]
+# Labels last: a release's version and commit change no layer above, so a release reuses the
+# layers of the build before it (and a registry, the layers it holds).
+ARG VERSION=0.1.0
+ARG REVISION=
+LABEL org.opencontainers.image.title="system1-omni" \
+      org.opencontainers.image.description="Server for System One decision models over POST /v1/systemone" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 
 # torch and the exporter's packages from their locks, installed where the wheelhouse is (the
 # runtime stage has none, so an offline export build found no wheels there). TORCH: cuda (PyPI's
@@ -85,13 +87,6 @@ RUN if [ "$PIP_OFFLINE" = 1 ]; then set -- --no-index; fi; \
 # From base, not runtime: one copy of the venv in the image, and no healthcheck (nothing listens;
 # compose waits for this container to exit).
 FROM base AS export
-ARG VERSION=0.1.0
-ARG REVISION=
-LABEL org.opencontainers.image.title="system1-omni-export" \
-      org.opencontainers.image.description="Exports System One checkpoints to the ONNX directories system1-omni serves" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=export-deps /opt/venv /opt/venv
 COPY app/ app/
 COPY models/ models/
@@ -100,3 +95,11 @@ USER 10001:10001
 ENV OMNI_MODEL_ROOT=/models \
     HF_HOME=/cache/huggingface
 ENTRYPOINT ["omni-export"]
+# Labels last, as the runtime's.
+ARG VERSION=0.1.0
+ARG REVISION=
+LABEL org.opencontainers.image.title="system1-omni-export" \
+      org.opencontainers.image.description="Exports System One checkpoints to the ONNX directories system1-omni serves" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0"

@@ -54,7 +54,7 @@ serve: install
 	PORT=$(PORT) HOST=$(HOST) $(PY) -m app.launch
 
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"

@@ -109,6 +109,18 @@ def test_every_stage_that_installs_from_the_wheelhouse_has_it():
     assert {"deps", "export-deps"} <= set(readers)
 
 
+def test_the_images_label_their_release_after_every_layer():
+    """VERSION and REVISION change with every release: declared after the last layer of each image
+    stage, they leave every layer of the build before cached, and a registry's copy reused."""
+    for name, _, lines in _stages(os.path.join(ROOT, "Dockerfile")):
+        if name not in ("runtime", "export"):
+            continue
+        kinds = [line.split()[0].upper() for line in lines]
+        last_layer = max(i for i, kind in enumerate(kinds) if kind in ("COPY", "RUN", "ADD"))
+        release = [i for i, line in enumerate(lines) if "VERSION" in line or "REVISION" in line]
+        assert release and min(release) > last_layer, (name, lines)
+
+
 def test_export_script_knows_the_published_names(tmp_path):
     """The export entrypoint maps names to checkpoints and refuses unknown names before work."""
     env = {**os.environ, "OMNI_MODELS": "nonexistent", "OMNI_MODEL_ROOT": str(tmp_path)}

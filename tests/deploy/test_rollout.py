@@ -21,6 +21,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 import httpx
@@ -99,8 +100,10 @@ def _current(listing: str) -> str:
 
 
 def _bash(command: str, env: dict, cwd: str = ROOT, timeout: float = 1800) -> str:
+    t0 = time.monotonic()
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     out = proc.stdout + proc.stderr
+    print("rollout test: %6.1f s  %s" % (time.monotonic() - t0, command[-90:]), file=sys.stderr, flush=True)
     assert proc.returncode == 0, "%s failed (%d):\n%s" % (command, proc.returncode, out[-6000:])
     return out
 
