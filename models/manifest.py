@@ -18,7 +18,7 @@ MANIFEST = "manifest.json"
 # The link a publish directory names its served version by (models/publish.py).
 CURRENT = "current"
 # Bump when the exported graph or manifest changes meaning: older exports are redone.
-EXPORTER_VERSION = "1"
+EXPORTER_VERSION = "2"
 
 
 def sha256_file(path: str, chunk: int = 1 << 22) -> str:

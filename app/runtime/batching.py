@@ -25,8 +25,10 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   pass is small (at most `cuda_graph_rows` rows and the model's token
   bound, `GraphPolicy.max_tokens`), since replay saves launch overhead only while a pass is
   launch-bound; a larger pass runs uncaptured at its own shape, where filler rows would cost more
-  than replay saves. Once the graph budget is spent, a shape not yet captured also runs at its
-  own shape. Models whose passes are one work each (`GraphPolicy.per_work`) are bounded per work.
+  than replay saves. So does a pass whose adapter packs it at its own shape with more padding
+  saved than a replay saves (`GraphPolicy.replay_tokens`: Laya packs several rows into one batch
+  row). Once the graph budget is spent, a shape not yet captured also runs at its own shape.
+  Models whose passes are one work each (`GraphPolicy.per_work`) are bounded per work.
 - **micro-batches** (`pack`, `micro_batches`): for models that declare `MicroBatches` (rows that
   each end at their own last token: Cua-S1, Open-Jev, Clef-Flash's batched records), the take's
   rows are cut into runs of like lengths within the model's bounds, each padded only to its own
@@ -184,6 +186,8 @@ class BatchPolicy:
         rows = max(each) if policy is not None and policy.per_work else sum(each)
         if not self.captures(policy, rows, rows * max(p.longest for p in prepared)):
             return pack(), uncaptured
+        if policy is not None and self.packs_tighter(model.adapter, works, policy.replay_tokens):
+            return pack(), uncaptured
         packed = pack(static=True)
         takes = getattr(session, "takes", None)
         if takes is not None and not takes(packed.feeds):
@@ -197,6 +201,13 @@ class BatchPolicy:
         shape and replayed: small passes are launch-bound, so replay pays; large ones are not."""
         bound = policy.max_tokens if policy is not None else 0
         return rows <= self.graph_rows and (not bound or tokens <= bound)
+
+    @staticmethod
+    def packs_tighter(adapter: object, works: Sequence[object], margin: int) -> bool:
+        """Whether the adapter packs these works at their own shape into more than `margin`
+        fewer batch tokens than at their bucketed shape (adapters without `padded_tokens`: no)."""
+        padded = getattr(adapter, "padded_tokens", None)
+        return bool(margin) and padded is not None and padded(works, static=True) - padded(works) > margin
 
     def precapture(self, session: GraphRunner, model: ServedModel, seconds: float = PRECAPTURE_S) -> tuple[int, float]:
         """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first)

@@ -8,6 +8,8 @@
 # EXPORTS      export directories, prepared by laya.sh / qwen.sh prepare (required)
 # BASE         a directory holding another commit's app/ and models/ (`git archive COMMIT app models
 #              | tar -x -C .base`, carried), served as side "base"; unset: this checkout only
+# BASE_EXPORTS the base side's exports, in EXPORTS' order, where its graph takes other inputs
+#              (laya.sh prepare's LABEL=DTYPE:.base writes them); unset: EXPORTS
 # CONCURRENCY  default 1,16,64; REQUESTS a measured pass (default 256); N traffic lines (default 256)
 # PEAK         the GPU's dense fp16 TFLOP/s (default 989: H100 SXM and H200)
 # DEVICE       OMNI_DEVICE of the servers (default cuda; the CPU suite runs the script with cpu)
@@ -21,15 +23,18 @@ mkdir -p "$OUT"
 export PYTHONPATH=/tmp/ortsite:/tmp/site:$PWD PYTHONUNBUFFERED=1
 if [ "${DEVICE:-cuda}" != cpu ]; then nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"; fi
 port=${PORT:-18100}
+read -r -a bases <<< "${BASE_EXPORTS:-}"
+i=0
 for ex in ${EXPORTS:?export directories}; do
-  name=$(basename "$ex")
+  name=$(basename "$ex"); base_ex=${bases[$i]:-$ex}; i=$((i + 1))
   python3 -m benchmarks.traffic --export "$ex" --n "${N:-256}" --seed 60 --out "$OUT/traffic-$name.jsonl"
   params=$(python3 -m benchmarks.traffic --export "$ex" --params)
   echo "$name: $params B dense parameters"
   for side in new${TAG:+-$TAG} ${BASE:+base}; do
-    code=$PWD; settings=${SERVER_ENV:-}; [ "$side" = base ] && { code=$(cd "$BASE" && pwd); settings=; }
+    code=$PWD; settings=${SERVER_ENV:-}; served=$ex
+    [ "$side" = base ] && { code=$(cd "$BASE" && pwd); settings=; served=$base_ex; }
     t0=$(python3 -c 'import time; print(time.time())')
-    (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env GRANIAN_LOOP=uvloop $settings OMNI_MODELS="$ex" \
+    (cd "$code" && PYTHONPATH=/tmp/ortsite:/tmp/site:$code exec env GRANIAN_LOOP=uvloop $settings OMNI_MODELS="$served" \
       OMNI_DEVICE="${DEVICE:-cuda}" python3 -m granian --interface rsgi --workers 1 --host 127.0.0.1 --port $port \
       --log-level warning app.main:app) > "$OUT/server-$name-$side.log" 2>&1 &
     S=$!

@@ -1,9 +1,13 @@
-"""Pack Laya rows from one or more requests into one padded batch; split the outputs back.
+"""Pack Laya rows from one or more requests into one batch; split the outputs back.
 
-Rows are right-padded with the pad id to a multiple of `pad_to` tokens (a bounded set of shapes
-for the ORT session) and to at least 2 marker columns (the graph's TopK(2) needs them; masked
-columns change nothing). Attention masks keep padding out of every real row, so a request's
-answers do not depend on what it was batched with.
+A pass at its own shape packs its rows side by side into batch rows of one length (`bins`:
+first fit, longest first, at the length that leaves the fewest padded tokens), so a short
+question row costs its own tokens, not the longest row's. The graph keeps every query to its
+own row's keys and counts each row's positions from 0 (models/laya/graph.py), so a row's
+answers do not depend on what it shares a batch row with. A bucketed pass (`static`, the shapes
+CUDA graphs replay) holds one row a batch row: rows to `static_rows`, lengths to a multiple of
+`static_multiple` and at least 2 marker columns (the graph's TopK(2) needs them; masked columns
+change nothing), so that few shapes recur.
 
 `unpack` also calibrates (finish.calibrate) with the model's calibration: once per batch on the
 executor thread, vectorised by option count, instead of once per question on the event loop,
@@ -24,6 +28,8 @@ from models.laya.prepare import Row
 # Marker columns of a bucketed batch, at least: questions of 2 to 8 options share one shape. A
 # masked column adds one gathered vector to the scorer and changes no answer.
 STATIC_MARKER_COLUMNS = 8
+MASKED_LOGIT = -1.0e4  # what the graph gives a marker column that is not an option (graph.py)
+INPUTS = ("input_ids", "segments", "positions", "qtype", "starts", "marker_pos", "marker_mask")
 
 
 class LayaAdapter:
@@ -39,41 +45,93 @@ class LayaAdapter:
     def padded_length(self, longest: int, multiple: int) -> int:
         return min(-(-longest // multiple) * multiple, max(self.max_len, longest))
 
+    def padded_tokens(self, works: Sequence[list[Row]], static: bool = False) -> int:
+        """Batch tokens (real and padding) of the pass `pack(works, static)` makes."""
+        lengths = [len(r.ids) for work in works for r in work]
+        if not static:
+            width, placed = self.bins(lengths)
+            return width * len(placed)
+        total = static_rows(len(lengths))
+        return total * self.padded_length(max(lengths), static_multiple(total, max(lengths), self.pad_to))
+
+    def bins(self, lengths: Sequence[int]) -> tuple[int, list[list[int]]]:
+        """(batch row length, the rows each batch row holds) for rows of `lengths`, packed first
+        fit, longest first, at the length that leaves the fewest batch tokens: the longest row
+        rounded up to `pad_to`, or a power of two up to the model's limit (a longer batch row
+        takes more short rows; its attention spans more keys, which costs little beside the
+        projections at these lengths)."""
+        shortest = -(-max(lengths) // self.pad_to) * self.pad_to
+        widths = [shortest] + [w for w in (64, 128, 256, 512, 1024, 2048, 4096) if shortest < w <= self.max_len]
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        total = sum(lengths)
+        best: tuple[int, list[list[int]]] | None = None
+        for width in widths:
+            if best is not None and width * -(-total // width) >= best[0] * len(best[1]):
+                continue  # not even a perfect packing at this width would leave fewer tokens
+            free: list[int] = []
+            placed: list[list[int]] = []
+            for i in order:
+                n = lengths[i]
+                for b, room in enumerate(free):
+                    if room >= n:
+                        free[b] -= n
+                        placed[b].append(i)
+                        break
+                else:
+                    free.append(width - n)
+                    placed.append([i])
+            if best is None or width * len(placed) < best[0] * len(best[1]):
+                best = (width, placed)
+            if best[0] * len(best[1]) == total:
+                break
+        assert best is not None
+        return best
+
     def pack(self, works: Sequence[list[Row]], static: bool = False) -> Packed:
         rows = [row for work in works for row in work]
         n = len(rows)
-        longest = max(len(r.ids) for r in rows)
+        lengths = [len(r.ids) for r in rows]
         k_cols = max(2, max(len(r.markers) for r in rows))
-        total = n
-        multiple = self.pad_to
         if static:
             # Few distinct shapes, so captured CUDA graphs get reused: rows to static_rows, marker
             # columns to a power of two of at least STATIC_MARKER_COLUMNS, length to a multiple
-            # that shrinks as rows grow (static_multiple). Filler rows attend to one pad token.
+            # that shrinks as rows grow (static_multiple), one row a batch row. Filler rows hold
+            # no tokens and attend to nothing; their outputs are cut off by unpack.
             total, k_cols = static_rows(n), _pow2(max(STATIC_MARKER_COLUMNS, k_cols))
-            multiple = static_multiple(total, longest, self.pad_to)
-        length = self.padded_length(longest, multiple)
-        ids = np.full((total, length), self.pad_id, dtype=np.int64)
-        att = np.zeros((total, length), dtype=np.int64)
-        att[n:, 0] = 1
+            length = self.padded_length(max(lengths), static_multiple(total, max(lengths), self.pad_to))
+            placed = [[i] for i in range(n)]
+        else:
+            total = n
+            length, placed = self.bins(lengths)
+        batch = len(placed) if not static else total
+        ids = np.full((batch, length), self.pad_id, dtype=np.int64)
+        segments = np.zeros((batch, length), dtype=np.int64)
+        positions = np.zeros((batch, length), dtype=np.int64)
+        qtypes = np.zeros((batch, length), dtype=np.int64)
+        starts = np.zeros((total,), dtype=np.int64)
         mpos = np.zeros((total, k_cols), dtype=np.int64)
         mmask = np.zeros((total, k_cols), dtype=bool)
-        qtype = np.zeros((total,), dtype=np.int64)
-        real = 0
-        for i, r in enumerate(rows):
-            ids[i, : len(r.ids)] = r.ids
-            att[i, : len(r.ids)] = 1
-            mpos[i, : len(r.markers)] = r.markers
-            mmask[i, : len(r.markers)] = True
-            qtype[i] = r.qtype
-            real += len(r.ids)
-        feeds = {"input_ids": ids, "attention_mask": att, "marker_pos": mpos, "marker_mask": mmask, "qtype": qtype}
+        counting = np.arange(length, dtype=np.int64)
+        for b, members in enumerate(placed):
+            at = 0
+            for s, i in enumerate(members, 1):
+                r, m = rows[i], lengths[i]
+                ids[b, at : at + m] = r.ids
+                segments[b, at : at + m] = s
+                positions[b, at : at + m] = counting[:m]
+                qtypes[b, at : at + m] = r.qtype
+                starts[i] = b * length + at
+                mpos[i, : len(r.markers)] = np.asarray(r.markers, dtype=np.int64) + starts[i]
+                mmask[i, : len(r.markers)] = True
+                at += m
+        starts[n:] = np.arange(n, total, dtype=np.int64) * length  # filler rows: their own batch rows
+        feeds = dict(zip(INPUTS, (ids, segments, positions, qtypes, starts, mpos, mmask), strict=True))
         return Packed(
             feeds,
             rows=total,
-            real_tokens=real,
-            padded_tokens=total * length,
-            meta={"seq_len": length, "marker_columns": k_cols},
+            real_tokens=sum(lengths),
+            padded_tokens=batch * length,
+            meta={"seq_len": length, "marker_columns": k_cols, "batch_rows": batch},
         )
 
     def capture_batches(self, graph_rows: int, max_tokens: int) -> list[list[list[Row]]]:
@@ -146,7 +204,9 @@ def merge_spread(logits: np.ndarray, act: np.ndarray, rows: Sequence[Row]):
         groups.append((i, span))
         i += span
     width = max(logits.shape[1], max(sum(len(rows[j].markers) for j in range(i, i + s)) for i, s in groups))
-    merged = np.zeros((len(groups), width), dtype=logits.dtype)
+    # Columns past a question's options hold the graph's masked logit, as they do in a pass
+    # without spread questions: a row's outputs do not depend on what shares its pass.
+    merged = np.full((len(groups), width), MASKED_LOGIT, dtype=logits.dtype)
     merged_act = np.empty((len(groups), act.shape[1]), dtype=act.dtype)
     out = []
     for g, (i, span) in enumerate(groups):

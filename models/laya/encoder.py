@@ -1,8 +1,9 @@
 """ModernBERT's forward pass written out over transformers' module (export-time only: needs torch).
 
 The weights, their names and the maths are transformers' `ModernBertModel` (eval mode, padded
-batches): embeddings → LayerNorm, then per layer a pre-norm attention with rotary positions
-(global layers at `global_rope_theta` over the whole sequence, sliding layers at
+batches), over batch rows that may each hold several rows packed side by side (`segment_bias`,
+positions that restart where a row begins): embeddings → LayerNorm, then per layer a pre-norm
+attention with rotary positions (global layers at `global_rope_theta` over the whole sequence, sliding layers at
 `local_rope_theta` within ±local_attention/2 tokens) and a pre-norm GeGLU MLP, then the final
 norm. Writing it out lets the export emit one kernel per rotary, attention, GELU and residual
 add with the norm after it (`fused.py`), and build the two attention masks once per pass instead
@@ -60,11 +61,24 @@ class RotaryCaches(nn.Module):
         return getattr(self, kind + "_cos"), getattr(self, kind + "_sin")
 
 
-def key_bias(attention_mask: torch.Tensor, dtype) -> torch.Tensor:
-    """[B, T] 1/0 mask → additive [B, 1, T, T]: pad keys are masked for every query."""
-    b, t = attention_mask.shape
-    bias = (1.0 - attention_mask.to(torch.float32)) * fused.MASKED
-    return bias[:, None, None, :].expand(b, 1, t, t).to(dtype)
+def segment_bias(segments: torch.Tensor, dtype) -> torch.Tensor:
+    """[B, T] segment numbers (0: padding, 1, 2, …: the rows packed into a batch row) → additive
+    [B, 1, T, T]: a query attends only to the keys of its own row, so rows packed side by side
+    are computed as if each were alone; pad queries attend to nothing (every bias MASKED, still
+    finite). A 1/0 attention mask is the one-row-a-batch-row case."""
+    same = (segments[:, :, None] == segments[:, None, :]) & (segments[:, None, :] > 0)
+    return torch.where(same, 0.0, fused.MASKED).to(dtype)[:, None, :, :]
+
+
+def positions_of(segments: torch.Tensor) -> torch.Tensor:
+    """Each token's position in its own row, for [B, T] segment numbers (reference and tests; the
+    adapter computes them with the batch)."""
+    out = torch.zeros_like(segments)
+    for b in range(segments.shape[0]):
+        for s in segments[b].unique().tolist():
+            where = (segments[b] == s).nonzero().flatten()
+            out[b, where] = torch.arange(len(where), dtype=segments.dtype)
+    return out
 
 
 def window_bias(t: int, half_window: int, device) -> torch.Tensor:
@@ -75,10 +89,17 @@ def window_bias(t: int, half_window: int, device) -> torch.Tensor:
 
 
 def encode(
-    encoder, caches: RotaryCaches, input_ids: torch.Tensor, padding: torch.Tensor, attention: str
+    encoder,
+    caches: RotaryCaches,
+    input_ids: torch.Tensor,
+    positions: torch.Tensor,
+    padding: torch.Tensor,
+    attention: str,
 ) -> torch.Tensor:
-    """last_hidden_state of `encoder` (a transformers ModernBertModel) for a padded batch;
-    `padding` is key_bias(attention_mask, torch.float32), which the caller reuses."""
+    """last_hidden_state of `encoder` (a transformers ModernBertModel) for a batch of packed rows:
+    `positions` [B, T] is each token's position in its own row, `padding` is
+    segment_bias(segments, torch.float32), which the caller reuses. The sliding window is
+    measured in batch columns, which within one row are its positions' distances."""
     config = encoder.config
     heads = config.num_attention_heads
     head_dim = config.hidden_size // heads
@@ -104,15 +125,15 @@ def encode(
         tables = {kind: tuple(z.repeat(1, 2 * group).to(h.dtype) for z in caches.get(kind)) for kind in set(types)}
 
         def project(layer, x, kind):
-            qkv = fused.packed_rotary(
-                rows(layer.attn.Wqkv, x, 0, 3 * d, order), *tables[kind], heads // group, 2 * group * head_dim
-            )
+            qkv = rows(layer.attn.Wqkv, x, 0, 3 * d, order)
+            qkv = fused.packed_rotary(qkv, positions, *tables[kind], heads // group, 2 * group * head_dim)
             return fused.unpack_qkv(qkv, heads // group)
     else:
 
         def project(layer, x, kind):
+            cos, sin = caches.get(kind)
             q, k = (
-                fused.rotary_reference(rows(layer.attn.Wqkv, x, i * d, (i + 1) * d), *caches.get(kind), heads)
+                fused.rotary_reference(rows(layer.attn.Wqkv, x, i * d, (i + 1) * d), positions, cos, sin, heads)
                 for i in range(2)
             )
             return q, k, rows(layer.attn.Wqkv, x, 2 * d, 3 * d)

@@ -14,13 +14,16 @@ import json
 import os
 import time
 
+import numpy as np
+
 from models import export_dir, hub, manifest as manifests, onnx_ops, precision
 from models.fold import save_folded
 from models.laya import checkpoint as ck
+from models.laya.adapter import INPUTS, LayaAdapter
+from models.laya.prepare import Row
 
 ONNX_NAME = "model.onnx"
 OPSET = 18
-INPUTS = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
 
 
 def _log(progress, msg: str) -> None:
@@ -55,19 +58,27 @@ def _load_graph(path: str, agent_config: dict, encoder_config: dict, attention: 
 
 
 def example_batch(vocab: int, batch: int, seq: int, markers: int, seed: int):
-    """The graph's five inputs for `batch` random rows of `seq` tokens with `markers` options each;
-    the last row is half padding and has one option fewer (what the export traces and checks on)."""
+    """The graph's inputs (INPUTS) for `batch` random question rows with `markers` options each,
+    packed as serving packs them (LayaAdapter.pack): the first row has `seq` tokens, the others
+    about half as many, so that two share a batch row; the last has one option fewer (what the
+    export traces and checks on)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(10, max(11, min(vocab, 1000)), (batch, seq), generator=g)
-    att = torch.ones(batch, seq, dtype=torch.long)
-    att[-1, seq // 2 :] = 0
-    mpos = torch.arange(1, 1 + 2 * markers, 2).repeat(batch, 1)
-    mmask = torch.ones(batch, markers, dtype=torch.bool)
-    mmask[-1, -1] = False
-    qtype = torch.arange(batch) % 3
-    return ids, att, mpos, mmask, qtype
+    rows = []
+    for i in range(batch):
+        n = seq if i == 0 else max(2 * markers + 2, seq // 2 - 2 * i)
+        ids = torch.randint(10, max(11, min(vocab, 1000)), (n,), generator=g).tolist()
+        k = markers - 1 if i == batch - 1 and batch > 1 else markers
+        rows.append(Row(ids, list(range(1, 1 + 2 * k, 2)), i % 3))
+    feeds = LayaAdapter(0, {}, max_len=max(seq, 16)).pack([rows]).feeds
+    # Every row keeps `markers` columns; the last row's last one masked.
+    mmask = np.zeros((batch, markers), dtype=bool)
+    mmask[:, : feeds["marker_mask"].shape[1]] = feeds["marker_mask"][:, :markers]
+    mpos = np.zeros((batch, markers), dtype=np.int64)
+    mpos[:, : feeds["marker_pos"].shape[1]] = feeds["marker_pos"][:, :markers]
+    feeds = dict(feeds, marker_pos=mpos, marker_mask=mmask)
+    return tuple(torch.from_numpy(feeds[name]) for name in INPUTS)
 
 
 def export(
@@ -130,13 +141,16 @@ def export(
     reference = _load_graph(src.path, agent_config, encoder_config, attention)
     model = reference if dtype == "float32" else half_precision(copy.deepcopy(reference), getattr(torch, dtype))
     vocab = encoder_config.get("vocab_size", 1000)
-    # Batch >= 2 at trace time, or the head bakes batch 1 in (models.md §2.5).
-    example = example_batch(vocab, 2, 48, 3, seed=0)
-    batch, seq, marks = (torch.export.Dim("batch_size"), torch.export.Dim("seq_len"), torch.export.Dim("num_markers"))
+    # Traced at 3 question rows packed into 2 batch rows: sizes of 1 get baked in, and so would
+    # the two dimensions' equality (models.md §2.5).
+    example = example_batch(vocab, 3, 48, 3, seed=0)
+    batch, seq = torch.export.Dim("batch_rows"), torch.export.Dim("seq_len")
+    rows_dim, marks = torch.export.Dim("question_rows"), torch.export.Dim("num_markers")
+    tokens = {0: batch, 1: seq}
     dynamic = dict(
         zip(
             INPUTS,
-            ({0: batch, 1: seq}, {0: batch, 1: seq}, {0: batch, 1: marks}, {0: batch, 1: marks}, {0: batch}),
+            (tokens, tokens, tokens, tokens, {0: rows_dim}, {0: rows_dim, 1: marks}, {0: rows_dim, 1: marks}),
             strict=True,
         )
     )
@@ -227,7 +241,7 @@ def _check(model, onnx_path: str, vocab: int, gated: bool = False, mode: str = "
         got = session.run(None, dict(zip(INPUTS, [t.numpy() for t in feeds], strict=True)))
         for a, b in zip(ref, got, strict=True):
             worst = max(worst, float(np.abs(a - b).max()))
-        keep = feeds[3].numpy()
+        keep = feeds[INPUTS.index("marker_mask")].numpy()
         probs += option_distributions(got[0], keep)
         refs += option_distributions(ref[0], keep)
     if gated:

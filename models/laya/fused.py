@@ -21,7 +21,8 @@ kernel count is the cost. Emitting the kernels directly:
   with a thread per element, so the groups are as large as its 1,024-thread limit allows
   (blocks of one 64-element head leave it badly underused);
 * `attention` → com.microsoft `MultiHeadAttention` with an additive `attention_bias`
-  [B, 1, T, T] that carries the key padding and, in sliding layers, the local window;
+  [B, 1, T, T] that keeps each query to the keys of its own packed row (encoder.segment_bias)
+  and, in sliding layers, to the local window;
 * `gelu` → com.microsoft `Gelu` (exact, erf): traced, `nn.GELU` becomes five elementwise kernels
   that ONNX Runtime's fusion does not recognise in the dynamo export;
 * `layer_norm` → com.microsoft `SkipLayerNormalization` with an all-zero skip of [T, D], made
@@ -131,15 +132,16 @@ def packed_order(heads: int, head_dim: int) -> list[int]:
 
 
 def packed_rotary_reference(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int, rotated: int
+    x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int, rotated: int
 ) -> torch.Tensor:
     """x [B, T, W] in packed_order, cut into `groups` blocks of W/groups whose first `rotated`
-    elements are rotated in adjacent pairs at positions 0..T-1 (cos/sin [P, rotated/2]) and the
-    rest pass through. In fp32, then back to x's dtype, like rotary_reference."""
+    elements are rotated in adjacent pairs at each token's position (`positions` [B, T] into
+    cos/sin [P, rotated/2]) and the rest pass through. In fp32, then back to x's dtype, like
+    rotary_reference."""
     b, t, w = x.shape
     xf = x.float().reshape(b, t, groups, w // groups)
     pairs = xf[..., :rotated].reshape(b, t, groups, rotated // 2, 2)
-    c, s = (z[:t].float()[None, :, None, :] for z in (cos, sin))
+    c, s = (z.float()[positions][:, :, None, :] for z in (cos, sin))
     first, second = pairs[..., 0], pairs[..., 1]
     turned = torch.stack([first * c - second * s, second * c + first * s], -1).reshape(b, t, groups, rotated)
     return torch.cat([turned, xf[..., rotated:]], -1).to(x.dtype).reshape(b, t, w)
@@ -151,13 +153,15 @@ def unpack_qkv(x: torch.Tensor, groups: int) -> list[torch.Tensor]:
     return [part.reshape(b, t, w // 3) for part in x.view(b, t, groups, 3, w // groups // 3).split(1, dim=3)]
 
 
-def rotary_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int) -> torch.Tensor:
-    """x [B, T, H·D] rotated at positions 0..T-1; cos/sin [P, D/2]. In fp32, as transformers'
-    ModernBERT does, then back to x's dtype."""
+def rotary_reference(
+    x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int
+) -> torch.Tensor:
+    """x [B, T, H·D] rotated at each token's position (`positions` [B, T] into cos/sin [P, D/2]).
+    In fp32, as transformers' ModernBERT does, then back to x's dtype."""
     b, t, hd = x.shape
     d = hd // heads
     xf = x.float().reshape(b, t, heads, d)
-    c, s = (torch.cat([z[:t], z[:t]], -1).float()[None, :, None, :] for z in (cos, sin))
+    c, s = (torch.cat([z[positions], z[positions]], -1).float()[:, :, None, :] for z in (cos, sin))
     rotated = torch.cat([-xf[..., d // 2 :], xf[..., : d // 2]], -1)
     return (xf * c + rotated * s).to(x.dtype).reshape(b, t, hd)
 
@@ -173,12 +177,14 @@ def attention_reference(
 
 
 @torch.library.custom_op("omni_laya::packed_rotary", mutates_args=())
-def packed_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int, rotated: int) -> torch.Tensor:
-    return packed_rotary_reference(x, cos, sin, groups, rotated)
+def packed_rotary(
+    x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, groups: int, rotated: int
+) -> torch.Tensor:
+    return packed_rotary_reference(x, positions, cos, sin, groups, rotated)
 
 
 @packed_rotary.register_fake
-def _(x, cos, sin, groups, rotated):
+def _(x, positions, cos, sin, groups, rotated):
     return torch.empty_like(x)
 
 
@@ -237,12 +243,10 @@ def translations() -> dict:
 
     ms, _ = onnx_ops.opsets()
 
-    def rotary_embedding(x, cos, sin, groups, rotated):
-        # position_ids of shape [1] is the first position: every row starts at 0. The caches come
-        # in x's dtype, cast once per pass (encoder.encode), not once per call.
-        return ms.RotaryEmbedding(
-            x, op.Constant(value_ints=[0]), cos, sin, interleaved=1, num_heads=groups, rotary_embedding_dim=rotated
-        )
+    def rotary_embedding(x, positions, cos, sin, groups, rotated):
+        # position_ids [B, T]: each token's position in its own row, which restarts at 0 where a
+        # packed row begins. The caches come in x's dtype, cast once per pass (encoder.encode).
+        return ms.RotaryEmbedding(x, positions, cos, sin, interleaved=1, num_heads=groups, rotary_embedding_dim=rotated)
 
     def multi_head_attention(q, k, v, bias, heads, scale):
         return ms.MultiHeadAttention(q, k, v, None, None, op.CastLike(bias, q), num_heads=heads, scale=float(scale))

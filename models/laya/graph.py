@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.laya import fused
-from models.laya.encoder import RotaryCaches, encode, key_bias
+from models.laya.encoder import RotaryCaches, encode, segment_bias
 
 
 class _HeadAttention(nn.Module):
@@ -61,7 +61,13 @@ class _Head(nn.Module):
 
 
 class LayaDecisionGraph(nn.Module):
-    """input_ids, attention_mask, marker_pos, marker_mask, qtype -> logits [B,K], act_logits [B,n_act].
+    """input_ids, segments, positions, qtype [B, T]; starts [R]; marker_pos, marker_mask [R, K]
+    -> logits [R, K], act_logits [R, n_act], for R question rows packed into B batch rows of T
+    tokens (models/laya/adapter.py): `segments` numbers the rows within each batch row (0:
+    padding), `positions` counts each row's tokens from 0, `qtype` is each token's question
+    type, `starts` and `marker_pos` index a row's first token and its option markers in the
+    batch flattened to B·T tokens. Attention never crosses rows, so a row's answers are those it
+    gets alone.
 
     `attention`: "mha" runs rotary and attention through the custom ops that export to single
     ONNX Runtime kernels, "sdpa" through the same maths as plain torch ops; by default the one the
@@ -83,19 +89,18 @@ class LayaDecisionGraph(nn.Module):
         # Laya stores (and ignores) a temperature buffer in its weights; calibration is host-side.
         self.register_buffer("temperature", torch.ones(3))
 
-    def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype):
-        padding = key_bias(attention_mask, torch.float32)  # one mask for encoder and head
-        h = encode(self.encoder, self.rotary, input_ids, padding, self.attention)
-        h = h + self.type_emb(qtype)[:, None, :]
+    def forward(self, input_ids, segments, positions, qtype, starts, marker_pos, marker_mask):
+        padding = segment_bias(segments, torch.float32)  # one mask for encoder and head
+        h = encode(self.encoder, self.rotary, input_ids, positions, padding, self.attention)
+        h = h + self.type_emb(qtype)
         attend, _, norm, _ = fused.kernels(self.attention)
         bias, zeros = padding.to(h.dtype), h.new_zeros(h.shape[1], h.shape[2])
         for layer in self.head.layers:
             h = layer(h, bias, attend, norm, zeros)
         # The scorer and act head stay fp32 in a half-precision export (half_precision): they are
         # tiny, and the option logits are what calibration and the answers read.
-        h = h.float()
-        idx = marker_pos.clamp(min=0)[:, :, None].expand(-1, -1, h.size(-1))
-        logits = self.scorer(torch.gather(h, 1, idx)).squeeze(-1).float()
+        flat = h.float().reshape(-1, h.shape[-1])
+        logits = self.scorer(flat[marker_pos.clamp(min=0)]).squeeze(-1).float()
         logits = logits.masked_fill(~marker_mask, -1e4)
         # Act features from the untempered distribution; callers feed >= 2 marker columns.
         p = torch.softmax(logits, -1)
@@ -103,7 +108,7 @@ class LayaDecisionGraph(nn.Module):
         ent = -(p * torch.log(p.clamp_min(1e-9))).sum(-1) / torch.log(k)
         top2 = p.topk(2, -1).values
         feats = torch.stack([top2[:, 0], top2[:, 0] - top2[:, 1], ent, k / 255.0], -1)
-        act_logits = self.act_head(torch.cat([h[:, 0].float(), feats], -1))
+        act_logits = self.act_head(torch.cat([flat[starts], feats], -1))
         return logits, act_logits
 
 

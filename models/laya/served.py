@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from models.base import API_EXAMPLE, ExportedModel, GraphPolicy, Prepared, each
 from models.errors import InferenceFailed
 from models.laya import finish as finishing
-from models.laya.adapter import LayaAdapter
+from models.laya.adapter import INPUTS, LayaAdapter
 from models.laya.prepare import LayaLimits, RowBuilder, build_rows, parse_request, prepare_rows
 from models.tokenizer import TokenizerHandle
 
@@ -22,15 +22,21 @@ class LayaModel(ExportedModel):
     # past that a pass is compute-bound, capture saves little and the filler rows are paid for.
     # Such shapes (218 for english, 259 for the 1,024-token variants) are captured for the first
     # seconds of the model's load (batching.PRECAPTURE_S), the rest between passes when idle, so
-    # no request waits inside its pass for a capture.
-    cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True)
-    # One more captured pass's cost, counted in padded tokens (benchmarks/gpu/graph_cost_probe.py
-    # compares the two): waiting rows whose lengths are that far apart run as passes of similar
-    # lengths.
-    pass_tokens = 512
+    # no request waits inside its pass for a capture. A pass whose rows the adapter packs into
+    # 256 fewer tokens than its bucketed shape (rows of unlike lengths) runs packed instead: a
+    # replay saves about as much as that many tokens cost (benchmarks/gpu/graph_cost_probe.py).
+    cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True, replay_tokens=256)
+    # Rows of unlike lengths share batch rows (LayaAdapter.bins), so passes are not split by length.
+    pass_tokens = 0
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):
         super().__init__(directory, manifest, "Laya decision model")
+        if tuple(manifest.get("inputs", ())) != INPUTS:
+            takes = list(manifest.get("inputs", ()))
+            raise ValueError(
+                "%s: the export's graph takes %s, this server packs %s; re-export it with this "
+                "version (python -m models.export laya ...)" % (directory, takes, list(INPUTS))
+            )
         cfg = manifest["config"]
         self.calibration = manifest["calibration"]
         self.tok = TokenizerHandle.load(directory, ("cls_token", "sep_token", "pad_token", "mask_token"))

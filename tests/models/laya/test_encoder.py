@@ -59,7 +59,8 @@ def test_layer_types_and_thetas_follow_the_config(model):
 def test_encode_matches_transformers_modernbert(model, attention):
     ids, mask = _batch([37, 20, 9], 37)
     with torch.no_grad():
-        ours = enc.encode(model.encoder, model.rotary, ids, enc.key_bias(mask, torch.float32), attention)
+        positions = torch.arange(ids.shape[1]).expand_as(ids)
+        ours = enc.encode(model.encoder, model.rotary, ids, positions, enc.segment_bias(mask, torch.float32), attention)
         theirs = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
     real = mask.bool()
     assert torch.allclose(ours[real], theirs[real], atol=2e-5), (ours[real] - theirs[real]).abs().max()
@@ -78,7 +79,7 @@ def test_rotary_reference_is_transformers_rotate_half():
     caches = enc.RotaryCaches(build_encoder(CONFIG).config)
     cos, sin = caches.get("sliding_attention")
     x = torch.randn(2, 11, 2 * 32)
-    ours = fused.rotary_reference(x, cos, sin, heads=2)
+    ours = fused.rotary_reference(x, torch.arange(11).expand(2, 11), cos, sin, heads=2)
     q = x.reshape(2, 11, 2, 32).transpose(1, 2)
     c, s = (torch.cat([z[:11], z[:11]], -1)[None] for z in (cos, sin))
     theirs, _ = apply_rotary_pos_emb(q, q, c, s)
@@ -184,13 +185,14 @@ def test_packed_rotary_is_rotate_half_on_q_and_k_and_leaves_v(heads, head_dim, g
     freqs = positions / (10000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim))[None, :]
     cos, sin = freqs.cos(), freqs.sin()
     x = torch.randn(3, 17, 3 * d)
+    at = torch.randint(0, 40, (3, 17))
     packed = fused.packed_rotary_reference(
-        x[..., order], cos.repeat(1, 2 * group), sin.repeat(1, 2 * group), heads // group, 2 * group * head_dim
+        x[..., order], at, cos.repeat(1, 2 * group), sin.repeat(1, 2 * group), heads // group, 2 * group * head_dim
     )
     q, k, v = fused.unpack_qkv(packed, heads // group)
     pairs = torch.tensor(fused.pair_order(heads, head_dim))
-    assert torch.allclose(q, fused.rotary_reference(x[..., :d], cos, sin, heads)[..., pairs], atol=1e-6)
-    assert torch.allclose(k, fused.rotary_reference(x[..., d : 2 * d], cos, sin, heads)[..., pairs], atol=1e-6)
+    assert torch.allclose(q, fused.rotary_reference(x[..., :d], at, cos, sin, heads)[..., pairs], atol=1e-6)
+    assert torch.allclose(k, fused.rotary_reference(x[..., d : 2 * d], at, cos, sin, heads)[..., pairs], atol=1e-6)
     assert torch.equal(v, x[..., 2 * d :])
 
 
