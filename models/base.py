@@ -133,7 +133,6 @@ class MicroBatchAdapter(BatchAdapter, Protocol):
 class ServedModel(Protocol):
     name: str
     cuda_graphs: GraphPolicy | None  # None: never capture
-    pass_tokens: int  # one more forward pass's cost in padded tokens; 0: never split
     micro_batches: MicroBatches | None  # None: the adapter's pack lays out the whole take
     aliases: tuple[str, ...]
     description: str
@@ -200,10 +199,6 @@ class ExportedModel:
     family = ""
     warmup_request: Mapping[str, Any] = API_EXAMPLE
     cuda_graphs: GraphPolicy | None = GraphPolicy()  # which bucketed shapes the executor captures
-    # What one more forward pass costs, in padded tokens: requests of different lengths that wait
-    # together run as passes of similar lengths where that saves more padding than the passes
-    # cost (app/runtime/batching.py). 0: one pass for all (families whose adapter splits rows itself).
-    pass_tokens: int = 0
     micro_batches: MicroBatches | None = None
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], description: str):

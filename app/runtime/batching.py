@@ -15,11 +15,6 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
 - **admit** (`queue_tokens`): the queue holds at most `QUEUED_PASSES` passes' tokens (past that,
   503 `overloaded`). A pass takes what is queued the moment the device is free: under load the
   queue fills while a pass runs, and waiting for more only adds latency.
-- **split** (`next_pass`): every row of a pass is padded to its longest row. Where the taken jobs'
-  lengths differ so much that one more pass costs less than the padding it saves (the model's
-  `pass_tokens`), the cheapest split into passes of like lengths is found exactly (`passes`), only
-  the pass holding the job that leads the take runs now, and the others go back to the front of
-  the queue in arrival order.
 - **shape** (`pack`): a model with a graph policy gets the batch padded to the adapter's bucketed
   shapes, on every device (`ModelSlot.bucketed`: the CPU runs the shapes a GPU replays), while the
   pass is small (at most `cuda_graph_rows` rows and the model's token
@@ -50,7 +45,6 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
 from __future__ import annotations
 
 import collections
-import heapq
 import itertools
 import logging
 import time
@@ -92,20 +86,8 @@ class BatchPolicy:
     # -- which jobs ------------------------------------------------------------------------
     def next_pass(self, queue: collections.deque[Job], drop: Callable[[Job], None]) -> list[Job]:
         """Pop the jobs of the next pass off `queue` (the caller holds its lock); cancelled jobs
-        met on the way are handed to `drop`. Jobs taken but split off go back in arrival order."""
-        jobs = self._take(queue, drop)
-        if len(jobs) < 2:
-            return jobs
-        keep = head_pass([(j.prepared.rows, j.prepared.longest) for j in jobs], jobs[0].slot.model.pass_tokens)
-        if keep is None:
-            return jobs
-        chosen = set(keep)
-        rest = [j for i, j in enumerate(jobs) if i not in chosen]
-        older: list[Job] = []  # other models' jobs that arrived before the last of these stay ahead
-        while queue and queue[0].enqueued < rest[-1].enqueued:
-            older.append(queue.popleft())
-        queue.extendleft(reversed(list(heapq.merge(rest, older, key=lambda j: j.enqueued))))
-        return [jobs[i] for i in keep]
+        met on the way are handed to `drop`."""
+        return self._take(queue, drop)
 
     def _take(self, queue: collections.deque[Job], drop: Callable[[Job], None]) -> list[Job]:
         while queue and queue[0].cancelled:
@@ -293,60 +275,3 @@ def micro_batches(
     if chunk:
         cut.append(chunk)
     return sorted(cut, key=lambda c: (min(owners[i] for i in c), lengths[c[0]]))
-
-
-# -- the cheapest split into passes of like lengths ------------------------------------------
-def _grid(n: int) -> int:
-    """n rounded up to 16 steps a doubling (multiples of 16 up to 256): lengths closer than a
-    step are one item to the search, which keeps it to a few dozen items."""
-    step = 16 if n <= 256 else 1 << (n.bit_length() - 5)
-    return -(-n // step) * step
-
-
-def passes(sizes: Sequence[tuple[int, int]], pass_tokens: int) -> list[list[int]]:
-    """For requests of (rows, longest row) `sizes`: the cheapest split into passes, each the
-    indices (in order) of its requests, the pass of the shortest rows first. The cost is
-    Σ (pass_tokens + rows × longest row) over the passes, lengths taken on the search's grid."""
-    grid = [_grid(length) for _, length in sizes]
-    keys = sorted(set(grid))
-    where = {k: i for i, k in enumerate(keys)}
-    prefix = [0] * (len(keys) + 1)  # rows up to each length group
-    for (rows, _), g in zip(sizes, grid, strict=True):
-        prefix[where[g] + 1] += rows
-    for j in range(len(keys)):
-        prefix[j + 1] += prefix[j]
-    # best[j]: the cheapest split of the first j length groups; cut[j]: where its last pass starts.
-    best, cut = [0], [0]
-    for j in range(1, len(keys) + 1):
-        top, rows_j = keys[j - 1], prefix[j]
-        b, c = best[0] + rows_j * top, 0
-        for i in range(1, j):
-            cost = best[i] + (rows_j - prefix[i]) * top
-            if cost < b:
-                b, c = cost, i
-        best.append(b + pass_tokens)
-        cut.append(c)
-    pass_of, j, n = {}, len(keys), 0
-    while j:  # the passes from the longest rows back
-        for k in keys[cut[j] : j]:
-            pass_of[k] = n
-        n, j = n + 1, cut[j]
-    out: list[list[int]] = [[] for _ in range(n)]
-    for i, g in enumerate(grid):
-        out[n - 1 - pass_of[g]].append(i)
-    return out
-
-
-def head_pass(sizes: Sequence[tuple[int, int]], pass_tokens: int) -> list[int] | None:
-    """For requests of (rows, longest row) `sizes`, oldest first: the indices of those that share
-    the oldest one's pass in the cheapest split; None when one pass for all costs least, or
-    `pass_tokens` is 0."""
-    if pass_tokens <= 0 or len(sizes) < 2:
-        return None
-    longest = max(length for _, length in sizes)
-    if sum(rows * (longest - length) for rows, length in sizes) <= pass_tokens:
-        return None  # all the padding a split could save is not worth a pass
-    split = passes(sizes, pass_tokens)
-    if len(split) == 1:
-        return None
-    return next(p for p in split if p[0] == 0)

@@ -10,6 +10,9 @@
 #              | tar -x -C .base`, carried), served as side "base"; unset: this checkout only
 # BASE_EXPORTS the base side's exports, in EXPORTS' order, where its graph takes other inputs
 #              (laya.sh prepare's LABEL=DTYPE:.base writes them); unset: EXPORTS
+# ORDER        the sides' order (default "new base"; "base new" runs the base first)
+# EXTRA        more workloads (JSONL files) each side gets at c=1 after the traffic, into
+#              extra-<workload>-<export>-<side>.json (e.g. benchmarks/workloads/laya_48.jsonl)
 # CONCURRENCY  default 1,16,64; REQUESTS a measured pass (default 256); N traffic lines (default 256)
 # PEAK         the GPU's dense fp16 TFLOP/s (default 989: H100 SXM and H200)
 # DEVICE       OMNI_DEVICE of the servers (default cuda; the CPU suite runs the script with cpu)
@@ -30,7 +33,9 @@ for ex in ${EXPORTS:?export directories}; do
   python3 -m benchmarks.traffic --export "$ex" --n "${N:-256}" --seed 60 --out "$OUT/traffic-$name.jsonl"
   params=$(python3 -m benchmarks.traffic --export "$ex" --params)
   echo "$name: $params B dense parameters"
-  for side in new${TAG:+-$TAG} ${BASE:+base}; do
+  sides="new${TAG:+-$TAG} ${BASE:+base}"
+  [ "${ORDER:-new base}" = "base new" ] && sides="${BASE:+base} new${TAG:+-$TAG}"
+  for side in $sides; do
     code=$PWD; settings=${SERVER_ENV:-}; served=$ex
     [ "$side" = base ] && { code=$(cd "$BASE" && pwd); settings=; served=$base_ex; }
     t0=$(python3 -c 'import time; print(time.time())')
@@ -43,6 +48,11 @@ for ex in ${EXPORTS:?export directories}; do
     python3 -m benchmarks.load --url http://127.0.0.1:$port --workload "$OUT/traffic-$name.jsonl" \
       --concurrency "${CONCURRENCY:-1,16,64}" --requests "${REQUESTS:-256}" --warmup "${N:-256}" \
       --params-b "$params" --peak-tflops "$PEAK" --label "$name-$side" --out "$OUT/traffic-$name-$side.json"
+    for w in ${EXTRA:-}; do
+      python3 -m benchmarks.load --url http://127.0.0.1:$port --workload "$w" --concurrency 1 \
+        --requests "${REQUESTS:-256}" --warmup "${N:-256}" --label "$(basename "$w" .jsonl)-$name-$side" \
+        --out "$OUT/extra-$(basename "$w" .jsonl)-$name-$side.json"
+    done
     kill $S; wait $S 2>/dev/null || true
     port=$((port + 1))
   done

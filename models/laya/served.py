@@ -26,8 +26,6 @@ class LayaModel(ExportedModel):
     # 256 fewer tokens than its bucketed shape (rows of unlike lengths) runs packed instead: a
     # replay saves about as much as that many tokens cost (benchmarks/gpu/graph_cost_probe.py).
     cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True, replay_tokens=256)
-    # Rows of unlike lengths share batch rows (LayaAdapter.bins), so passes are not split by length.
-    pass_tokens = 0
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):
         super().__init__(directory, manifest, "Laya decision model")

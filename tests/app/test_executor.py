@@ -168,10 +168,10 @@ def test_waiting_requests_fill_passes_in_order(english, harness, pipeline_englis
         assert got["type"] == "noul" and abs(got["noul"] - alone["noul"]) <= 1e-4  # rounded to 4 places
 
 
-def test_requests_of_far_apart_lengths_run_in_passes_of_like_lengths(english, harness, pipeline_english):
-    """Short and long requests waiting together: the oldest one's pass holds the requests of its
-    length, the others run next, in order; padding stays within each pass; answers unchanged.
-    Without bucketed shapes (no graph policy), so each pass's rows and padding are its own."""
+def test_requests_of_far_apart_lengths_share_one_pass_packed(english, harness, pipeline_english):
+    """Short and long requests waiting together run in one pass, the short rows packed into batch
+    rows beside the long ones rather than padded to them; answers unchanged. Without bucketed
+    shapes (no graph policy), so the pass runs at its own shape."""
     h = harness([english[1]], cuda_graphs=0)
     slot = h.slot("english")
     question = {"refund": {"type": "noul", "instructions": "Refund?"}}
@@ -187,45 +187,13 @@ def test_requests_of_far_apart_lengths_run_in_passes_of_like_lengths(english, ha
         return jobs, [await j.future for j in jobs]
 
     jobs, outputs = asyncio.run(main())
-    passes = list(dict.fromkeys(id(j.batch) for j in jobs))
-    assert len(passes) == 2
-    assert {id(j.batch) for j in jobs[::2]} == {passes[0]} and {id(j.batch) for j in jobs[1::2]} == {passes[1]}
-    shorts, longs = jobs[0].batch, jobs[1].batch
-    assert shorts.started < longs.started  # the oldest request's pass first
-    assert shorts.padded_tokens < 3 * 64 and shorts.rows == 3  # short rows not padded to the long
+    assert len({id(j.batch) for j in jobs}) == 1
+    batch, longest = jobs[0].batch, max(p.longest for p in prepared)
+    assert batch.rows == 6 and batch.padded_tokens < 6 * longest  # the short rows did not pad to the long
+    assert batch.meta["batch_rows"] == 4  # a long row each, and the three short ones in one
     for body, job, output in zip(bodies, jobs, outputs):
         got = slot.model.finish(job.prepared, output, "reference", "english")["answers"]["refund"]
         assert abs(got["noul"] - pipeline_english(body)["answers"]["refund"]["noul"]) <= 1e-4
-
-
-def test_a_split_keeps_other_models_jobs_in_their_place(two_models):
-    """A long english job put back by the split does not jump ahead of an older job of another
-    model: passes start in arrival order of their oldest job."""
-    h = two_models
-    question = {"refund": {"type": "noul", "instructions": "Refund?"}}
-    long = " ".join(["The parcel arrived late, the box was wet and two items were missing."] * 24)
-    short = "I was charged twice."
-    order = [
-        ("english", short),
-        ("english", short + " "),
-        ("multilingual", short),
-        ("english", long),
-        ("english", long),
-    ]
-
-    async def main():
-        with h.executor._cv:
-            jobs = [
-                h.executor.submit(h.slot(name), h.slot(name).model.prepare({"state": state, "questions": question}))
-                for name, state in order
-            ]
-        for j in jobs:
-            await j.future
-        return jobs
-
-    jobs = asyncio.run(main())
-    assert jobs[0].batch is jobs[1].batch and jobs[3].batch is jobs[4].batch  # the two English passes
-    assert jobs[0].batch.started < jobs[2].batch.started < jobs[3].batch.started
 
 
 def test_queue_full_is_overloaded(english, harness):
