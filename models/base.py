@@ -32,10 +32,11 @@ class GraphPolicy:
     max_tokens: int = 0  # rows × longest row above which a pass runs uncaptured; 0: no bound
     precapture: bool = False  # capture the shapes the adapter lists (`capture_batches`) at load, then idle
     per_work: bool = False  # each work runs as a pass of its own: bounds apply per work
-    # What one replay saves against the same pass uncaptured, in padded tokens, for adapters that
-    # pack a pass at its own shape tighter than its bucketed one (`padded_tokens`): a bucketed
-    # pass carrying more padding than that over its own shape runs at its own shape. 0: bucketed
-    # whenever the bounds above allow.
+    # For adapters that pack a pass at its own shape tighter than at its bucketed one
+    # (`padded_tokens`): the batch tokens a replay runs in the time an uncaptured pass takes to
+    # launch its kernels. A pass runs packed, uncaptured, only where its bucketed shape holds more
+    # tokens than both its packed shape and this: below it the launches, not the tokens, set an
+    # uncaptured pass's time. 0: bucketed whenever the bounds above allow.
     replay_tokens: int = 0
 
 

@@ -20,9 +20,10 @@ The executor thread (app/runtime/executor.py) calls one `BatchPolicy` for every 
   pass is small (at most `cuda_graph_rows` rows and the model's token
   bound, `GraphPolicy.max_tokens`), since replay saves launch overhead only while a pass is
   launch-bound; a larger pass runs uncaptured at its own shape, where filler rows would cost more
-  than replay saves. So does a pass whose adapter packs it at its own shape with more padding
-  saved than a replay saves (`GraphPolicy.replay_tokens`: Laya packs several rows into one batch
-  row). Once the graph budget is spent, a shape not yet captured also runs at its own shape.
+  than replay saves. So does a pass whose adapter packs it at its own shape into fewer tokens
+  than its bucketed shape holds, where that shape holds more than an uncaptured pass costs at
+  least (`GraphPolicy.replay_tokens`: Laya packs several rows into one batch row). Once the
+  graph budget is spent, a shape not yet captured also runs at its own shape.
   Models whose passes are one work each (`GraphPolicy.per_work`) are bounded per work.
 - **micro-batches** (`pack`, `micro_batches`): for models that declare `MicroBatches` (rows that
   each end at their own last token: Cua-S1, Open-Jev, Clef-Flash's batched records), the take's
@@ -185,11 +186,14 @@ class BatchPolicy:
         return rows <= self.graph_rows and (not bound or tokens <= bound)
 
     @staticmethod
-    def packs_tighter(adapter: object, works: Sequence[object], margin: int) -> bool:
-        """Whether the adapter packs these works at their own shape into more than `margin`
-        fewer batch tokens than at their bucketed shape (adapters without `padded_tokens`: no)."""
+    def packs_tighter(adapter: object, works: Sequence[object], floor: int) -> bool:
+        """Whether the works' bucketed shape holds more batch tokens than both their own shape,
+        as the adapter packs it, and `floor`, what an uncaptured pass costs at least
+        (`GraphPolicy.replay_tokens`; adapters without `padded_tokens`, or a floor of 0: no)."""
         padded = getattr(adapter, "padded_tokens", None)
-        return bool(margin) and padded is not None and padded(works, static=True) - padded(works) > margin
+        if not floor or padded is None:
+            return False
+        return bool(padded(works, static=True) > max(padded(works), floor))
 
     def precapture(self, session: GraphRunner, model: ServedModel, seconds: float = PRECAPTURE_S) -> tuple[int, float]:
         """Capture the shapes the model's adapter lists (`capture_batches`, fewest tokens first)

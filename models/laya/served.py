@@ -22,10 +22,11 @@ class LayaModel(ExportedModel):
     # past that a pass is compute-bound, capture saves little and the filler rows are paid for.
     # Such shapes (218 for english, 259 for the 1,024-token variants) are captured for the first
     # seconds of the model's load (batching.PRECAPTURE_S), the rest between passes when idle, so
-    # no request waits inside its pass for a capture. A pass whose rows the adapter packs into
-    # 256 fewer tokens than its bucketed shape (rows of unlike lengths) runs packed instead: a
-    # replay saves about as much as that many tokens cost (benchmarks/gpu/graph_cost_probe.py).
-    cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True, replay_tokens=256)
+    # no request waits inside its pass for a capture. A pass whose rows the adapter packs tighter
+    # (rows of unlike lengths) runs packed instead where its bucketed shape exceeds 768 tokens:
+    # an uncaptured pass spends about that many tokens' time launching its ~460 kernels
+    # (docs/benchmarks.md, "Traffic, as users send it").
+    cuda_graphs = GraphPolicy(max_tokens=16 * 512, precapture=True, replay_tokens=768)
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):
         super().__init__(directory, manifest, "Laya decision model")

@@ -68,13 +68,17 @@ def test_the_policy_holds_the_queue_bound():
     assert policy.queue_tokens == QUEUED_PASSES * 1000 and policy.max_rows == 4
 
 
-def test_a_pass_runs_packed_where_that_saves_more_than_a_replay():
+def test_a_pass_runs_packed_where_its_bucketed_shape_costs_more_than_launches():
     adapter = LayaAdapter(0, {})
     like = [[Row([5] * n, [1], 0)] for n in (100, 97, 90)]
     unlike = [[Row([5] * n, [1], 0)] for n in (480, 30, 20, 300)]
-    assert not BatchPolicy.packs_tighter(adapter, like, 256)  # one row a batch row either way
+    assert not BatchPolicy.packs_tighter(adapter, like, 768)  # 4 × 128 bucketed: launch-bound, replay
     # Bucketed: 4 rows of 512; packed: 480 | 300 + 30 + 20 in two batch rows of 480.
     assert adapter.padded_tokens(unlike, static=True) == 2048 and adapter.padded_tokens(unlike) == 960
-    assert BatchPolicy.packs_tighter(adapter, unlike, 256)
+    assert BatchPolicy.packs_tighter(adapter, unlike, 768)
+    assert not BatchPolicy.packs_tighter(adapter, unlike, 2048)  # launch-bound either way: replay
     assert not BatchPolicy.packs_tighter(adapter, unlike, 0)  # 0: the model always replays
-    assert not BatchPolicy.packs_tighter(object(), unlike, 256)  # adapters that do not pack
+    assert not BatchPolicy.packs_tighter(object(), unlike, 768)  # adapters that do not pack
+    small = [[Row([5] * n, [1], 0)] for n in (200, 20, 10)]  # 4 × 256 bucketed, 1 × 256 packed
+    assert adapter.padded_tokens(small, static=True) == 1024 and adapter.padded_tokens(small) == 256
+    assert BatchPolicy.packs_tighter(adapter, small, 768) and not BatchPolicy.packs_tighter(adapter, small, 1024)
