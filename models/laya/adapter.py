@@ -60,7 +60,7 @@ class LayaAdapter:
         rounded up to `pad_to`, or a power of two up to the model's limit (a longer batch row
         takes more short rows; its attention spans more keys, which costs little beside the
         projections at these lengths)."""
-        shortest = -(-max(lengths) // self.pad_to) * self.pad_to
+        shortest = self.padded_length(max(lengths), self.pad_to)
         widths = [shortest] + [w for w in (64, 128, 256, 512, 1024, 2048, 4096) if shortest < w <= self.max_len]
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
         total = sum(lengths)

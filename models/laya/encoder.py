@@ -70,17 +70,6 @@ def segment_bias(segments: torch.Tensor, dtype) -> torch.Tensor:
     return torch.where(same, 0.0, fused.MASKED).to(dtype)[:, None, :, :]
 
 
-def positions_of(segments: torch.Tensor) -> torch.Tensor:
-    """Each token's position in its own row, for [B, T] segment numbers (reference and tests; the
-    adapter computes them with the batch)."""
-    out = torch.zeros_like(segments)
-    for b in range(segments.shape[0]):
-        for s in segments[b].unique().tolist():
-            where = (segments[b] == s).nonzero().flatten()
-            out[b, where] = torch.arange(len(where), dtype=segments.dtype)
-    return out
-
-
 def window_bias(t: int, half_window: int, device) -> torch.Tensor:
     """[T, T] additive band: keys more than `half_window` tokens away are masked."""
     pos = torch.arange(t, device=device)
