@@ -14,8 +14,6 @@ import json
 import os
 import time
 
-import numpy as np
-
 from models import export_dir, hub, manifest as manifests, onnx_ops, precision
 from models.fold import save_folded
 from models.laya import checkpoint as ck
@@ -71,13 +69,7 @@ def example_batch(vocab: int, batch: int, seq: int, markers: int, seed: int):
         ids = torch.randint(10, max(11, min(vocab, 1000)), (n,), generator=g).tolist()
         k = markers - 1 if i == batch - 1 and batch > 1 else markers
         rows.append(Row(ids, list(range(1, 1 + 2 * k, 2)), i % 3))
-    feeds = LayaAdapter(0, {}, max_len=max(seq, 16)).pack([rows]).feeds
-    # Every row keeps `markers` columns; the last row's last one masked.
-    mmask = np.zeros((batch, markers), dtype=bool)
-    mmask[:, : feeds["marker_mask"].shape[1]] = feeds["marker_mask"][:, :markers]
-    mpos = np.zeros((batch, markers), dtype=np.int64)
-    mpos[:, : feeds["marker_pos"].shape[1]] = feeds["marker_pos"][:, :markers]
-    feeds = dict(feeds, marker_pos=mpos, marker_mask=mmask)
+    feeds = LayaAdapter(0, {}, max_len=max(seq, 16)).pack([rows]).feeds  # `markers` columns (>= 2)
     return tuple(torch.from_numpy(feeds[name]) for name in INPUTS)
 
 
