@@ -28,7 +28,7 @@ from models.laya.prepare import Row
 # Marker columns of a bucketed batch, at least: questions of 2 to 8 options share one shape. A
 # masked column adds one gathered vector to the scorer and changes no answer.
 STATIC_MARKER_COLUMNS = 8
-MASKED_LOGIT = -1.0e4  # what the graph gives a marker column that is not an option (graph.py)
+MASKED_LOGIT = -1.0e4  # the logit the graph gives a marker column that is not an option (graph.py)
 INPUTS = ("input_ids", "segments", "positions", "qtype", "starts", "marker_pos", "marker_mask")
 
 
@@ -51,8 +51,13 @@ class LayaAdapter:
         if not static:
             width, placed = self.bins(lengths)
             return width * len(placed)
+        rows, length = self.static_shape(lengths)
+        return rows * length
+
+    def static_shape(self, lengths: Sequence[int]) -> tuple[int, int]:
+        """(batch rows, length) of a bucketed pass of rows of `lengths`, one row a batch row."""
         total = static_rows(len(lengths))
-        return total * self.padded_length(max(lengths), static_multiple(total, max(lengths), self.pad_to))
+        return total, self.padded_length(max(lengths), static_multiple(total, max(lengths), self.pad_to))
 
     def bins(self, lengths: Sequence[int]) -> tuple[int, list[list[int]]]:
         """(batch row length, the rows each batch row holds) for rows of `lengths`, packed first
@@ -97,8 +102,7 @@ class LayaAdapter:
             # columns to a power of two of at least STATIC_MARKER_COLUMNS, length to a multiple
             # that shrinks as rows grow (static_multiple), one row a batch row. Filler rows hold
             # no tokens and attend to nothing; their outputs are cut off by unpack.
-            total, k_cols = static_rows(n), _pow2(max(STATIC_MARKER_COLUMNS, k_cols))
-            length = self.padded_length(max(lengths), static_multiple(total, max(lengths), self.pad_to))
+            (total, length), k_cols = self.static_shape(lengths), _pow2(max(STATIC_MARKER_COLUMNS, k_cols))
             placed = [[i] for i in range(n)]
         else:
             total = n

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.laya import fused
+from models.laya.adapter import MASKED_LOGIT
 from models.laya.encoder import RotaryCaches, encode, segment_bias
 
 
@@ -101,7 +102,7 @@ class LayaDecisionGraph(nn.Module):
         # tiny, and the option logits are what calibration and the answers read.
         flat = h.float().reshape(-1, h.shape[-1])
         logits = self.scorer(flat[marker_pos.clamp(min=0)]).squeeze(-1).float()
-        logits = logits.masked_fill(~marker_mask, -1e4)
+        logits = logits.masked_fill(~marker_mask, MASKED_LOGIT)
         # Act features from the untempered distribution; callers feed >= 2 marker columns.
         p = torch.softmax(logits, -1)
         k = marker_mask.sum(-1).clamp(min=2).float()

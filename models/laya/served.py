@@ -30,8 +30,8 @@ class LayaModel(ExportedModel):
 
     def __init__(self, directory: str, manifest: Mapping[str, Any], limits: LayaLimits | None = None):
         super().__init__(directory, manifest, "Laya decision model")
-        if tuple(manifest.get("inputs", ())) != INPUTS:
-            takes = list(manifest.get("inputs", ()))
+        takes = list(manifest.get("inputs", ()))
+        if tuple(takes) != INPUTS:
             raise ValueError(
                 "%s: the export's graph takes %s, this server packs %s; re-export it with this "
                 "version (python -m models.export laya ...)" % (directory, takes, list(INPUTS))
