@@ -17,6 +17,7 @@ whose CPU every other request needs at high load.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -108,26 +109,38 @@ class LayaAdapter:
             total = n
             length, placed = self.bins(lengths)
         batch = len(placed) if not static else total
-        ids = np.full((batch, length), self.pad_id, dtype=np.int64)
-        segments = np.zeros((batch, length), dtype=np.int64)
-        positions = np.zeros((batch, length), dtype=np.int64)
-        qtypes = np.zeros((batch, length), dtype=np.int64)
+        # Each row's first flat token (batch row × length + its offset there) and its segment
+        # number within its batch row; the tokens and markers are then written in a few
+        # vectorised assignments over the whole pass rather than row by row.
         starts = np.zeros((total,), dtype=np.int64)
+        seg = np.empty((n,), dtype=np.int64)
+        for b, members in enumerate(placed):
+            at = b * length
+            for s, i in enumerate(members, 1):
+                starts[i], seg[i] = at, s
+                at += lengths[i]
+        lens = np.asarray(lengths, dtype=np.int64)
+        real = int(lens.sum())
+        first = np.repeat(np.cumsum(lens) - lens, lens)  # each token's row's first token, in order
+        within = np.arange(real, dtype=np.int64) - first  # each token's position in its row
+        flat = np.repeat(starts[:n], lens) + within
+        ids = np.full((batch * length,), self.pad_id, dtype=np.int64)
+        segments = np.zeros((batch * length,), dtype=np.int64)
+        positions = np.zeros((batch * length,), dtype=np.int64)
+        qtypes = np.zeros((batch * length,), dtype=np.int64)
+        ids[flat] = np.fromiter(chain.from_iterable(r.ids for r in rows), dtype=np.int64, count=real)
+        segments[flat] = np.repeat(seg, lens)
+        positions[flat] = within
+        qtypes[flat] = np.repeat(np.fromiter((r.qtype for r in rows), dtype=np.int64, count=n), lens)
+        ids, segments, positions, qtypes = (a.reshape(batch, length) for a in (ids, segments, positions, qtypes))
+        counts = np.fromiter((len(r.markers) for r in rows), dtype=np.int64, count=n)
+        owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+        column = np.arange(owner.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        markers = np.fromiter(chain.from_iterable(r.markers for r in rows), dtype=np.int64, count=owner.size)
         mpos = np.zeros((total, k_cols), dtype=np.int64)
         mmask = np.zeros((total, k_cols), dtype=bool)
-        counting = np.arange(length, dtype=np.int64)
-        for b, members in enumerate(placed):
-            at = 0
-            for s, i in enumerate(members, 1):
-                r, m = rows[i], lengths[i]
-                ids[b, at : at + m] = r.ids
-                segments[b, at : at + m] = s
-                positions[b, at : at + m] = counting[:m]
-                qtypes[b, at : at + m] = r.qtype
-                starts[i] = b * length + at
-                mpos[i, : len(r.markers)] = np.asarray(r.markers, dtype=np.int64) + starts[i]
-                mmask[i, : len(r.markers)] = True
-                at += m
+        mpos[owner, column] = markers + starts[owner]
+        mmask[owner, column] = True
         starts[n:] = np.arange(n, total, dtype=np.int64) * length  # filler rows: their own batch rows
         feeds = dict(zip(INPUTS, (ids, segments, positions, qtypes, starts, mpos, mmask), strict=True))
         return Packed(
