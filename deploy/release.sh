@@ -3,7 +3,8 @@
 # <version>-<commit> (pyproject.toml's version, the commit's 12-character short hash) and labelled
 # org.opencontainers.image.version/revision, built by compose from the same definitions as
 # `docker compose build`; with REGISTRY, pushed there and the digests printed as the kustomize
-# `images:` lines that pin them in an overlay.
+# `images:` lines that pin them in an overlay, and the components' third-party images (HAProxy)
+# mirrored there and pinned the same way.
 #   deploy/release.sh                  build (make release)
 #   REGISTRY=registry.example/omni deploy/release.sh
 #   STACKS=cpu deploy/release.sh       only the CPU images (default: gpu cpu)
@@ -60,3 +61,26 @@ for stack in ${STACKS:-gpu cpu}; do
         echo "  - {name: $name, newName: $REGISTRY/$name, digest: $digest}"
     done
 done
+
+# The components' third-party images (the balancer's HAProxy) go to the registry beside the
+# release, so that an overlay pins them by digest too and no node runs whatever an upstream tag
+# names that day. The tag is pulled afresh; where the upstream registry cannot be reached (an
+# air-gapped build), the engine's own copy of it is mirrored, and the script says so.
+if [ -n "${REGISTRY:-}" ]; then
+    mapfile -t upstream < <(sed -n 's/^ *image: *\([^ #]*\).*$/\1/p' deploy/kubernetes/components/*/*.yaml \
+        | grep -v '^system1-omni' | sort -u)
+    if [ "${#upstream[@]}" -gt 0 ]; then
+        echo "# components/ (the balancer): an overlay that adds them pins their images with"
+        echo "images:"
+    fi
+    for image in "${upstream[@]}"; do
+        if ! docker pull --quiet "$image" >/dev/null 2>&1; then
+            docker image inspect "$image" >/dev/null 2>&1 \
+                || { echo "release: $image cannot be pulled and the engine has no copy of it" >&2; exit 1; }
+            echo "release: $image cannot be pulled; mirroring the engine's copy of it" >&2
+        fi
+        digest=$(push "$image")
+        [ -n "$digest" ] || { echo "release: no digest for $REGISTRY/$image" >&2; exit 1; }
+        echo "  - {name: ${image%%:*}, newName: $REGISTRY/${image%%:*}, digest: $digest}"
+    done
+fi

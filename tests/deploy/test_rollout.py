@@ -187,6 +187,15 @@ def test_upgrade_rollback_and_release_run_as_written(engine_env, kubectl, tmp_pa
     _release(env, wheel, kubectl, tmp_path)
 
 
+def _balancer_image() -> str:
+    """The image the balancer component runs (components/balancer/balancer.yaml)."""
+    path = os.path.join(ROOT, "deploy", "kubernetes", "components", "balancer", "balancer.yaml")
+    with open(path, encoding="utf-8") as f:
+        found = re.findall(r"^ *image: *(\S+)", f.read(), re.M)
+    assert len(found) == 1, found
+    return found[0]
+
+
 def _release(env: dict, wheel: str, kubectl: str, tmp_path) -> None:
     """`make release` of this commit, pushed to a registry on loopback; the printed lines pin an overlay."""
     port = free_port()
@@ -206,23 +215,34 @@ def _release(env: dict, wheel: str, kubectl: str, tmp_path) -> None:
             ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True
         ).stdout.strip()
         tag = "0.1.0-%s-cpu" % revision[:12]
+        # The balancer's HAProxy is mirrored beside the release. The engine reaches no upstream
+        # registry here, so it holds a stand-in under the balancer's tag, which the release
+        # mirrors as the engine's copy.
+        balancer_image = _balancer_image()
+        _bash("docker tag %s %s" % (BASE_IMAGE, balancer_image), env)
         out = _bash("make release STACKS=cpu REGISTRY=127.0.0.1:%d/omni" % port, env, cwd=clone)
         assert "# %s: an overlay of overlays/cpu pins them with" % tag in out, out
         pins = re.findall(r"^  - (\{name: .*\})$", out, re.M)
         images = [yaml.safe_load(p) for p in pins]
-        assert [i["name"] for i in images] == ["system1-omni", "system1-omni-export"], out
+        assert [i["name"] for i in images] == ["system1-omni", "system1-omni-export", "haproxy"], out
         for image in images:
             assert image["newName"] == "127.0.0.1:%d/omni/%s" % (port, image["name"])
             assert re.fullmatch(r"sha256:[0-9a-f]{64}", image["digest"]), image
+            _bash("docker pull -q %s@%s" % (image["newName"], image["digest"]), env)  # the registry has it
+            if image["name"] == "haproxy":
+                continue
             labels = _bash("docker image inspect --format '{{json .Config.Labels}}' %s:%s" % (image["name"], tag), env)
             assert '"org.opencontainers.image.revision":"%s"' % revision in labels, labels
             assert '"org.opencontainers.image.version":"0.1.0"' in labels, labels
-            _bash("docker pull -q %s@%s" % (image["newName"], image["digest"]), env)  # the registry has it
-        # An overlay of overlays/cpu with those lines: every container runs a pushed digest.
+        # An overlay of overlays/cpu with the balancer and those lines: every container, the
+        # balancer's too, runs a pushed digest.
         overlay = os.path.join(clone, "deploy", "kubernetes", "overlays", "release")
         os.makedirs(overlay)
         with open(os.path.join(overlay, "kustomization.yaml"), "w", encoding="utf-8") as f:
-            f.write("resources: [../cpu]\nimages:\n%s\n" % "\n".join("  - " + p for p in pins))
+            f.write(
+                "resources: [../cpu]\ncomponents: [../../components/balancer]\nimages:\n%s\n"
+                % "\n".join("  - " + p for p in pins)
+            )
         rendered = kustomize(kubectl, overlay)
         used = {
             ctr["image"]
