@@ -661,22 +661,25 @@ def test_every_container_states_its_pull_policy(rendered, overlay):
 
 
 def test_the_documented_release_overlay_runs_every_container_by_digest(kubectl, tmp_path):
-    """docs/deployment.md's overlay with a release's `images:` lines: every container of the
-    servers and the export names its image by registry and digest, never by a tag."""
+    """docs/deployment.md's overlay with a release's `images:` lines (the balancer's mirrored
+    HAProxy among them): every container of the servers, the export and the balancer names its
+    image by registry and digest, never by a tag."""
     text = docs_yaml_after("## Releases")
     pins = {i["name"]: i for i in yaml.safe_load(text)["images"]}
-    assert set(pins) == {"system1-omni", "system1-omni-export"}
+    assert set(pins) == {"system1-omni", "system1-omni-export", "haproxy"}
     d = tmp_path / "release"
     d.mkdir()
     (d / "kustomization.yaml").write_text(
-        text.replace("../gpu", os.path.relpath(os.path.join(K8S, "overlays", "gpu"), d))
+        text.replace(
+            "../../components/balancer", os.path.relpath(os.path.join(K8S, "components", "balancer"), d)
+        ).replace("../gpu", os.path.relpath(os.path.join(K8S, "overlays", "gpu"), d))
     )
     docs = kustomize(kubectl, str(d))
     images = []
-    for obj in (server(docs), one(docs, "Job")):
+    for obj in (server(docs), one(docs, "Job"), one(docs, "Deployment", "omni-balancer")):
         pod = obj["spec"]["template"]["spec"]
         images += [c["image"] for c in pod["containers"] + pod.get("initContainers", [])]
-    assert len(images) == 3
+    assert len(images) == 4
     for image in images:
         name, _, digest = image.partition("@")
         pin = next(p for p in pins.values() if p["newName"] == name)
