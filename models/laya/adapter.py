@@ -121,8 +121,7 @@ class LayaAdapter:
                 at += lengths[i]
         lens = np.asarray(lengths, dtype=np.int64)
         real = int(lens.sum())
-        first = np.repeat(np.cumsum(lens) - lens, lens)  # each token's row's first token, in order
-        within = np.arange(real, dtype=np.int64) - first  # each token's position in its row
+        within = _ranks(lens)  # each token's position in its row
         flat = np.repeat(starts[:n], lens) + within
         ids = np.full((batch * length,), self.pad_id, dtype=np.int64)
         segments = np.zeros((batch * length,), dtype=np.int64)
@@ -135,7 +134,7 @@ class LayaAdapter:
         ids, segments, positions, qtypes = (a.reshape(batch, length) for a in (ids, segments, positions, qtypes))
         counts = np.fromiter((len(r.markers) for r in rows), dtype=np.int64, count=n)
         owner = np.repeat(np.arange(n, dtype=np.int64), counts)
-        column = np.arange(owner.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        column = _ranks(counts)
         markers = np.fromiter(chain.from_iterable(r.markers for r in rows), dtype=np.int64, count=owner.size)
         mpos = np.zeros((total, k_cols), dtype=np.int64)
         mmask = np.zeros((total, k_cols), dtype=bool)
@@ -146,7 +145,7 @@ class LayaAdapter:
         return Packed(
             feeds,
             rows=total,
-            real_tokens=sum(lengths),
+            real_tokens=real,
             padded_tokens=batch * length,
             meta={"seq_len": length, "marker_columns": k_cols, "batch_rows": batch},
         )
@@ -260,6 +259,11 @@ def static_rows(n: int) -> int:
         return _pow2(n)
     step = 4 if n <= 32 else 8
     return -(-n // step) * step
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """For groups of `counts` items laid end to end, each item's index within its own group."""
+    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
 def _pow2(n: int) -> int:
