@@ -211,9 +211,10 @@ def main(argv=None):
 
             try:
                 k = gpu_kernel_times(lambda n=n: one(n, None), iters=10, top=args.top)
-                row["gpu_busy_ms"], row["kernels_per_pass"], row["top_kernels"] = (
+                row["gpu_busy_ms"], row["kernels_per_pass"], row["gpu_ms_by_kind"], row["top_kernels"] = (
                     k["gpu_busy_ms"],
                     k["kernels_per_call"],
+                    k["by_kind_ms"],
                     k["top"],
                 )
             except Exception as exc:  # no CUPTI: the host timings still stand
@@ -221,7 +222,7 @@ def main(argv=None):
         report["cases"][str(n)] = row
         p = row["p50_ms"]
         print(
-            "%3d rows %-10s %s  pass %.3f ms = pack %.3f + in %.3f + run %.3f + out %.3f + unpack %.3f; GPU %s ms%s"
+            "%3d rows %-10s %s  pass %.3f ms = pack %.3f + in %.3f + run %.3f + out %.3f + unpack %.3f; GPU %s ms %s%s"
             % (
                 n,
                 "captured" if replayed else "not captured" if static else "uncaptured",
@@ -233,6 +234,7 @@ def main(argv=None):
                 p["outputs_out"],
                 p["unpack"],
                 row.get("gpu_busy_ms"),
+                row.get("gpu_ms_by_kind", ""),
                 "; replay vs plain run max |diff| %.2e" % row["replay_max_abs_diff"] if replayed else "",
             ),
             flush=True,
