@@ -25,7 +25,8 @@ def by_kind(kernels: list[tuple[str, float, int]]) -> dict[str, float]:
     """GPU milliseconds per kernel kind over (name, ms, count) entries, largest first."""
     out: dict[str, float] = {}
     for name, ms, _ in kernels:
-        out[kernel_kind(name)] = out.get(kernel_kind(name), 0.0) + ms
+        kind = kernel_kind(name)
+        out[kind] = out.get(kind, 0.0) + ms
     return {k: round(v, 3) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
 
 
