@@ -120,8 +120,11 @@ def register() -> None:
             type_constraints=[("T", FLOATS, ""), ("U", ["tensor(float)"], "")],
             attributes=[A("epsilon", real)],
         ),
-        ("Gelu", "com.microsoft"): dict(
-            inputs=[P("X", "T")], outputs=[P("Y", "T")], type_constraints=[("T", FLOATS, "")], attributes=[]
+        ("BiasGelu", "com.microsoft"): dict(
+            inputs=[P("A", "T"), P("B", "T")],
+            outputs=[P("C", "T")],
+            type_constraints=[("T", FLOATS, "")],
+            attributes=[],
         ),
         ("CausalConvWithState", "com.microsoft"): dict(
             inputs=[

@@ -106,17 +106,17 @@ def encode(
     types = layer_types(config)
     d, inner = config.hidden_size, config.intermediate_size
     if attention == "mha":
-        # One product gives q, k and v packed by groups of heads, rotated by one kernel and cut by
-        # one split (fused.packed_rotary); the tiled caches (a group's q then k frequencies) are
-        # cast once here, so the graph holds one folded table per layer type.
+        # One product gives q and k packed by groups of heads, rotated by one kernel and cut by one
+        # split (fused.packed_rotary), and one more gives v; the tiled caches (a group's q then k
+        # frequencies) are cast once here, so the graph holds one folded table per layer type.
         group = fused.packed_group(heads, head_dim)
         order = torch.tensor(fused.packed_order(heads, head_dim), device=input_ids.device)
         tables = {kind: tuple(z.repeat(1, 2 * group).to(h.dtype) for z in caches.get(kind)) for kind in set(types)}
 
         def project(layer, x, kind):
-            qkv = rows(layer.attn.Wqkv, x, 0, 3 * d, order)
-            qkv = fused.packed_rotary(qkv, positions, *tables[kind], heads // group, 2 * group * head_dim)
-            return fused.unpack_qkv(qkv, heads // group)
+            qk = rows(layer.attn.Wqkv, x, 0, 2 * d, order)
+            qk = fused.packed_rotary(qk, positions, *tables[kind], heads // group, 2 * group * head_dim)
+            return (*fused.unpack_qk(qk, heads // group), rows(layer.attn.Wqkv, x, 2 * d, 3 * d))
     else:
 
         def project(layer, x, kind):
@@ -128,11 +128,13 @@ def encode(
             return q, k, rows(layer.attn.Wqkv, x, 2 * d, 3 * d)
 
     exact_gelu = getattr(config, "hidden_activation", None) == "gelu"
+    no_bias = h.new_zeros(inner)  # exact GELU runs as GELU(x + 0): fused.gelu
     delta = None  # the last MLP's output, added to the stream by the next norm's kernel
     for layer, kind in zip(encoder.layers, types, strict=True):
         x, h = residual(layer.attn_norm, h, delta, zeros)
         o = attend(*project(layer, x, kind), biases[kind], heads, scale)
         x, h = residual(layer.mlp_norm, h, layer.attn.Wo(o), zeros)
-        act = gelu if exact_gelu else layer.mlp.act
-        delta = layer.mlp.Wo(act(rows(layer.mlp.Wi, x, 0, inner)) * rows(layer.mlp.Wi, x, inner, 2 * inner))
+        gate = rows(layer.mlp.Wi, x, 0, inner)
+        act = gelu(gate, no_bias) if exact_gelu else layer.mlp.act(gate)
+        delta = layer.mlp.Wo(act * rows(layer.mlp.Wi, x, inner, 2 * inner))
     return residual(encoder.final_norm, h, delta, zeros)[0]
