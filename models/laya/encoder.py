@@ -106,17 +106,17 @@ def encode(
     types = layer_types(config)
     d, inner = config.hidden_size, config.intermediate_size
     if attention == "mha":
-        # One product gives q and k packed by groups of heads, rotated by one kernel and cut by one
-        # split (fused.packed_rotary), and one more gives v; the tiled caches (a group's q then k
-        # frequencies) are cast once here, so the graph holds one folded table per layer type.
+        # One product gives q, k and v packed by groups of heads, rotated by one kernel and cut by
+        # one split (fused.packed_rotary); the tiled caches (a group's q then k frequencies) are
+        # cast once here, so the graph holds one folded table per layer type.
         group = fused.packed_group(heads, head_dim)
         order = torch.tensor(fused.packed_order(heads, head_dim), device=input_ids.device)
         tables = {kind: tuple(z.repeat(1, 2 * group).to(h.dtype) for z in caches.get(kind)) for kind in set(types)}
 
         def project(layer, x, kind):
-            qk = rows(layer.attn.Wqkv, x, 0, 2 * d, order)
-            qk = fused.packed_rotary(qk, positions, *tables[kind], heads // group, 2 * group * head_dim)
-            return (*fused.unpack_qk(qk, heads // group), rows(layer.attn.Wqkv, x, 2 * d, 3 * d))
+            qkv = rows(layer.attn.Wqkv, x, 0, 3 * d, order)
+            qkv = fused.packed_rotary(qkv, positions, *tables[kind], heads // group, 2 * group * head_dim)
+            return fused.unpack_qkv(qkv, heads // group)
     else:
 
         def project(layer, x, kind):

@@ -6,25 +6,27 @@ negations and concats of the rotary embedding in fp32, the split heads, transpos
 mask, softmax, the V product); with the whole forward launch-bound at serving batch sizes, the
 kernel count is the cost. Emitting the kernels directly:
 
-* `packed_rotary` → com.microsoft `RotaryEmbedding` over the queries and keys of several heads
-  at once, from one projection. The Wqkv rows of q and k are permuted so that one matrix
-  product gives, per group of heads, [queries | keys], with each head in pair order: the two
-  halves `rotate_half` pairs up side by side (`pair_order`, `packed_order`). The op's
-  interleaved form then rotates a group's queries and keys together as one "head" of
-  2 × group × head_dim elements, with each head's frequencies tiled along the cache; one Split
-  cuts the result into q and k. Attention reads q·k, which the same permutation of q and k
-  leaves unchanged. The values are a product of their own and never pass through the rotary
-  kernel: at a pass of many rows that kernel and the split are memory-bound, and carrying v
-  through both cost more than the one product it saves (benchmarks/gpu/layer_ops_probe.py).
-  ONNX Runtime's rotary kernel runs a thread block per (head, token, row) with a thread per
-  element, so a block holds several heads (blocks of one 64-element head leave it badly
-  underused);
+* `packed_rotary` → com.microsoft `RotaryEmbedding` over the query, key and value of several
+  heads at once, from one projection. The Wqkv rows are permuted so that one matrix product
+  gives, per group of heads, [queries | keys | values], with each query and key head in pair
+  order: the two halves `rotate_half` pairs up side by side (`pair_order`, `packed_order`). The
+  op's interleaved form then rotates a group's queries and keys together as one "head" of
+  3 × group × head_dim elements whose first two thirds are rotated (`rotary_embedding_dim`)
+  and whose values pass through, with each head's frequencies tiled along the cache; one Split
+  cuts the result into q, k and v. Attention reads q·k, which the same permutation of q and k
+  leaves unchanged, and v is not permuted. Per layer that is one product, one rotary kernel and
+  one split instead of three products and two rotary kernels: fewer launches, which is what a
+  pass of few rows pays for, against the values' trip through the rotary kernel, which costs
+  more at many rows. ONNX Runtime's rotary kernel runs a thread block per (head, token, row)
+  with a thread per element, so the groups are as large as its 1,024-thread limit allows
+  (blocks of one 64-element head leave it badly underused);
 * `attention` → com.microsoft `MultiHeadAttention` with an additive `attention_bias`
   [B, 1, T, T] that keeps each query to the keys of its own packed row (encoder.segment_bias)
   and, in sliding layers, to the local window;
 * `gelu` → com.microsoft `BiasGelu` (exact, erf) with an all-zero bias: traced, `nn.GELU`
   becomes five elementwise kernels that ONNX Runtime's fusion does not recognise in the dynamo
-  export, and BiasGelu's kernel is vectorised where the `Gelu` op's is not;
+  export, and BiasGelu's kernel is vectorised where the `Gelu` op's is not
+  (benchmarks/gpu/layer_ops_probe.py);
 * `layer_norm` → com.microsoft `SkipLayerNormalization` with an all-zero skip of [T, D], made
   once a pass: LayerNorm(x + 0) is LayerNorm(x), and ONNX Runtime's skip kernel is vectorised
   where its LayerNormalization kernel is not;
@@ -107,9 +109,8 @@ def pair_order(heads: int, head_dim: int) -> list[int]:
 
 
 def packed_group(heads: int, head_dim: int) -> int:
-    """How many heads' q and k one block of the rotary kernel holds: the most that divide `heads`
-    with 3 × group × head_dim within ROTARY_BLOCK (4 for ModernBERT's heads of 64: blocks of
-    512 elements, the form benchmarks/gpu/layer_ops_probe.py times)."""
+    """How many heads' q, k and v one block of the rotary kernel holds: the most that divide
+    `heads` and fit in ROTARY_BLOCK elements (4 for ModernBERT's heads of 64: 768 elements)."""
     if 3 * head_dim > ROTARY_BLOCK:
         raise ValueError(
             "heads of %d dims are too wide for ONNX Runtime's rotary kernel (3 x %d > %d elements): "
@@ -119,15 +120,16 @@ def packed_group(heads: int, head_dim: int) -> int:
 
 
 def packed_order(heads: int, head_dim: int) -> list[int]:
-    """Output order of the [q | k] projection (2 × heads × head_dim rows) for packed_rotary: per
-    group of packed_group heads, the group's queries, then its keys, both in pair order."""
+    """Output order of the [q | k | v] projection (3 × heads × head_dim rows) for packed_rotary:
+    per group of packed_group heads, the group's queries, then its keys (both in pair order),
+    then its values as they are."""
     group, d = packed_group(heads, head_dim), heads * head_dim
     paired = pair_order(heads, head_dim)
     width = group * head_dim
     out = []
     for g in range(heads // group):
         span = slice(g * width, (g + 1) * width)
-        out += paired[span] + [d + i for i in paired[span]]
+        out += paired[span] + [d + i for i in paired[span]] + list(range(2 * d + g * width, 2 * d + (g + 1) * width))
     return out
 
 
@@ -147,10 +149,10 @@ def packed_rotary_reference(
     return torch.cat([turned, xf[..., rotated:]], -1).to(x.dtype).reshape(b, t, w)
 
 
-def unpack_qk(x: torch.Tensor, groups: int) -> list[torch.Tensor]:
-    """q, k [B, T, W/2] (heads in order) from a packed_order tensor [B, T, W]: one Split."""
+def unpack_qkv(x: torch.Tensor, groups: int) -> list[torch.Tensor]:
+    """q, k, v [B, T, W/3] (heads in order) from a packed_order tensor [B, T, W]: one Split."""
     b, t, w = x.shape
-    return [part.reshape(b, t, w // 2) for part in x.view(b, t, groups, 2, w // groups // 2).split(1, dim=3)]
+    return [part.reshape(b, t, w // 3) for part in x.view(b, t, groups, 3, w // groups // 3).split(1, dim=3)]
 
 
 def rotary_reference(

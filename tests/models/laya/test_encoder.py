@@ -124,19 +124,19 @@ def test_fused_export_emits_one_kernel_per_rotary_and_attention(exports, english
     assert read(exports["sdpa"])["export_options"]["attention"] == "sdpa"
     ops, nodes = _ops(exports["mha"])
     traced, traced_nodes = _ops(exports["sdpa"])
-    # One rotary kernel a layer over q and k from one product, cut by one Split (v is a product
-    # of its own); the decision layers' in-projection split is the other Split each.
+    # One rotary kernel a layer over q, k and v from one product, cut by one Split; the decision
+    # layers' in-projection split is the other Split each.
     assert ops["RotaryEmbedding"] == layers and ops["MultiHeadAttention"] == layers + head
     assert ops["Split"] == layers + head
-    # Against the traced graph, each layer has one product for q and k instead of two, and every
-    # layer (decision layers too) none for QKᵀ and ·V.
-    assert traced["MatMul"] - ops["MatMul"] == layers + 2 * (layers + head)
+    # Against the traced graph, each layer has one product for q, k and v instead of three, and
+    # every layer (decision layers too) none for QKᵀ and ·V.
+    assert traced["MatMul"] - ops["MatMul"] == 2 * layers + 2 * (layers + head)
     import onnx
 
     heads, hidden = meta["dims"]["num_attention_heads"], meta["dims"]["hidden_size"]
     group = fused.packed_group(heads, hidden // heads)
     for node in onnx.load(exports["mha"] + "/model.onnx", load_external_data=False).graph.node:
-        if node.op_type == "RotaryEmbedding":  # several heads' q and k a kernel block, in pair order
+        if node.op_type == "RotaryEmbedding":  # several heads' q, k, v a kernel block, in pair order
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             assert attrs["interleaved"] == 1 and attrs["num_heads"] == heads // group, attrs
             assert attrs["rotary_embedding_dim"] == 2 * group * (hidden // heads), attrs
@@ -174,25 +174,26 @@ def test_fused_and_traced_exports_agree_on_ort(exports):
 
 
 @pytest.mark.parametrize("heads, head_dim, group", [(2, 32, 2), (16, 64, 4), (12, 64, 4), (1, 64, 1), (3, 320, 1)])
-def test_packed_rotary_is_rotate_half_on_q_and_k(heads, head_dim, group):
+def test_packed_rotary_is_rotate_half_on_q_and_k_and_leaves_v(heads, head_dim, group):
     """One product's rows in packed_order, rotated a group of heads a block and split, are
-    rotate_half of q and k permuted into pair order (attention's q·k is unchanged)."""
+    rotate_half of q and k permuted into pair order (attention's q·k is unchanged) and v as it is."""
     assert fused.packed_group(heads, head_dim) == group
     d = heads * head_dim
     order = torch.tensor(fused.packed_order(heads, head_dim))
-    assert sorted(order.tolist()) == list(range(2 * d))
+    assert sorted(order.tolist()) == list(range(3 * d))
     positions = torch.arange(40, dtype=torch.float32)[:, None]
     freqs = positions / (10000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim))[None, :]
     cos, sin = freqs.cos(), freqs.sin()
-    x = torch.randn(3, 17, 2 * d)
+    x = torch.randn(3, 17, 3 * d)
     at = torch.randint(0, 40, (3, 17))
     packed = fused.packed_rotary_reference(
         x[..., order], at, cos.repeat(1, 2 * group), sin.repeat(1, 2 * group), heads // group, 2 * group * head_dim
     )
-    q, k = fused.unpack_qk(packed, heads // group)
+    q, k, v = fused.unpack_qkv(packed, heads // group)
     pairs = torch.tensor(fused.pair_order(heads, head_dim))
     assert torch.allclose(q, fused.rotary_reference(x[..., :d], at, cos, sin, heads)[..., pairs], atol=1e-6)
-    assert torch.allclose(k, fused.rotary_reference(x[..., d:], at, cos, sin, heads)[..., pairs], atol=1e-6)
+    assert torch.allclose(k, fused.rotary_reference(x[..., d : 2 * d], at, cos, sin, heads)[..., pairs], atol=1e-6)
+    assert torch.equal(v, x[..., 2 * d :])
 
 
 def test_heads_too_wide_for_the_rotary_kernel_take_the_traced_attention():
