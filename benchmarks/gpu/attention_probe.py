@@ -32,6 +32,8 @@ import warnings
 
 import numpy as np
 
+from benchmarks.gpu.bound_graph import bound
+
 HEADS, HEAD_DIM = 16, 64
 D = HEADS * HEAD_DIM
 
@@ -175,22 +177,11 @@ def main(argv=None):
     if cuda:
         ort.preload_dlls()
     dtype = np.float16 if cuda else np.float32
-    providers = ["CUDAExecutionProvider"] if cuda else ["CPUExecutionProvider"]
     rng = np.random.default_rng(0)
     report = {"tokens": args.tokens, "dtype": np.dtype(dtype).name, "device": args.device, "cases": []}
 
     def timed(kind: str, feeds: dict) -> dict:
-        session = ort.InferenceSession(_graph(kind, dtype), providers=providers)
-        binding = session.io_binding()
-        for name, value in feeds.items():
-            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda" if cuda else "cpu", 0))
-        binding.bind_output("y", "cuda" if cuda else "cpu")
-
-        def run():
-            session.run_with_iobinding(binding)
-
-        for _ in range(3):
-            run()
+        run, binding = bound(_graph(kind, dtype), feeds, ["y"], cuda)
         t0 = time.perf_counter()
         for _ in range(args.iters):
             run()

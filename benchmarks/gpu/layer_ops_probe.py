@@ -33,6 +33,8 @@ import warnings
 
 import numpy as np
 
+from benchmarks.gpu.bound_graph import bound
+
 D, INNER, HEADS, HEAD_DIM, GROUP, POSITIONS = 1024, 2624, 16, 64, 4, 512
 CHECKED = 64  # tokens whose output is checked against numpy (the first ones of each pass)
 
@@ -217,8 +219,6 @@ def main(argv=None):
     if cuda:
         ort.preload_dlls()
     dtype = np.float16 if cuda else np.float32
-    where = "cuda" if cuda else "cpu"
-    providers = [("CUDAExecutionProvider", {})] if cuda else ["CPUExecutionProvider"]
     rng = np.random.default_rng(0)
     report = {"dtype": np.dtype(dtype).name, "device": args.device, "cases": []}
     for shape in args.shapes.split(","):
@@ -226,20 +226,7 @@ def main(argv=None):
         for name, graph, feeds, outputs, ref in cases(b, t, dtype, rng):
             row: dict = {"case": name, "shape": [b, t], "tokens": b * t}
             try:
-                options = ort.SessionOptions()
-                options.log_severity_level = 3
-                session = ort.InferenceSession(graph, options, providers=providers)
-                binding = session.io_binding()
-                for key, value in feeds.items():
-                    binding.bind_ortvalue_input(key, ort.OrtValue.ortvalue_from_numpy(value, where, 0))
-                for o in outputs:
-                    binding.bind_output(o, where)
-
-                def run(session=session, binding=binding):
-                    session.run_with_iobinding(binding)
-
-                for _ in range(3):
-                    run()
+                run, binding = bound(graph, feeds, outputs, cuda)
                 got = binding.copy_outputs_to_cpu()[0]
                 got = (got[:CHECKED] if got.ndim == 2 else got[:1, :CHECKED]).astype(np.float64)
                 row["max_abs_err"] = float(np.abs(got - ref).max())
