@@ -28,11 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import warnings
 
 import numpy as np
 
-from benchmarks.gpu.bound_graph import bound
+from benchmarks.gpu.bound_graph import bound, runtime
 
 HEADS, HEAD_DIM = 16, 64
 D = HEADS * HEAD_DIM
@@ -170,13 +169,7 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    warnings.simplefilter("ignore")
-    import onnxruntime as ort
-
-    cuda = args.device != "cpu"
-    if cuda:
-        ort.preload_dlls()
-    dtype = np.float16 if cuda else np.float32
+    cuda, dtype = runtime(args.device)
     rng = np.random.default_rng(0)
     report = {"tokens": args.tokens, "dtype": np.dtype(dtype).name, "device": args.device, "cases": []}
 

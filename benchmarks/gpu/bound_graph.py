@@ -32,3 +32,18 @@ def bound(
     for _ in range(warmup):
         run()
     return run, binding
+
+
+def runtime(device: str) -> tuple[bool, type]:
+    """(whether the probe runs on CUDA, its dtype: float16 there, float32 on the CPU kernels),
+    with onnxruntime's CUDA libraries loaded where it does; warnings off."""
+    import warnings
+
+    import numpy as np
+    import onnxruntime as ort
+
+    warnings.simplefilter("ignore")
+    cuda = device != "cpu"
+    if cuda:
+        ort.preload_dlls()
+    return cuda, np.float16 if cuda else np.float32

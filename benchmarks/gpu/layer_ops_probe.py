@@ -29,11 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import warnings
 
 import numpy as np
 
-from benchmarks.gpu.bound_graph import bound
+from benchmarks.gpu.bound_graph import bound, runtime
 
 D, INNER, HEADS, HEAD_DIM, GROUP, POSITIONS = 1024, 2624, 16, 64, 4, 512
 CHECKED = 64  # tokens whose output is checked against numpy (the first ones of each pass)
@@ -212,13 +211,7 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    warnings.simplefilter("ignore")
-    import onnxruntime as ort
-
-    cuda = args.device != "cpu"
-    if cuda:
-        ort.preload_dlls()
-    dtype = np.float16 if cuda else np.float32
+    cuda, dtype = runtime(args.device)
     rng = np.random.default_rng(0)
     report = {"dtype": np.dtype(dtype).name, "device": args.device, "cases": []}
     for shape in args.shapes.split(","):
