@@ -81,6 +81,7 @@ class OpenJevModel(QwenServed):
             "max_questions": lim.max_questions,
             "max_candidates": lim.max_candidates,
             "max_choice_options": lim.max_choice_options,
+            "max_score_levels": lim.max_score_levels,
             "max_length": self.export.max_length,
             "question_types": ["choice", "score", "noul"],
             "truncates_state": False,

@@ -13,7 +13,12 @@ pytestmark = pytest.mark.slow  # a few hundred requests through the executor
 
 class TestConformance(conformance.FamilyConformance):
     MODEL = "open-jev-9b"
-    LIMITS = {"question_types": ["choice", "score", "noul"], "max_choice_options": 255, "max_questions": 4096}
+    LIMITS = {
+        "question_types": ["choice", "score", "noul"],
+        "max_choice_options": 255,
+        "max_score_levels": 10,
+        "max_questions": 4096,
+    }
     MAX_WORDS = 250
     # A choice's options are rows of their own (candidates), each a pass's row on the CPU: up to 12
     # options a choice and 3 questions a request keep the suite to a minute.
