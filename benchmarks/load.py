@@ -6,8 +6,10 @@
 Per concurrency: one excluded warm-up pass (a quarter of a pass unless `--warmup` says how many
 requests: a workload of many distinct lengths needs a whole pass, or the first measured pass is
 where most shapes are seen first), then two measured passes. Each of `c` clients keeps
-one HTTP/1.1 keep-alive connection and sends the workload's requests in turn, the next as soon
-as the last answered. A minimal asyncio HTTP client keeps the load generator cheap; clients are
+one HTTP/1.1 keep-alive connection and sends its share of the workload's first lines in turn,
+the next as soon as the last answered: client k of c sends lines k, k + c, k + 2c, ..., so every
+pass at every concurrency sends the same requests (a level's requests/s then compares with
+another's on the same work). A minimal asyncio HTTP client keeps the load generator cheap; clients are
 spread over several processes (`--procs`) so the generator is not what is measured. What the
 client itself adds to each latency depends on its event loop (`--client-loop`: asyncio's own, the
 default every earlier report used; uvloop; or `blocking`, one plain socket per client thread,
@@ -76,11 +78,11 @@ def _header(line: bytes, length: int, timing: str) -> tuple[int, str]:
     return length, timing
 
 
-async def _client(host, port, bodies, count, start_index, results):
+async def _client(host, port, bodies, count, first, stride, results):
     reader, writer = await asyncio.open_connection(host, port)
     try:
         for i in range(count):
-            index, data, decisions = _request(host, bodies, start_index + i)
+            index, data, decisions = _request(host, bodies, first + i * stride)
             sent, t0 = time.time(), time.perf_counter()
             writer.write(data)
             await writer.drain()
@@ -111,7 +113,7 @@ def _read_response(f):
     return status, timing
 
 
-def _blocking_client(host, port, bodies, count, start_index, results):
+def _blocking_client(host, port, bodies, count, first, stride, results):
     """The same requests as `_client` over one blocking socket: no event loop in the client."""
     import socket
 
@@ -119,7 +121,7 @@ def _blocking_client(host, port, bodies, count, start_index, results):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         f = sock.makefile("rb")
         for i in range(count):
-            index, data, decisions = _request(host, bodies, start_index + i)
+            index, data, decisions = _request(host, bodies, first + i * stride)
             sent, t0 = time.time(), time.perf_counter()
             sock.sendall(data)
             status, timing = _read_response(f)
@@ -127,13 +129,15 @@ def _blocking_client(host, port, bodies, count, start_index, results):
 
 
 def _proc(args):
-    host, port, bodies, per_client, clients, offset, client_loop = args
+    host, port, bodies, per_client, clients, offset, stride, client_loop = args
     if client_loop == "blocking":
         import threading
 
         results: list = []
         threads = [
-            threading.Thread(target=_blocking_client, args=(host, port, bodies, per_client, offset + k * 7, results))
+            threading.Thread(
+                target=_blocking_client, args=(host, port, bodies, per_client, offset + k, stride, results)
+            )
             for k in range(clients)
         ]
         for t in threads:
@@ -145,7 +149,7 @@ def _proc(args):
     async def main():
         results = []
         await asyncio.gather(
-            *(_client(host, port, bodies, per_client, offset + k * 7, results) for k in range(clients))
+            *(_client(host, port, bodies, per_client, offset + k, stride, results) for k in range(clients))
         )
         return results
 
@@ -203,8 +207,14 @@ def run_pass(url, bodies, concurrency, requests, procs, pool, per_request: bool 
     procs = max(1, min(procs, concurrency))
     split = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
     t0, started = time.perf_counter(), time.time()
+    firsts = [sum(split[:i]) for i in range(len(split))]  # each process's first client, of all c
     parts = pool.map(
-        _proc, [(u.hostname, u.port, bodies, per_client, n, i * 131, client_loop) for i, n in enumerate(split) if n]
+        _proc,
+        [
+            (u.hostname, u.port, bodies, per_client, n, first, concurrency, client_loop)
+            for n, first in zip(split, firsts, strict=True)
+            if n
+        ],
     )
     wall = time.perf_counter() - t0
     results = [r for part in parts for r in part]

@@ -142,3 +142,27 @@ def test_client_loops_send_the_same_requests(server, tmp_path):
                 assert p["ok"] == p["requests"] == 4 and p["errors"] == {}
                 assert sorted(r[0] for r in p["per_request"]) == [0, 0, 1, 1]
                 assert "infer" in p["server_timing_p50_ms"] and p["p50_ms"] > 0
+
+
+def test_every_level_sends_the_same_requests(server, tmp_path):
+    """Client k of c sends lines k, k + c, ...: a pass at any concurrency, over any number of
+    client processes, sends the workload's first `requests` lines once each, so the levels'
+    requests/s and real tokens compare on the same work."""
+    bodies = [
+        {"state": "order %s" % ("word " * (3 * i + 1)), "questions": {"q": {"type": "noul", "instructions": "Late?"}}}
+        for i in range(12)
+    ]
+    workload = tmp_path / "w.jsonl"
+    workload.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+    out = tmp_path / "r.json"
+    load.main(
+        ["--url", server.url, "--workload", str(workload), "--concurrency", "1,2,4", "--requests", "8"]
+        + ["--warmup", "4", "--per-request", "--procs", "2", "--out", str(out)]
+    )
+    report = json.loads(out.read_text())
+    tokens = set()
+    for level in report["levels"]:
+        for p in level["passes"]:
+            assert sorted(r[0] for r in p["per_request"]) == list(range(8))
+            tokens.add(p["real_tokens"])
+    assert len(tokens) == 1  # the same real tokens at every level (the server's own count)
