@@ -76,6 +76,8 @@ def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress
     """Write `out_dir/model.onnx` (+ external data) for a built backbone; returns the path."""
     import torch
 
+    from models.qwen35.graph import SharedHead
+
     readout = model.readout
     ids, positions = example_inputs(model.d.vocab_size, 2, 70, seed=0)
     batch, seq = torch.export.Dim("batch_size"), torch.export.Dim("seq_len")
@@ -83,6 +85,9 @@ def export_graph(model, out_dir: str, kernel: str = "linear_attention", progress
     dynamic = {"input_ids": {0: batch, 1: seq}}
     if readout != "all":
         dynamic["positions"] = {0: batch}
+    if isinstance(model, SharedHead):  # the pass's prompt head first: [1, P]
+        args = (example_inputs(model.d.vocab_size, 1, 41, seed=1)[0], *args)
+        dynamic = {"head_ids": {1: torch.export.Dim("head_len")}, **dynamic}
     return export_program(model, args, list(dynamic), output_names(readout), dynamic, out_dir, kernel, progress)
 
 
@@ -116,6 +121,8 @@ def export_program(module, args, input_names, output_names_, dynamic, out_dir: s
             custom_translation_table={
                 torch.ops.omni_qwen35.gated_delta.default: gdn.translation(),
                 torch.ops.omni_qwen35.gated_delta_fused.default: gdn.fused_translation(),
+                torch.ops.omni_qwen35.gated_delta_state.default: gdn.translation(with_state=True),
+                torch.ops.omni_qwen35.gated_delta_fused_state.default: gdn.fused_translation(with_state=True),
                 torch.ops.omni_qwen35.causal_conv_silu.default: gdn.conv_translation(),
                 **fused.translations(),
             },

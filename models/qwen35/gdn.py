@@ -140,6 +140,46 @@ def _(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, sta
     return qkv.new_empty(qkv.shape[0], qkv.shape[1], value_heads, value_dim)
 
 
+@torch.library.custom_op("omni_qwen35::gated_delta_state", mutates_args=())
+def gated_delta_state(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`gated_delta` from a zero state, and the state after the last token [B, Hv, Dv, Dk] fp32:
+    a shared prompt head's, which its candidates' rows start from (graph.SharedHead)."""
+    out, final = recurrence(q, k, v, g, beta)
+    return out, final
+
+
+@gated_delta_state.register_fake
+def _(q, k, v, g, beta):
+    b, _, hv, dv = v.shape
+    return torch.empty_like(v), v.new_empty((b, hv, dv, q.shape[-1]), dtype=torch.float32)
+
+
+@torch.library.custom_op("omni_qwen35::gated_delta_fused_state", mutates_args=())
+def gated_delta_fused_state(
+    qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    key_heads: int,
+    key_dim: int,
+    value_heads: int,
+    value_dim: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`gated_delta_fused` from a zero state, and the state after the last token."""
+    g, beta = gates(a, b, a_log, dt_bias)
+    out, final = recurrence(*split_qkv(qkv, key_heads, key_dim, value_heads, value_dim), g, beta)
+    return out, final
+
+
+@gated_delta_fused_state.register_fake
+def _(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim):
+    out = qkv.new_empty(qkv.shape[0], qkv.shape[1], value_heads, value_dim)
+    return out, qkv.new_empty((qkv.shape[0], value_heads, value_dim, key_dim), dtype=torch.float32)
+
+
 @torch.library.custom_op("omni_qwen35::causal_conv_silu", mutates_args=())
 def causal_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
     """silu(causal depthwise conv1d) over [B, T, C] (channels last), weight [C, 1, K], no bias;
@@ -184,8 +224,9 @@ def _zero_state(op, like, value_heads: int, value_dim: int, key_dim: int, state=
     return op.ConstantOfShape(shape)
 
 
-def translation():
-    """The ONNX translation of `gated_delta`: LinearAttention (torch.onnx custom_translation_table)."""
+def translation(with_state: bool = False):
+    """The ONNX translation of `gated_delta` (`with_state`: of `gated_delta_state`, which also
+    returns the final state): LinearAttention (torch.onnx custom_translation_table)."""
     from onnxscript import opset18 as op
 
     from models import onnx_ops
@@ -193,6 +234,9 @@ def translation():
     ms, _ = onnx_ops.opsets()
 
     def linear_attention(q, k, v, g, beta, state=None):
+        return linear_attention_state(q, k, v, g, beta, state)[0]
+
+    def linear_attention_state(q, k, v, g, beta, state=None):
         # Packed [B, T, H*D] layout with q/k expanded to the value heads (LinearAttention's GQA
         # shares kv heads among query heads, the opposite of GDN's grouping).
         hk, dk = q.shape[2], q.shape[3]
@@ -219,7 +263,7 @@ def translation():
         q, k, v32 = (op.Cast(x, to=1) for x in (q, k, v))  # LinearAttention: one dtype, fp32
         packed_v = op.Reshape(v32, op.Concat(bt, op.Constant(value_ints=[hv * dv]), axis=0))
         past = None if state is None else op.Transpose(state, perm=[0, 1, 3, 2])  # K-major here
-        out, _state = ms.LinearAttention(
+        out, present = ms.LinearAttention(
             expand(q),
             expand(k),
             packed_v,
@@ -232,13 +276,15 @@ def translation():
             scale=float(dk**-0.5),
             _outputs=2,
         )
-        return op.CastLike(op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0)), v)
+        out = op.CastLike(op.Reshape(out, op.Concat(bt, op.Constant(value_ints=[hv, dv]), axis=0)), v)
+        return out, op.Transpose(present, perm=[0, 1, 3, 2])  # back to V-major
 
-    return linear_attention
+    return linear_attention if not with_state else linear_attention_state
 
 
-def fused_translation():
-    """The ONNX translation of `gated_delta_fused`: one GatedDeltaNet node in its packed form
+def fused_translation(with_state: bool = False):
+    """The ONNX translation of `gated_delta_fused` (`with_state`: of `gated_delta_fused_state`, its
+    second output the final state): one GatedDeltaNet node in its packed form
     (query = the conv output flattened to [B·T, C], key and value absent; the head counts come
     from the state's shape) with gate_activation="qwen" and beta_activation="sigmoid"."""
     from onnxscript import opset18 as op
@@ -248,6 +294,12 @@ def fused_translation():
     ms, _ = onnx_ops.opsets()
 
     def gated_delta_net_fused(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, state=None):
+        return fused_state(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, state)[0]
+
+    def gated_delta_net_fused_state(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim):
+        return fused_state(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim)
+
+    def fused_state(qkv, a, b, a_log, dt_bias, key_heads, key_dim, value_heads, value_dim, state=None):
         tokens = op.Constant(value_ints=[-1, 2 * key_heads * key_dim + value_heads * value_dim])
         per_head = op.Constant(value_ints=[-1, value_heads])
         outputs = ms.GatedDeltaNet(
@@ -266,8 +318,9 @@ def fused_translation():
             beta_activation="sigmoid",
             _outputs=2,
         )
-        return op.Reshape(
+        out = op.Reshape(
             outputs[0], op.Concat(_leading(op, qkv, 2), op.Constant(value_ints=[value_heads, value_dim]), axis=0)
         )
+        return out, outputs[1]
 
-    return gated_delta_net_fused
+    return gated_delta_net_fused if not with_state else gated_delta_net_fused_state

@@ -28,7 +28,16 @@ from torch.nn import functional as F
 from models.projections import parts, rows
 from models.qwen35 import fused
 from models.qwen35.dims import TextDims
-from models.qwen35.gdn import causal_conv_silu, gated_delta, gated_delta_fused, gates, recurrence, split_qkv
+from models.qwen35.gdn import (
+    causal_conv_silu,
+    gated_delta,
+    gated_delta_fused,
+    gated_delta_fused_state,
+    gated_delta_state,
+    gates,
+    recurrence,
+    split_qkv,
+)
 
 
 def _last(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -116,12 +125,16 @@ class GatedDeltaNet(nn.Module):
         self.in_proj = _merged(*linears)
         del self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a
 
-    def forward(self, x, capture: list | None = None):
-        """`capture`: a list that gets (conv inputs, state) after x's last token (prefix.py)."""
+    def forward(self, x, capture: list | None = None, head: tuple | None = None):
+        """`capture`: a list that gets (conv inputs, state) after x's last token (prefix.py).
+        `head`: a shared head's (conv inputs, state) from `forward_head`, which every row starts
+        from (else the baked head's, if any)."""
         d = self.d
         b, t, _ = x.shape
         conv_state = state = None
-        if self.headed:
+        if head is not None:
+            conv_state, state = head[0].expand(b, -1, -1), head[1].expand(b, -1, -1, -1)
+        elif self.headed:
             conv_state = self.prefix_conv.expand(b, -1, -1)
             state = self.prefix_state.expand(b, -1, -1, -1)
         # b and a as one product (one launch rather than two narrow, launch-bound ones),
@@ -145,11 +158,34 @@ class GatedDeltaNet(nn.Module):
             o = gated_delta_fused(qkv, a_logits, b_logits, self.A_log, self.dt_bias, *heads, state)
         else:
             o = gated_delta(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias), state)
-        o = o.to(dtype)
-        # o: [B, T, Hv, Dv]
+        return self._out(o.to(dtype), z)
+
+    def _out(self, o, z):
+        """The gated norm and output projection of the recurrence's output o [B, T, Hv, Dv]."""
+        d = self.d
+        b, t = z.shape[:2]
         z = z.reshape(b, t, d.linear_num_value_heads, d.linear_value_head_dim)
         o = rms_norm(o, self.norm.weight, d.rms_norm_eps, 0.0) * F.silu(z)
         return self.out_proj(o.reshape(b, t, d.value_dim))
+
+    def forward_head(self, x):
+        """A shared prompt head's stream, x [1, P, H] (every position real): its output, and
+        (its last K-1 conv inputs, its final recurrent state), what `forward(head=...)` reads."""
+        d = self.d
+        nqkv, nz, nb, na = self.in_proj_sizes
+        qkv, z, ba = parts(self.in_proj, x, [nqkv, nz, nb + na])
+        b_logits, a_logits = ba.float().split([nb, na], dim=-1)
+        conv = _last(qkv, self.conv1d.weight.shape[-1] - 1)
+        qkv = causal_conv_silu(qkv, self.conv1d.weight, None)
+        heads = (d.linear_num_key_heads, d.linear_key_head_dim, d.linear_num_value_heads, d.linear_value_head_dim)
+        dtype = qkv.dtype
+        if self.gdn_dtype is not None:
+            qkv = qkv.to(self.gdn_dtype)
+        if self.fused:
+            o, state = gated_delta_fused_state(qkv, a_logits, b_logits, self.A_log, self.dt_bias, *heads)
+        else:
+            o, state = gated_delta_state(*split_qkv(qkv, *heads), *gates(a_logits, b_logits, self.A_log, self.dt_bias))
+        return self._out(o.to(dtype), z), (conv, state)
 
 
 class Attention(nn.Module):
@@ -179,11 +215,12 @@ class Attention(nn.Module):
         self.qkv_proj = _merged(self.q_proj, self.k_proj, self.v_proj)
         del self.q_proj, self.k_proj, self.v_proj
 
-    def forward(self, x, cos, sin, lengths=None, capture: list | None = None):
+    def forward(self, x, cos, sin, lengths=None, capture: list | None = None, head: tuple | None = None):
         """`lengths`: fused.seqlens_k of the pass, made once for all layers (Backbone); without
         it (the reference maths, Layer.forward) the layer makes its own. cos and sin cover x's
         positions (after a prompt head's). `capture`: a list that gets x's (rotated) keys and
-        values (prefix.py)."""
+        values (prefix.py). `head`: a shared head's (keys, values) [1, P, Hkv, hd], read ahead of
+        every row's (else the baked head's, if any); the layer then counts `lengths` itself."""
         d = self.d
         b, t, _ = x.shape
         hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
@@ -201,21 +238,24 @@ class Attention(nn.Module):
         v = v.view(b, t, hkv, hd)
         if capture is not None:
             capture += [k, v]
-        head = 0
-        if self.headed:
+        keys, values = head if head is not None else (self.prefix_k, self.prefix_v) if self.headed else (None, None)
+        n = 0
+        if keys is not None:
             # The head's keys and values ahead of the row's, and zero queries at the head's
             # positions, whose outputs are dropped: the one causal kernel then reads the whole
             # prompt at any batch size (its past-key input takes several new tokens at batch 1 only).
-            head = self.prefix_k.shape[1]
-            k = torch.cat([self.prefix_k.expand(b, -1, -1, -1), k], 1)
-            v = torch.cat([self.prefix_v.expand(b, -1, -1, -1), v], 1)
-            q = torch.cat([q.new_zeros(b, head, hq, hd), q], 1)
+            n = keys.shape[1]
+            k = torch.cat([keys.expand(b, -1, -1, -1), k], 1)
+            v = torch.cat([values.expand(b, -1, -1, -1), v], 1)
+            q = torch.cat([q.new_zeros(b, n, hq, hd), q], 1)
         if self.kernel == "gqa":
-            o = fused.causal_attention(q, k, v, fused.seqlens_k(x, head) if lengths is None else lengths, hd**-0.5)
+            if lengths is None:
+                lengths = fused.seqlens_k(q[:, :, 0]) if head is not None else fused.seqlens_k(x, n)
+            o = fused.causal_attention(q, k, v, lengths, hd**-0.5)
         else:
             o = fused.attention_reference(q, k, v, hd**-0.5)
-        if head:
-            o = o[:, head:]
+        if keys is not None:
+            o = o[:, n:]
         return self.o_proj(o * torch.sigmoid(gate.reshape(b, t, hq * hd)))
 
 
@@ -308,8 +348,38 @@ class Backbone(nn.Module):
             delta = layer.mlp(h)
         return add_norm(self.norm, x, delta)[0]
 
+    def shared_hidden(self, head_ids, input_ids):
+        """Final-norm hidden states [B, T, H] of rows `input_ids` that all continue one prompt
+        head `head_ids` [1, P]: the head runs once, as a stream of its own (batch 1), and each
+        layer's rows start from what it leaves (GDN: last conv inputs and recurrent state;
+        attention: rotated keys and values), at positions from P on. The same sums as running
+        every row whole (`hidden_states` on head + row), without repeating the head per row."""
+        xh, x = self.embed_tokens(head_ids), self.embed_tokens(input_ids)
+        p = head_ids.shape[1]
+        cos_h, sin_h = self.rope(p, head_ids.device, xh.dtype)
+        cos, sin = self.rope(input_ids.shape[1], input_ids.device, x.dtype, p)
+        lengths_h = fused.seqlens_k(xh) if self.attention == "gqa" else None
+        delta_h = delta = None
+        for layer in self.layers:
+            hh, xh = add_norm(layer.input_layernorm, xh, delta_h)
+            h, x = add_norm(layer.input_layernorm, x, delta)
+            if layer.kind == "linear_attention":
+                mixed_h, states = layer.linear_attn.forward_head(hh)
+                mixed = layer.linear_attn(h, head=states)
+            else:
+                taken: list = []
+                mixed_h = layer.self_attn(hh, cos_h, sin_h, lengths_h, capture=taken)
+                mixed = layer.self_attn(h, cos, sin, head=(taken[0], taken[1]))
+            hh, xh = add_norm(layer.post_attention_layernorm, xh, mixed_h)
+            h, x = add_norm(layer.post_attention_layernorm, x, mixed)
+            delta_h, delta = layer.mlp(hh), layer.mlp(h)
+        return add_norm(self.norm, x, delta)[0]
+
     def forward(self, input_ids, positions=None):
-        hs = self.hidden_states(input_ids)
+        return self.read(self.hidden_states(input_ids), positions)
+
+    def read(self, hs, positions=None):
+        """The readout of final-norm hidden states hs [B, T, H] (`positions`: each row's last)."""
         if self.readout == "all":
             if self.prefix_hidden is not None:
                 return torch.cat([self.prefix_hidden.expand(hs.shape[0], -1, -1), hs.float()], 1)
@@ -357,3 +427,20 @@ class Backbone(nn.Module):
         for layer in self.layers:
             for module in (layer.mlp, layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn):
                 module.merge_projections()
+
+
+class SharedHead(nn.Module):
+    """A backbone ("last" or "letters" readout, no baked head) whose graph takes a prompt head
+    per pass: forward(head_ids [1, P], input_ids [B, T], positions [B]), every row continuing the
+    head (`Backbone.shared_hidden`), positions counted within the row after it. A request's
+    candidates that repeat one long state then run it once a pass, not once a row."""
+
+    def __init__(self, backbone: Backbone):
+        super().__init__()
+        if backbone.readout == "all" or backbone.prefix_ids:
+            raise ValueError("a shared head needs a backbone with a per-row readout and no baked head")
+        self.backbone = backbone
+        self.d, self.readout = backbone.d, backbone.readout
+
+    def forward(self, head_ids, input_ids, positions):
+        return self.backbone.read(self.backbone.shared_hidden(head_ids, input_ids), positions)
