@@ -19,18 +19,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-
-def common(rows: Sequence[Sequence[int]]) -> int:
-    """The number of leading tokens every row shares (a lone row: none, since nothing is shared)."""
-    if len(rows) < 2:
-        return 0
-    first, n = rows[0], min(len(r) for r in rows)
-    for other in rows[1:]:
-        k = 0
-        while k < n and other[k] == first[k]:
-            k += 1
-        n = k
-    return n
+from models.qwen35 import prefix
 
 
 def spared(groups: Sequence[Sequence[Sequence[int]]]) -> tuple[int, int]:
@@ -38,7 +27,7 @@ def spared(groups: Sequence[Sequence[Sequence[int]]]) -> tuple[int, int]:
     run = shared = 0
     for rows in groups:
         lengths = [len(r) for r in rows]
-        n = common(rows)
+        n = prefix.common(rows) if len(rows) > 1 else 0  # a lone row shares nothing
         run += sum(lengths)
         shared += n + sum(k - n for k in lengths)
     return run, shared

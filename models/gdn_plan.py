@@ -25,11 +25,19 @@ DEFAULT = "chunked_split"
 FLOAT16_ONLY = ("chunked", "chunked_split")
 
 
-def plan_for(plan: str, gdn_dtype: str) -> str:
+def plan_for(plan: str, gdn_dtype: str, shared_head: bool = False) -> str:
     """The GatedDeltaNet engine to build a graph's InferenceSession with: `plan`, unless it takes
-    float16 only and the graph's GatedDeltaNet layers read another dtype; then ONNX Runtime's own
-    ("auto")."""
+    float16 only and the graph's GatedDeltaNet layers read another dtype, or the graph takes a
+    prompt head per pass (`shared_head`: a head or a pass's rows may run under the 32 tokens the
+    chunked engines take); then ONNX Runtime's own ("auto"), which picks by shape."""
+    if shared_head:
+        return "auto"
     return "auto" if plan in FLOAT16_ONLY and gdn_dtype != "float16" else plan
+
+
+def shared_head(manifest: Mapping[str, Any]) -> bool:
+    """Whether an export's graph takes a prompt head per pass (models/qwen35/graph.SharedHead)."""
+    return bool(manifest.get("graph", {}).get("shared_head"))
 
 
 def plan_note(manifest: Mapping[str, Any], configured: str, plan: str) -> str | None:
@@ -38,6 +46,9 @@ def plan_note(manifest: Mapping[str, Any], configured: str, plan: str) -> str | 
     graph = manifest.get("graph", {})
     if plan == configured or not graph.get("gdn_kernel", "").startswith("gated_delta_net"):
         return None
+    if shared_head(manifest):
+        return "its graph takes a prompt head per pass, which may be under the 32 tokens a row %s takes: " \
+            "its GatedDeltaNet layers run ONNX Runtime's own engine" % configured
     dtype = gdn_dtype(manifest)
     note = "its GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s (float16 only)" % (
         dtype,

@@ -295,7 +295,7 @@ class Executor:
             policy = slot.model.cuda_graphs
             graphs = self.settings.cuda_graphs if policy is not None else 0
             dtype = gdn_plan.gdn_dtype(slot.model.manifest)
-            plan = gdn_plan.plan_for(self.settings.cuda_gdn_plan, dtype)
+            plan = gdn_plan.plan_for(self.settings.cuda_gdn_plan, dtype, gdn_plan.shared_head(slot.model.manifest))
             note = gdn_plan.plan_note(slot.model.manifest, self.settings.cuda_gdn_plan, plan)
             if note:
                 log.info("model %s: %s", slot.name, note)

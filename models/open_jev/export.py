@@ -90,7 +90,11 @@ def export(
     )
     state = weights.load_text_state(base_src.path, _load_dtype(dtype))
     merged = weights.merge_lora(state, package.adapter_path)
-    model = qexport.build_module(dims, state, "last", dtype, consume=True)
+    # A request's candidates repeat its state: the graph takes their common prompt head once a
+    # pass (graph.SharedHead; the served adapter, models/qwen35/rows.SharedHeadAdapter).
+    from models.qwen35.graph import SharedHead
+
+    model = SharedHead(qexport.build_module(dims, state, "last", dtype, consume=True))
     del state
     progress("[4/5] exporting (%s, GDN kernel %s)" % (dtype, gdn_kernel))
     gate = functools.partial(
@@ -127,7 +131,7 @@ def export(
         "graph": graph,
         "check": check,
         "merged_modules": len(merged),
-        "inputs": ["input_ids", "positions"],
+        "inputs": ["head_ids", "input_ids", "positions"],
         "outputs": ["hidden"],
         "export_options": options,
         "exporter": export_dir.exporter_info(qexport.OPSET),

@@ -11,7 +11,9 @@ from models.errors import InferenceFailed
 from models.open_jev import checkpoint as ck
 from models.open_jev import finish as finishing
 from models.open_jev.prepare import LIMITS, OpenJevLimits, prepare
-from models.qwen35.rows import LastTokenAdapter
+from models import gdn_plan
+from models.qwen35 import prefix
+from models.qwen35.rows import LastTokenAdapter, SharedHeadAdapter
 from models.qwen35.served import QwenServed
 
 WARMUP_REQUEST = {
@@ -51,9 +53,25 @@ class OpenJevModel(QwenServed):
                 % (directory, len(self.export.head_weight), hidden)
             )
         self.limits_ = limits or LIMITS
-        self.adapter = LastTokenAdapter(self.pad_id, key=self.family)
         # The export's own names (its `--name` and aliases) pass besides upstream's.
         self.names = (self.name, *self.aliases)
+        self.adapter: LastTokenAdapter = LastTokenAdapter(self.pad_id, key=self.family)
+        if gdn_plan.shared_head(manifest):
+            # Candidates share their request's chat turn and state: the graph takes them once a
+            # pass. A pass's shape then holds its head's length, so none is captured.
+            self.adapter = SharedHeadAdapter(self.pad_id, self.family, self.fixed_head())
+            self.cuda_graphs = None
+
+    def fixed_head(self) -> list[int]:
+        """The tokens every candidate row starts with: the chat turn up to the state, as this
+        export's tokenizer and prompt encode it (the rows of states that start unlike each other
+        share no more)."""
+        rows = []
+        for state in ("a", "1", "{", "日本", "\n", " ", "é", "<"):
+            body = {"model": self.name, "state": state, "questions": {"q": {"type": "noul", "instructions": "q"}}}
+            rows += prepare(body, self.tok, self.export, self.limits_, names=self.names)[0]
+        ids = [r.ids for r in rows]
+        return [int(t) for t in ids[0][: prefix.common(ids)]]
 
     def prepare(self, body: Mapping[str, Any], profile: str = "reference") -> Prepared:
         rows, context, usage = prepare(body, self.tok, self.export, self.limits_, names=self.names, profile=profile)

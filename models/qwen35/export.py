@@ -161,12 +161,16 @@ def check_graph(model, onnx_path: str, tolerance: float = 1e-3) -> float:
     import onnxruntime as ort
     import torch
 
+    from models.qwen35.graph import SharedHead
+
     session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     worst = 0.0
     for batch, seq in ((1, 9), (3, 133)):
         ids, positions = example_inputs(model.d.vocab_size, batch, seq, seed=batch)
         args = (ids,) if model.readout == "all" else (ids, positions)
+        if isinstance(model, SharedHead):  # a head of another length than traced
+            args = (example_inputs(model.d.vocab_size, 1, 3 + seq // 2, seed=seq)[0], *args)
         with torch.no_grad():
             ref = model(*args)
         ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
@@ -226,20 +230,26 @@ def write_export(
     and return what the manifest records: about the graph, and its `check` (`parity_gate`, from
     `gate(model, onnx_path) -> dict`, the parity gate of a half-precision graph: gate.run). A gate
     that refuses raises, and nothing is written."""
+    from models.qwen35.graph import SharedHead
+
+    shared = isinstance(model, SharedHead)
+    backbone = model.backbone if shared else model
     info = {
         "gdn_kernel": kernel,
-        "gdn_dtype": gdn.input_dtype(model_dtype(model), kernel),
-        "attention": model.attention,
+        "gdn_dtype": gdn.input_dtype(model_dtype(backbone), kernel),
+        "attention": backbone.attention,
     }
+    if shared:
+        info["shared_head"] = True
     checked = {}
-    export_dir.check_fits(model, "%s export" % model_dtype(model), progress)
+    export_dir.check_fits(model, "%s export" % model_dtype(backbone), progress)
     with export_dir.staged(out) as tmp:
         path = export_graph(model, tmp, kernel=kernel, progress=progress)
         # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
-        if check and kernel == "linear_attention" and model_dtype(model) == "float32":
+        if check and kernel == "linear_attention" and model_dtype(backbone) == "float32":
             progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
             info["check_max_abs_diff"] = check_graph(model, path)
-        if gate is not None and model_dtype(model) != "float32":
+        if gate is not None and model_dtype(backbone) != "float32":
             checked["parity_gate"] = result = gate(model, path)
             progress(precision.summary(result))
         export_dir.copy_present(tokenizer_dir, TOKENIZER_FILES, tmp)
@@ -247,7 +257,8 @@ def write_export(
 
 
 def model_dtype(model) -> str:
-    return str(model.embed_tokens.weight.dtype).replace("torch.", "")
+    """The dtype of a backbone's weights (of a SharedHead's backbone)."""
+    return str(getattr(model, "backbone", model).embed_tokens.weight.dtype).replace("torch.", "")
 
 
 def gdn_dtype(module) -> str:

@@ -74,6 +74,24 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
     return o.transpose(1, 2).reshape(b, t, hq * d)
 
 
+def suffix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """q [B, T, Hq, D] at the last T of the S positions of k and v [B, S, Hkv, D] (a prompt
+    head's keys and values ahead of the rows'), causal: query i reads keys 0..S-T+i. → [B, T,
+    Hq·D]. Plain torch ops, so a pass computes T rows of scores, not S (a causal kernel would
+    need a query at every head position); the query heads are grouped by KV head, so keys and
+    values are not repeated, and the softmax runs in fp32."""
+    b, t, hq, d = q.shape
+    s, hkv = k.shape[1], k.shape[2]
+    rep = hq // hkv
+    qg = q.reshape(b, t, hkv, rep, d).permute(0, 2, 3, 1, 4)  # [B, Hkv, rep, T, D]
+    kg, vg = (x.permute(0, 2, 1, 3)[:, :, None] for x in (k, v))  # [B, Hkv, 1, S, D]
+    scores = torch.matmul(qg, kg.transpose(-1, -2)).float() * scale  # [B, Hkv, rep, T, S]
+    allowed = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(s - t)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).to(v.dtype)
+    o = torch.matmul(weights, vg)  # [B, Hkv, rep, T, D]
+    return o.permute(0, 3, 1, 2, 4).reshape(b, t, hq * d)
+
+
 @torch.library.custom_op("omni_qwen35::seqlens_k", mutates_args=())
 def seqlens_k(x: torch.Tensor, head: int = 0) -> torch.Tensor:
     """GroupQueryAttention's `seqlens_k` for x [B, T, ...] after a prompt head of `head` tokens:

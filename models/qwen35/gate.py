@@ -105,11 +105,18 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
     return out
 
 
-def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The export's final-norm hidden state at each row's last token (float64 [H])."""
+def graph_hidden(session, readout: str, rows: Sequence[np.ndarray], shared: bool = False) -> list[np.ndarray]:
+    """The export's final-norm hidden state at each row's last token (float64 [H]). A graph that
+    takes a prompt head per pass (`shared`) gets each row's first half as the head and the rest
+    as the row: the path its served passes take."""
     out = []
     for r in rows:
-        if readout == "all":
+        if shared:
+            h = max(1, r.shape[1] // 2)
+            feeds = {"head_ids": r[:, :h], "input_ids": r[:, h:], "positions": np.array([r.shape[1] - h - 1])}
+            (hidden,) = session.run(["hidden"], feeds)
+            out.append(np.asarray(hidden[0], dtype=np.float64))
+        elif readout == "all":
             (states,) = session.run(["hidden_states"], {"input_ids": r})
             out.append(np.asarray(states[0, -1], dtype=np.float64))
         else:
@@ -118,13 +125,13 @@ def graph_hidden(session, readout: str, rows: Sequence[np.ndarray]) -> list[np.n
     return out
 
 
-def session_for(onnx_path: str, kernel: str, dtype: str, gdn_plan: str) -> tuple:
+def session_for(onnx_path: str, kernel: str, dtype: str, gdn_plan: str, shared: bool = False) -> tuple:
     """(session, provider used, record): an ONNX Runtime session for the gate of a graph whose
     GatedDeltaNet layers read `dtype` (qexport.gdn_dtype), its engine the one the server will build
     it with (`gdn_plan`, the server's `OMNI_CUDA_GDN_PLAN`, where that dtype allows it:
     gdn_plan.plan_for): the engines round differently. The record names the engine, as it names
     a CUDA provider that failed."""
-    plan = engines.plan_for(gdn_plan, dtype)
+    plan = engines.plan_for(gdn_plan, dtype, shared)
     with engines.engine(plan):
         found, used, why = precision.gate_session(onnx_path)
     record = {"gdn_plan": plan} if used == "cuda" and kernel in CUDA_ONLY_KERNELS else {}
@@ -164,7 +171,11 @@ def run(
     precision.GateFailed under `enforce` when it fails. `spend`: release the module's weights
     once the reference has run (the exporters do; the module is not used after its gate);
     `gdn_plan`: the GatedDeltaNet engine the export will be served with (session_for)."""
-    dtype, gdn_in = qexport.model_dtype(module), qexport.gdn_dtype(module)
+    from models.qwen35.graph import SharedHead
+
+    shared = isinstance(module, SharedHead)
+    backbone = module.backbone if shared else module
+    dtype, gdn_in = qexport.model_dtype(backbone), qexport.gdn_dtype(module)
     reason = unavailable(dtype, kernel)
     if reason:
         return not_run(reason, mode)
@@ -174,13 +185,13 @@ def run(
         "parity gate: float32 reference on %s (%d prompts of %d-%d tokens, one layer at a time) ..."
         % (where, n, min(r.shape[1] for r in rows), max(r.shape[1] for r in rows))
     )
-    want = [h[-1] for h in reference_hidden(module, rows, where)]
+    want = [h[-1] for h in reference_hidden(backbone, rows, where)]
     readout = module.readout
     if spend:
         release(module)
-    session, used, engine = session_for(onnx_path, kernel, gdn_in, gdn_plan)
+    session, used, engine = session_for(onnx_path, kernel, gdn_in, gdn_plan, shared)
     progress("parity gate: the export on ONNX Runtime (%s) ..." % used)
-    got = graph_hidden(session, readout, rows)
+    got = graph_hidden(session, readout, rows, shared)
     del session
     rel = max(float(np.linalg.norm(g - w) / np.linalg.norm(w)) for g, w in zip(got, want, strict=True))
     probs = [p for h in got for p in distributions(h[None])]

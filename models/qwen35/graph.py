@@ -220,7 +220,7 @@ class Attention(nn.Module):
         it (the reference maths, Layer.forward) the layer makes its own. cos and sin cover x's
         positions (after a prompt head's). `capture`: a list that gets x's (rotated) keys and
         values (prefix.py). `head`: a shared head's (keys, values) [1, P, Hkv, hd], read ahead of
-        every row's (else the baked head's, if any); the layer then counts `lengths` itself."""
+        every row's (fused.suffix_attention; else the baked head's, if any)."""
         d = self.d
         b, t, _ = x.shape
         hd, hq, hkv = d.head_dim, d.num_attention_heads, d.num_key_value_heads
@@ -238,7 +238,12 @@ class Attention(nn.Module):
         v = v.view(b, t, hkv, hd)
         if capture is not None:
             capture += [k, v]
-        keys, values = head if head is not None else (self.prefix_k, self.prefix_v) if self.headed else (None, None)
+        if head is not None:  # a shared head's keys and values ahead of every row's
+            k = torch.cat([head[0].expand(b, -1, -1, -1), k], 1)
+            v = torch.cat([head[1].expand(b, -1, -1, -1), v], 1)
+            o = fused.suffix_attention(q, k, v, hd**-0.5)
+            return self.o_proj(o * torch.sigmoid(gate.reshape(b, t, hq * hd)))
+        keys, values = (self.prefix_k, self.prefix_v) if self.headed else (None, None)
         n = 0
         if keys is not None:
             # The head's keys and values ahead of the row's, and zero queries at the head's
@@ -249,9 +254,7 @@ class Attention(nn.Module):
             v = torch.cat([values.expand(b, -1, -1, -1), v], 1)
             q = torch.cat([q.new_zeros(b, n, hq, hd), q], 1)
         if self.kernel == "gqa":
-            if lengths is None:
-                lengths = fused.seqlens_k(q[:, :, 0]) if head is not None else fused.seqlens_k(x, n)
-            o = fused.causal_attention(q, k, v, lengths, hd**-0.5)
+            o = fused.causal_attention(q, k, v, fused.seqlens_k(x, n) if lengths is None else lengths, hd**-0.5)
         else:
             o = fused.attention_reference(q, k, v, hd**-0.5)
         if keys is not None:
@@ -355,9 +358,11 @@ class Backbone(nn.Module):
         attention: rotated keys and values), at positions from P on. The same sums as running
         every row whole (`hidden_states` on head + row), without repeating the head per row."""
         xh, x = self.embed_tokens(head_ids), self.embed_tokens(input_ids)
+        # One table for head and rows, sliced at P: an offset added to the rows' positions would
+        # be shape arithmetic meeting data, which ONNX Runtime runs on the host.
         p = head_ids.shape[1]
-        cos_h, sin_h = self.rope(p, head_ids.device, xh.dtype)
-        cos, sin = self.rope(input_ids.shape[1], input_ids.device, x.dtype, p)
+        cos_all, sin_all = self.rope(p + input_ids.shape[1], input_ids.device, x.dtype)
+        cos_h, sin_h, cos, sin = cos_all[:p], sin_all[:p], cos_all[p:], sin_all[p:]
         lengths_h = fused.seqlens_k(xh) if self.attention == "gqa" else None
         delta_h = delta = None
         for layer in self.layers:

@@ -11,9 +11,14 @@ served adapters cut the head off each row (`cut`). The manifest records the head
 server refuses an export whose head its own tokenizer and prompt would not produce (`check_head`).
 The exporter's side, which computes and bakes the head, is models/qwen35/bake.py.
 
+A head can also be given per pass (graph.SharedHead): the rows of one request's candidates
+share their chat turn and state, so the served adapter (rows.SharedHeadAdapter) hands the graph
+their common prefix once (`common`) and each row's rest.
+
 Public:
     cut(row, head) -> the row after the head                     # InferenceFailed without it
     check_head(manifest, head_ids, name) -> None                 # ValueError on a stale export
+    common(rows) -> int                                          # leading tokens every row shares
 """
 
 from __future__ import annotations
@@ -42,4 +47,18 @@ def check_head(manifest: Mapping, head_ids: Sequence[int], name: str = "this exp
         )
 
 
-__all__ = ["cut", "check_head"]
+def common(rows: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens every one of `rows` shares (a lone row: its whole length)."""
+    if not rows:
+        return 0
+    n = min(len(r) for r in rows)
+    first = list(rows[0][:n])
+    for other in rows[1:]:
+        k = 0
+        while k < n and other[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+__all__ = ["cut", "check_head", "common"]

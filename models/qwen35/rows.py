@@ -21,6 +21,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from models.base import Packed, Prepared
+from models.errors import InferenceFailed
 from models.qwen35 import prefix
 
 Rows = list  # one work item: a list of token-id lists, one per row
@@ -120,3 +121,62 @@ class LastTokenAdapter:
 
 def _round(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
+
+
+class SharedHeadAdapter(LastTokenAdapter):
+    """Rows for a graph that takes a prompt head per pass (graph.SharedHead): a pass's rows all
+    continue one head, which the graph runs once, and each row holds only what follows it.
+
+    A request of several rows (Open-Jev's candidates, which repeat the chat turn and the state)
+    runs in a pass of its own, its head the tokens all its rows share (at most its shortest row
+    less one token); requests of one row share passes, their head `fixed`, the tokens every row
+    of the model starts with. So a request's head depends on the request alone, never on what
+    it is batched with, and its answers are the same either way."""
+
+    def __init__(self, pad_id: int, key: str, fixed: Sequence[int], pad_to: int = 16):
+        super().__init__(pad_id, key, pad_to)
+        if not fixed:
+            raise ValueError("a shared-head adapter needs the tokens every row starts with")
+        self.fixed = list(fixed)
+
+    def _starts_fixed(self, row) -> bool:
+        n = len(self.fixed)
+        return len(row) > n and list(row[:n]) == self.fixed
+
+    def compatible(self, prepared: Prepared) -> Hashable:
+        work = prepared.work
+        if len(work) == 1 and self._starts_fixed(work[0]):
+            return self.key
+        return (self.key, id(prepared))  # a pass of its own
+
+    def pass_head(self, works: Sequence[Rows]) -> list[int]:
+        """The pass's prompt head: the one work's shared tokens, or `fixed` for works of one row."""
+        rows = [r for work in works for r in work]
+        if len(works) == 1 and (len(rows) > 1 or not self._starts_fixed(rows[0])):
+            n = min(prefix.common(rows), min(len(r) for r in rows) - 1)
+            if n < 1:
+                raise InferenceFailed("a row of one token has no prompt head to share")
+            return [int(t) for t in rows[0][:n]]
+        if not all(self._starts_fixed(r) for r in rows):
+            raise InferenceFailed("rows that do not start with the model's fixed prompt head share a pass")
+        return self.fixed
+
+    def _rows(self, works: Sequence[Rows]) -> list[list[int]]:
+        n = len(self.pass_head(works))
+        return [r[n:] for work in works for r in work]
+
+    def pack(self, works: Sequence[Rows], static: bool = False, parts: Sequence[Sequence[int]] | None = None) -> Packed:
+        packed = super().pack(works, static, parts)
+        head = np.asarray([self.pass_head(works)], dtype=np.int64)
+        for feeds in packed.parts or [packed.feeds]:
+            feeds["head_ids"] = head
+        # The head runs once a part: tokens the pass runs, real ones (the requests' usage counts
+        # it once a candidate, as every candidate reads it).
+        runs = head.shape[1] * len(packed.parts or [packed.feeds])
+        packed.real_tokens += runs
+        packed.padded_tokens += runs
+        packed.meta["head_tokens"] = head.shape[1]
+        return packed
+
+    def capture_batches(self, graph_rows: int, max_tokens: int) -> list[list[Rows]]:
+        return []  # a pass's shape holds its head's length: none recurs enough to capture

@@ -11,15 +11,6 @@ import pytest
 from benchmarks import prefix_share
 
 
-def test_common_prefix_of_rows():
-    head = [5, 6, 7, 8]
-    rows = [head + [1, 2], head + [3], head + [9, 9, 9]]
-    assert prefix_share.common(rows) == len(head)
-    assert prefix_share.common([head + [1]]) == 0  # a lone row shares nothing
-    assert prefix_share.common([head, head + [1]]) == len(head)  # one row is the other's prefix
-    assert prefix_share.common([[1, 2], [3, 4]]) == 0
-
-
 def test_spared_runs_each_groups_prefix_once():
     head = list(range(10))
     groups = [[head + [100], head + [101, 102]], [[1, 2, 3]]]

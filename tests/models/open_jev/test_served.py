@@ -94,7 +94,9 @@ def test_probabilities_match_transformers_with_peft(jev_export, reference):
 def test_batched_and_alone_agree(jev_export):
     pipe = Pipeline(jev_export)
     prepared, outputs, packed = pipe.outputs([REQUEST, SHORT, REQUEST])
-    assert packed.real_tokens == sum(p.tokens for p in prepared)
+    # Every row's tokens run once, except the shared prompt head, which runs once a part.
+    head, parts = packed.meta["head_tokens"], len(packed.parts or [packed.feeds])
+    assert head > 0 and packed.real_tokens == sum(p.tokens for p in prepared) - packed.rows * head + parts * head
     for body, prep, out in zip([REQUEST, SHORT, REQUEST], prepared, outputs):
         together = pipe.model.finish(prep, out, "reference", pipe.model.name)
         alone = pipe(body)
@@ -166,12 +168,15 @@ class _SlowLaterParts:
         return out
 
 
-LONG = dict(SHORT, state="word " * 700)
+# One noul each: requests of one row share passes (a request of several rows runs in a pass of
+# its own, its candidates after their shared head: SharedHeadAdapter).
+ONE_ROW = {"model": "open-jev-9b", "state": "Short.", "questions": {"q": {"type": "noul", "instructions": "Late?"}}}
+LONG = dict(ONE_ROW, state="word " * 700)
 
 
 def _taken_together(jev_export, bodies, fail: bool):
-    """Two requests of far-apart lengths queued together, so that one take runs them as two
-    micro-batches: (pipeline, prepared, jobs, outcomes, the loop's time each was answered, parts)."""
+    """Two one-row requests of far-apart lengths queued together, so that one take runs them as
+    two micro-batches: (pipeline, prepared, jobs, outcomes, the loop's time each was answered, parts)."""
     from app.config import Settings
     from app.runtime.executor import Executor
     from app.runtime.registry import Registry
@@ -204,7 +209,7 @@ def _taken_together(jev_export, bodies, fail: bool):
 
 
 def test_the_older_request_of_a_take_is_answered_after_its_own_micro_batch(jev_export):
-    bodies = [SHORT, LONG]
+    bodies = [ONE_ROW, LONG]
     pipe, prepared, jobs, outcomes, answered, parts = _taken_together(jev_export, bodies, fail=False)
     assert jobs[0].batch is jobs[1].batch and jobs[0].batch.meta["micro_batches"] == 2
     assert jobs[0].batch.forward_s >= 0.3  # both parts' runs, the held-back one's too
@@ -220,7 +225,7 @@ def test_the_older_request_of_a_take_is_answered_after_its_own_micro_batch(jev_e
 def test_a_cheap_request_queued_behind_a_long_one_runs_first_in_a_pass_of_its_own(jev_export):
     """Admission by cost (app/runtime/batching.py): the short request, at most an eighth of the
     long one's cost, leads the next pass and the long one does not join it."""
-    bodies = [LONG, SHORT]
+    bodies = [LONG, ONE_ROW]
     pipe, prepared, jobs, outcomes, answered, parts = _taken_together(jev_export, bodies, fail=False)
     assert jobs[0].batch is not jobs[1].batch
     assert jobs[1].batch.rows == prepared[1].rows and jobs[0].batch.rows == prepared[0].rows
@@ -230,43 +235,64 @@ def test_a_cheap_request_queued_behind_a_long_one_runs_first_in_a_pass_of_its_ow
 
 def _same_answers(pipe, bodies, prepared, outcomes) -> None:
     for body, prep, out in zip(bodies, prepared, outcomes):
-        want = pipe(body)["answers"]["q"]["probabilities"]
-        got = pipe.model.finish(prep, out, "reference", pipe.model.name)["answers"]["q"]["probabilities"]
-        assert max(abs(want[k] - got[k]) for k in want) <= 1e-6
+        want = pipe(body)["answers"]["q"]["noul"]
+        got = pipe.model.finish(prep, out, "reference", pipe.model.name)["answers"]["q"]["noul"]
+        assert abs(want - got) <= 1e-6
 
 
 def test_a_failed_micro_batch_fails_only_the_requests_not_yet_answered(jev_export):
-    _, _, jobs, outcomes, _, parts = _taken_together(jev_export, [SHORT, LONG], fail=True)
+    _, _, jobs, outcomes, _, parts = _taken_together(jev_export, [ONE_ROW, LONG], fail=True)
     assert len(parts) == 1  # the first part ran; the second raised
     assert isinstance(outcomes[1], InferenceFailed)
     assert isinstance(outcomes[0], tuple) and np.isfinite(outcomes[0][0]).all()
 
 
-def test_one_row_shapes_are_captured_as_it_loads_and_a_noul_question_replays_one(jev_export):
-    """Open-Jev lists its one-row length buckets for capture at load (GraphRunners on the CPU
-    here: the bookkeeping of CUDA graphs, no CUDA), shortest first; a request of one noul
-    question is one row, replays its bucket's graph without counting a sighting, and answers as
-    the plain session does."""
-    from app.config import Settings
-    from app.runtime import sessions
-    from app.runtime.batching import BatchPolicy
-    from models.qwen35.rows import MIN_WIDTH
+def test_a_request_of_several_rows_runs_its_shared_head_once_in_a_pass_of_its_own(jev_export):
+    """The export's graph takes a prompt head per pass: a request's candidates share their chat
+    turn and state, which run once; requests of one row share passes behind the model's fixed
+    head. Answers are those of each request alone, and no shape is captured (a pass's shape holds
+    its head's length)."""
+    from models.qwen35 import prefix
+    from models.qwen35.rows import SharedHeadAdapter
 
     pipe = Pipeline(jev_export)
     model = pipe.model
-    assert model.cuda_graphs.precapture and model.cuda_graphs.capture_after == 2
-    listed = model.adapter.capture_batches(Settings().cuda_graph_rows, model.cuda_graphs.max_tokens)
-    widths = [len(works[0][0]) for works in listed]
-    assert widths[0] == MIN_WIDTH and widths == sorted(widths) and widths[-1] == model.cuda_graphs.max_tokens
-    runner = sessions.GraphRunner(pipe.session, 0, 64, capture_after=2, device="cpu")
-    count, took = BatchPolicy(max_rows=256, max_tokens=1 << 17, graph_rows=16).precapture(runner, model, 600.0)
-    assert count == len(listed) == len(runner.graphs) and runner.pending == {} and took > 0
+    assert isinstance(model.adapter, SharedHeadAdapter) and model.cuda_graphs is None
+    assert model.adapter.capture_batches(16, 0) == []
+    several, one, other = (model.prepare(b) for b in (REQUEST, ONE_ROW, LONG))
+    assert several.rows > 1 and one.rows == other.rows == 1
+    # Several rows: a pass of their own; one row: any pass of one-row requests.
+    again = model.prepare(REQUEST)
+    assert model.adapter.compatible(several) not in (model.adapter.compatible(one), model.adapter.compatible(again))
+    assert model.adapter.compatible(one) == model.adapter.compatible(other)
+    packed = model.adapter.pack([several.work])
+    head = packed.feeds["head_ids"][0].tolist()
+    rows = [r.tolist() for r in several.work]
+    assert head == rows[0][: prefix.common(rows)] and len(head) > 100  # the chat turn and the state
+    assert packed.feeds["input_ids"].shape[1] == model.adapter.bucket(max(map(len, rows)) - len(head))
+    packed = model.adapter.pack([one.work, other.work])
+    assert packed.feeds["head_ids"][0].tolist() == model.adapter.fixed
+    prepared, outputs, _ = pipe.outputs([ONE_ROW, LONG])
+    for body, prep, out in zip([ONE_ROW, LONG], prepared, outputs, strict=True):
+        together = model.finish(prep, out, "reference", model.name)["answers"]["q"]["noul"]
+        assert abs(together - pipe(body)["answers"]["q"]["noul"]) <= 1e-6
 
-    body = {"model": "open-jev-9b", "state": REQUEST["state"], "questions": {"plain": REQUEST["questions"]["plain"]}}
-    prepared = model.prepare(body)
-    assert prepared.rows == 1
-    packed = model.adapter.pack([prepared.work], static=True)
-    (output,) = model.adapter.unpack([runner.run(None, packed.feeds)], [prepared.work], packed)
-    assert runner.sightings == {} and runner.pending == {}  # replayed: nothing counted
-    got = model.finish(prepared, output, "reference", model.name)["answers"]["plain"]["noul"]
-    assert abs(got - pipe(body)["answers"]["plain"]["noul"]) <= 1e-6
+
+def test_an_export_without_a_shared_head_keeps_its_rows_whole_and_captures_one_row_shapes(jev_export, tmp_path):
+    """An export written before graphs took a head per pass (no `shared_head` in its manifest)
+    is served as it was: one whole row per candidate, its one-row shapes captured at load."""
+    import json
+    import shutil
+
+    from models import manifest
+    from models.open_jev.served import OpenJevModel
+    from models.qwen35.rows import SharedHeadAdapter
+
+    meta = manifest.read(jev_export)
+    del meta["graph"]["shared_head"]
+    copy = str(tmp_path / "older")
+    shutil.copytree(jev_export, copy)
+    model = OpenJevModel(copy, json.loads(json.dumps(meta)))
+    assert not isinstance(model.adapter, SharedHeadAdapter)
+    assert model.cuda_graphs.precapture and model.cuda_graphs.capture_after == 2
+    assert model.adapter.capture_batches(16, model.cuda_graphs.max_tokens)

@@ -131,3 +131,11 @@ def test_the_all_readout_returns_the_heads_positions_too(qwen_tied):
         got = module(ids)
     assert got.shape == want.shape and _rel(got, want) <= 1e-4
     assert module.full_ids(ids).tolist() == [head + tails[1]]
+
+
+def test_common_prefix_of_rows():
+    head = [5, 6, 7, 8]
+    assert prefix.common([head + [1, 2], head + [3], head + [9, 9, 9]]) == len(head)
+    assert prefix.common([head + [1]]) == len(head) + 1  # a lone row: all of it
+    assert prefix.common([head, head + [1]]) == len(head)  # one row is the other's prefix
+    assert prefix.common([[1, 2], [3, 4]]) == 0 and prefix.common([]) == 0
