@@ -47,8 +47,10 @@ def plan_note(manifest: Mapping[str, Any], configured: str, plan: str) -> str | 
     if plan == configured or not graph.get("gdn_kernel", "").startswith("gated_delta_net"):
         return None
     if shared_head(manifest):
-        return "its graph takes a prompt head per pass, which may be under the 32 tokens a row %s takes: " \
+        return (
+            "its graph takes a prompt head per pass, which may be under the 32 tokens a row %s takes: "
             "its GatedDeltaNet layers run ONNX Runtime's own engine" % configured
+        )
     dtype = gdn_dtype(manifest)
     note = "its GatedDeltaNet layers read %s: they run ONNX Runtime's own engine, not %s (float16 only)" % (
         dtype,

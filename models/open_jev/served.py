@@ -1,5 +1,8 @@
-"""An Open-Jev export, served: one row per candidate through the backbone graph (batched with
-other requests' candidates), the scalar head on the host in float64, calibration per question."""
+"""An Open-Jev export, served: one row per candidate through the backbone graph, the scalar head
+on the host in float64, calibration per question. A graph that takes a prompt head per pass
+(graph.SharedHead) runs a request's shared chat turn and state once and each candidate's rest
+after it (rows.SharedHeadAdapter); an older export runs every candidate whole, batched with other
+requests' candidates."""
 
 from __future__ import annotations
 
