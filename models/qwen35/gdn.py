@@ -146,8 +146,7 @@ def gated_delta_state(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`gated_delta` from a zero state, and the state after the last token [B, Hv, Dv, Dk] fp32:
     a shared prompt head's, which its candidates' rows start from (graph.SharedHead)."""
-    out, final = recurrence(q, k, v, g, beta)
-    return out, final
+    return recurrence(q, k, v, g, beta)
 
 
 @gated_delta_state.register_fake
@@ -169,9 +168,7 @@ def gated_delta_fused_state(
     value_dim: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`gated_delta_fused` from a zero state, and the state after the last token."""
-    g, beta = gates(a, b, a_log, dt_bias)
-    out, final = recurrence(*split_qkv(qkv, key_heads, key_dim, value_heads, value_dim), g, beta)
-    return out, final
+    return gated_delta_state(*split_qkv(qkv, key_heads, key_dim, value_heads, value_dim), *gates(a, b, a_log, dt_bias))
 
 
 @gated_delta_fused_state.register_fake
