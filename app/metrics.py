@@ -161,6 +161,14 @@ class Metrics:
             registry=r,
         )
         self.input_tokens = Counter("omni_input_tokens", "Real input tokens served", ["model"], registry=r)
+        # What the passes ran, against what was served: a prompt head a pass's rows share runs
+        # once but each row's usage counts it, so this falls below omni_input_tokens there.
+        self.run_tokens = Counter(
+            "omni_batch_run_tokens",
+            "Real (unpadded) tokens the forward passes ran; a prompt head shared by a pass's rows counts once",
+            ["model"],
+            registry=r,
+        )
         self.decisions = Counter("omni_decisions", "Questions answered", ["model"], registry=r)
         self.errors = Counter("omni_errors", "Problem responses by stable code", ["code", "status"], registry=r)
         self.ready = Gauge("omni_model_ready", "1 when the model is warm and serving", ["model"], registry=r)
@@ -231,6 +239,7 @@ class Metrics:
         self.child(self.batch_requests, info.model).observe(info.size)
         self.child(self.batch_rows, info.model).observe(info.rows)
         self.child(self.padded_tokens, info.model).observe(info.padded_tokens - info.real_tokens)
+        self.child(self.run_tokens, info.model).inc(info.real_tokens)
         self.child(self.batch_forward, info.model).observe(info.forward_s)
 
     def observe_captures(self, model: str, graphs: int, seconds: float) -> None:

@@ -46,6 +46,7 @@ BATCH_SERIES = {
     "omni_batch_forward_seconds_sum": "forward_s",
     "omni_batch_padding_tokens_sum": "padding_tokens",
     "omni_input_tokens_total": "real_tokens",
+    "omni_batch_run_tokens_total": "run_tokens",
 }
 
 
@@ -180,8 +181,9 @@ def batching(before: dict | None, after: dict | None) -> dict:
         "rows_per_batch": d["rows"] / n if n else float("nan"),
         "padding_tokens_per_batch": d["padding_tokens"] / n if n else float("nan"),
     }
-    if "real_tokens" in d:
-        out["real_tokens"] = int(d["real_tokens"])
+    for key in ("real_tokens", "run_tokens"):  # served (usage) and run (a shared head once a pass)
+        if key in d:
+            out[key] = int(d[key])
     if d.get("forward_s", 0.0) > 0:  # servers before the series have none
         out["forward_ms_per_batch"] = d["forward_s"] * 1000.0 / n if n else float("nan")
     return out
@@ -190,13 +192,19 @@ def batching(before: dict | None, after: dict | None) -> dict:
 def compute(p: dict, params_b: float, peak_tflops: float) -> dict:
     """Achieved dense compute of a pass from its real (unpadded) input tokens: 2 FLOP a parameter a
     token (the matrix products; attention's own products, small at these lengths, left out), and
-    its share of the GPU's dense fp16 peak."""
+    its share of the GPU's dense fp16 peak. From the tokens served (`usage`, every row's whole
+    prompt) and, where the server counts them, the tokens its passes ran (`run_tflops`: a prompt
+    head shared by a pass's rows once)."""
     if not params_b or "real_tokens" not in p or not p.get("wall_s"):
         return {}
     tflops = 2.0 * params_b * 1e9 * p["real_tokens"] / p["wall_s"] / 1e12
     out = {"real_tokens_per_s": p["real_tokens"] / p["wall_s"], "achieved_tflops": tflops}
     if peak_tflops:
         out["share_of_peak"] = tflops / peak_tflops
+    if "run_tokens" in p:  # what the GPU ran: fewer where a pass's rows share a prompt head
+        out["run_tflops"] = 2.0 * params_b * 1e9 * p["run_tokens"] / p["wall_s"] / 1e12
+        if peak_tflops:
+            out["run_share_of_peak"] = out["run_tflops"] / peak_tflops
     return out
 
 
@@ -353,6 +361,8 @@ def main(argv=None):
                 forward = "  %.2f ms forward/pass" % p["forward_ms_per_batch"] if "forward_ms_per_batch" in p else ""
                 if "achieved_tflops" in p:
                     forward += "  %.1f TFLOP/s" % p["achieved_tflops"]
+                if p.get("run_tokens") not in (None, p.get("real_tokens")):
+                    forward += " (%.1f as run)" % p["run_tflops"]
                 print(
                     "c=%-3d p50 %7.2f ms  p95 %7.2f ms  p99 %7.2f ms  %8.0f req/s  %8.0f decisions/s  errors %s%s"
                     % (

@@ -214,11 +214,14 @@ def traffic() -> None:
             report = load(path)
             for level in report["levels"]:
                 for p in level["passes"]:
-                    print("%s c=%d: %.0f requests/s, %.0f decisions/s, p50 %.2f ms, p95 %.2f ms, %.1f rows "
-                          "a pass, %.1f TFLOP/s (%.1f%% of peak), errors %s" % (
+                    ran = ""
+                    if p.get("run_tokens") not in (None, p.get("real_tokens")):  # a shared head ran once
+                        ran = " (as run: %.1f, %.1f%%)" % (p["run_tflops"], 100 * p["run_share_of_peak"])
+                    print("%s c=%d: %.1f requests/s, %.0f decisions/s, p50 %.2f ms, p95 %.2f ms, %.1f rows "
+                          "a pass, %.1f TFLOP/s (%.1f%% of peak)%s, errors %s" % (
                               report["label"], level["concurrency"], p["requests_per_s"], p["decisions_per_s"],
                               p["p50_ms"], p["p95_ms"], p["rows_per_batch"], p["achieved_tflops"],
-                              100 * p["share_of_peak"], p["errors"] or 0))
+                              100 * p["share_of_peak"], ran, p["errors"] or 0))
                 medians.setdefault(report["label"], {})[level["concurrency"]] = _median(
                     [p["requests_per_s"] for p in level["passes"]])
         for label, levels in medians.items():

@@ -165,4 +165,5 @@ def test_every_level_sends_the_same_requests(server, tmp_path):
         for p in level["passes"]:
             assert sorted(r[0] for r in p["per_request"]) == list(range(8))
             tokens.add(p["real_tokens"])
+            assert p["run_tokens"] == p["real_tokens"]  # Laya's passes run what usage counts, no more
     assert len(tokens) == 1  # the same real tokens at every level (the server's own count)

@@ -114,10 +114,18 @@ def test_batched_and_alone_agree(jev_export):
 
 
 def test_served_over_http(jev_export, tmp_path):
+    from benchmarks import scrape
+
     with run_server(tmp_path, {"OMNI_MODELS": jev_export}) as server:
+        series = ("omni_input_tokens_total", "omni_batch_run_tokens_total")
+        before = scrape.totals(server.url, series)
         r = httpx.post(server.url + "/v1/systemone", json=REQUEST, timeout=60)
         assert r.status_code == 200, r.text
         body = r.json()
+        # Usage counts every candidate's whole prompt; the pass ran their shared head once.
+        after = scrape.totals(server.url, series)
+        served, ran = (after[k] - before[k] for k in series)
+        assert served == body["usage"]["input_tokens"] and 0 < ran < served / 2
         assert body["model"] == "Qwen/Qwen3.5-9B"
         assert set(body["answers"]) == set(REQUEST["questions"])
         assert 0.0 <= body["answers"]["plain"]["noul"] <= 1.0
