@@ -6,6 +6,7 @@ request as soon as its micro-batches have run."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from app.runtime.batching import micro_batches
 from models.base import MicroBatches
@@ -153,3 +154,52 @@ def test_the_shapes_listed_for_capture_at_load_are_the_one_row_buckets():
     assert all(rows == 1 for rows, _ in listed) and listed == sorted(listed)
     assert set(listed) == {shape([[head + [1] * n]]) for n in range(1, 1025)}
     assert [shape(w)[1] for w in adapter.capture_batches(16, 0)] == list(range(32, 257, 16))
+
+
+def test_a_shared_head_pass_gives_every_part_the_head_and_counts_it_once_a_part():
+    """SharedHeadAdapter: a request of several rows runs after the tokens they all share (at most
+    its shortest row less one); every micro-batch gets that head, and the tokens a pass runs count
+    it once a part, on top of each row's rest."""
+    from models.qwen35.rows import SharedHeadAdapter
+
+    fixed = [9, 8, 7]
+    adapter = SharedHeadAdapter(pad_id=0, key="k", fixed=fixed)
+    head = fixed + list(range(10, 60))
+    work = [head + [1] * 5, head + [2] * 300, head + [3]]
+    packed = _pack(adapter, [work], max_rows=2, max_tokens=10_000)
+    assert len(packed.parts) == 2
+    for feeds in packed.parts:
+        assert feeds["head_ids"].tolist() == [head]
+    out = adapter.unpack(_echo(packed), [work], packed)
+    assert out[0][0][:, 0].tolist() == [5, 300, 1]  # each row's own length after the head
+    assert packed.real_tokens == 5 + 300 + 1 + 2 * len(head)
+    assert packed.meta["head_tokens"] == len(head)
+    # Identical rows: the head stops one token short, so every row keeps a token to read out.
+    same = adapter.pack([[head, head]])
+    assert same.feeds["head_ids"].shape[1] == len(head) - 1 and same.feeds["positions"].tolist() == [0, 0]
+
+
+def test_one_row_requests_share_passes_behind_the_fixed_head():
+    from models.base import Prepared
+    from models.errors import InferenceFailed
+    from models.qwen35.rows import SharedHeadAdapter
+
+    fixed = [9, 8, 7]
+    adapter = SharedHeadAdapter(pad_id=0, key="k", fixed=fixed)
+
+    def prepared(work):
+        return Prepared(
+            rows=len(work), tokens=sum(map(len, work)), longest=max(map(len, work)), work=work, context=None
+        )
+
+    one, other = prepared([fixed + [1, 2]]), prepared([fixed + [5] * 40])
+    several = prepared([fixed + [1, 2], fixed + [1, 3]])
+    odd = prepared([[4, 4, 4, 4]])  # a row without the fixed head: a pass of its own, after itself
+    assert adapter.compatible(one) == adapter.compatible(other) == "k"
+    assert len({adapter.compatible(p) for p in (several, odd, prepared(several.work))} | {"k"}) == 4
+    packed = adapter.pack([one.work, other.work])
+    assert packed.feeds["head_ids"].tolist() == [fixed]
+    assert packed.feeds["positions"].tolist() == [1, 39]
+    assert adapter.pack([odd.work]).feeds["head_ids"].tolist() == [[4, 4, 4]]
+    with pytest.raises(InferenceFailed, match="fixed prompt head"):
+        adapter.pack([one.work, odd.work])  # the batching policy never takes these together
