@@ -151,10 +151,14 @@ def main(argv=None):
         label, directory = spec.split("=", 1)
         from app.runtime import sessions
 
+        from models import gdn_plan, manifest
+        from models.qwen35 import gate
+
         session = sessions.create(directory + "/model.onnx", device).session
+        shared = gdn_plan.shared_head(manifest.read(directory))  # a prompt head per pass: the first half
         finals = []
         for ids in prompts:
-            feeds = {"input_ids": ids.cpu().numpy(), "positions": np.array([ids.shape[1] - 1])}
+            feeds = gate.feeds(ids.cpu().numpy(), shared)
             finals.append(torch.from_numpy(session.run(None, feeds)[0][0].astype(np.float32)))
         record("onnx-" + label, finals)
         del session

@@ -156,11 +156,18 @@ def main(argv=None):
     import torch
 
     from app.runtime import sessions
+    from models import gdn_plan, manifest
+    from models.qwen35 import gate
 
     exports = dict(kv.split("=", 1) for kv in args.exports.split(","))
     lengths = [int(x) for x in args.lengths.split(",")]
     rng = np.random.default_rng(0)
     runners, heads = _runners(exports, args.gdn_plans.split(","), not args.no_graphs)
+    # Graphs that take a prompt head per pass (Open-Jev): each batch's rows continue the first
+    # row's first half (gate.feeds), as a request's candidates continue its state.
+    shared = {}
+    for label in runners:  # labels: the export's, then @plan and +graphs
+        shared[label] = gdn_plan.shared_head(manifest.read(exports[label.split("@")[0].split("+")[0]]))
     hf = None
     if not args.no_hf:
         try:
@@ -171,9 +178,8 @@ def main(argv=None):
     for n, batch in [(n, int(b)) for n in lengths for b in args.batch.split(",")]:
         ids = rng.integers(0, 1000, size=(batch, n), dtype=np.int64)
 
-        def after_head(label, ids=ids, batch=batch):  # the feeds of the tokens after this export's baked head
-            rest = ids[:, len(heads[label]) :]
-            return {"input_ids": rest, "positions": np.full((batch,), rest.shape[1] - 1, dtype=np.int64)}
+        def after_head(label, ids=ids):  # the feeds of the tokens after this export's baked head
+            return gate.feeds(ids[:, len(heads[label]) :], shared[label])
 
         calls = {label: functools.partial(_replayed, r, after_head(label)) for label, r in runners.items()}
         if hf is not None:
@@ -203,7 +209,7 @@ def main(argv=None):
     torch.cuda.empty_cache()
     if args.parity_prompts:
         try:
-            results["parity"] = parity(args.checkpoint, runners, args.parity_prompts, rng, args.adapter, heads)
+            results["parity"] = parity(args.checkpoint, runners, args.parity_prompts, rng, args.adapter, heads, shared)
         except Exception as exc:
             results["parity"] = {"error": repr(exc)}
         print("parity", json.dumps(results["parity"]), flush=True)
@@ -272,7 +278,13 @@ def profile(path: str, length: int = 218) -> dict:
 
 
 def parity(
-    checkpoint: str, runners: dict, prompts: int, rng, adapter: str | None = None, heads: dict | None = None
+    checkpoint: str,
+    runners: dict,
+    prompts: int,
+    rng,
+    adapter: str | None = None,
+    heads: dict | None = None,
+    shared: dict | None = None,
 ) -> dict:
     """Reduced-precision exports against transformers fp32 on the letter logits (A-Z rows), each
     prompt run whole by transformers and after its baked head (`heads`, by label) by the export."""
@@ -280,6 +292,7 @@ def parity(
     import torch
 
     from models import precision
+    from models.qwen35 import gate
 
     torch.set_grad_enabled(False)
     ref = hf_model(checkpoint, torch.float32, adapter)
@@ -305,7 +318,7 @@ def parity(
         expected = want(tuple(heads.get(label, ())))
         probs = []
         for ids in cases:
-            hidden = runner.run(None, {"input_ids": ids, "positions": np.array([ids.shape[1] - 1])})[0]
+            hidden = runner.run(None, gate.feeds(ids, (shared or {}).get(label, False)))[0]
             logits = torch.from_numpy(hidden.astype(np.float32)).cuda() @ rows.T
             probs.append(torch.softmax(logits, -1).double().cpu().numpy()[0])
         out[label] = precision.gate_rows(probs, expected)

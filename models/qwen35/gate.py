@@ -105,16 +105,27 @@ def reference_hidden(module, rows: Sequence[np.ndarray], device: str = "cpu") ->
     return out
 
 
+def feeds(ids: np.ndarray, shared: bool = False) -> dict[str, np.ndarray]:
+    """A per-row readout graph's feeds for rows `ids` [B, T] of one length, read at their last
+    token. A graph that takes a prompt head per pass (`shared`, graph.SharedHead) gets the first
+    row's first half as the head and each row's second half after it: one row exactly as run
+    whole, several as candidates that continue one state (what its served passes run)."""
+    b, t = ids.shape
+    if not shared:
+        return {"input_ids": ids, "positions": np.full((b,), t - 1, dtype=np.int64)}
+    if t < 2:
+        raise ValueError("a shared-head graph needs rows of 2 tokens or more (a head and a token after it)")
+    h = t // 2
+    return {"head_ids": ids[:1, :h], "input_ids": ids[:, h:], "positions": np.full((b,), t - h - 1, dtype=np.int64)}
+
+
 def graph_hidden(session, readout: str, rows: Sequence[np.ndarray], shared: bool = False) -> list[np.ndarray]:
-    """The export's final-norm hidden state at each row's last token (float64 [H]). A graph that
-    takes a prompt head per pass (`shared`) gets each row's first half as the head and the rest
-    as the row: the path its served passes take."""
+    """The export's final-norm hidden state at each row's last token (float64 [H]); `shared`: a
+    graph that takes a prompt head per pass (`feeds`)."""
     out = []
     for r in rows:
         if shared:
-            h = max(1, r.shape[1] // 2)
-            feeds = {"head_ids": r[:, :h], "input_ids": r[:, h:], "positions": np.array([r.shape[1] - h - 1])}
-            (hidden,) = session.run(["hidden"], feeds)
+            (hidden,) = session.run(["hidden"], feeds(r, shared=True))
             out.append(np.asarray(hidden[0], dtype=np.float64))
         elif readout == "all":
             (states,) = session.run(["hidden_states"], {"input_ids": r})

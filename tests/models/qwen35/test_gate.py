@@ -164,3 +164,22 @@ def test_spend_frees_the_module_once_its_reference_has_run(tied, half_export):
     )
     assert result["passes"] and result["rows"] == gate.PROMPTS
     assert all(t.numel() == 0 for t in list(module.parameters()) + list(module.buffers()))
+
+
+def test_feeds_for_a_graph_that_takes_a_prompt_head_per_pass():
+    """gate.feeds: rows read at their last token; a shared-head graph gets the first row's first
+    half as the head and every row's second half after it (the gate's and the GPU benches' feeds)."""
+    import numpy as np
+
+    from models.qwen35 import gate
+
+    ids = np.arange(2 * 9, dtype=np.int64).reshape(2, 9)
+    plain = gate.feeds(ids)
+    assert set(plain) == {"input_ids", "positions"} and plain["positions"].tolist() == [8, 8]
+    shared = gate.feeds(ids, shared=True)
+    assert shared["head_ids"].tolist() == [ids[0, :4].tolist()]
+    assert shared["input_ids"].tolist() == ids[:, 4:].tolist() and shared["positions"].tolist() == [4, 4]
+    two = gate.feeds(ids[:1, :2], shared=True)
+    assert two["head_ids"].tolist() == [[0]] and two["input_ids"].tolist() == [[1]] and two["positions"].tolist() == [0]
+    with pytest.raises(ValueError, match="2 tokens or more"):
+        gate.feeds(ids[:1, :1], shared=True)
