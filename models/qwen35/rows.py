@@ -138,10 +138,11 @@ class SharedHeadAdapter(LastTokenAdapter):
         if not fixed:
             raise ValueError("a shared-head adapter needs the tokens every row starts with")
         self.fixed = list(fixed)
+        self._fixed = np.asarray(self.fixed, dtype=np.int64)
 
     def _starts_fixed(self, row) -> bool:
         n = len(self.fixed)
-        return len(row) > n and list(row[:n]) == self.fixed
+        return len(row) > n and bool(np.array_equal(row[:n], self._fixed))
 
     def compatible(self, prepared: Prepared) -> Hashable:
         work = prepared.work
@@ -149,17 +150,18 @@ class SharedHeadAdapter(LastTokenAdapter):
             return self.key
         return (self.key, id(prepared))  # a pass of its own
 
-    def pass_head(self, works: Sequence[Rows]) -> list[int]:
-        """The pass's prompt head: the one work's shared tokens, or `fixed` for works of one row."""
+    def pass_head(self, works: Sequence[Rows]) -> np.ndarray:
+        """The pass's prompt head (int64): the one work's shared tokens, or `fixed` for works of
+        one row."""
         rows = [r for work in works for r in work]
         if len(works) == 1 and (len(rows) > 1 or not self._starts_fixed(rows[0])):
             n = min(prefix.common(rows), min(len(r) for r in rows) - 1)
             if n < 1:
                 raise InferenceFailed("a row of one token has no prompt head to share")
-            return [int(t) for t in rows[0][:n]]
+            return np.asarray(rows[0][:n], dtype=np.int64)
         if not all(self._starts_fixed(r) for r in rows):
             raise InferenceFailed("rows that do not start with the model's fixed prompt head share a pass")
-        return self.fixed
+        return self._fixed
 
     def _rows(self, works: Sequence[Rows]) -> list[list[int]]:
         n = len(self.pass_head(works))
@@ -167,7 +169,7 @@ class SharedHeadAdapter(LastTokenAdapter):
 
     def pack(self, works: Sequence[Rows], static: bool = False, parts: Sequence[Sequence[int]] | None = None) -> Packed:
         packed = super().pack(works, static, parts)
-        head = np.asarray([self.pass_head(works)], dtype=np.int64)
+        head = self.pass_head(works)[None]
         for feeds in packed.parts or [packed.feeds]:
             feeds["head_ids"] = head
         # The head runs once a part: tokens the pass runs, real ones (the requests' usage counts
