@@ -58,12 +58,14 @@ class OpenJevModel(QwenServed):
         self.limits_ = limits or LIMITS
         # The export's own names (its `--name` and aliases) pass besides upstream's.
         self.names = (self.name, *self.aliases)
-        self.adapter: LastTokenAdapter = LastTokenAdapter(self.pad_id, key=self.family)
+        self.adapter: LastTokenAdapter
         if gdn_plan.shared_head(manifest):
             # Candidates share their request's chat turn and state: the graph takes them once a
             # pass. A pass's shape then holds its head's length, so none is captured.
             self.adapter = SharedHeadAdapter(self.pad_id, self.family, self.fixed_head())
             self.cuda_graphs = None
+        else:
+            self.adapter = LastTokenAdapter(self.pad_id, key=self.family)
 
     def fixed_head(self) -> list[int]:
         """The tokens every candidate row starts with: the chat turn up to the state, as this

@@ -232,24 +232,22 @@ def write_export(
     that refuses raises, and nothing is written."""
     from models.qwen35.graph import SharedHead
 
-    shared = isinstance(model, SharedHead)
-    backbone = model.backbone if shared else model
     info = {
         "gdn_kernel": kernel,
-        "gdn_dtype": gdn.input_dtype(model_dtype(backbone), kernel),
-        "attention": backbone.attention,
+        "gdn_dtype": gdn.input_dtype(model_dtype(model), kernel),
+        "attention": getattr(model, "backbone", model).attention,
     }
-    if shared:
+    if isinstance(model, SharedHead):
         info["shared_head"] = True
     checked = {}
-    export_dir.check_fits(model, "%s export" % model_dtype(backbone), progress)
+    export_dir.check_fits(model, "%s export" % model_dtype(model), progress)
     with export_dir.staged(out) as tmp:
         path = export_graph(model, tmp, kernel=kernel, progress=progress)
         # ONNX Runtime's CPU provider has the LinearAttention kernel but few fp16/bf16 ones.
-        if check and kernel == "linear_attention" and model_dtype(backbone) == "float32":
+        if check and kernel == "linear_attention" and model_dtype(model) == "float32":
             progress("checking ONNX Runtime (CPU) against torch on untraced shapes ...")
             info["check_max_abs_diff"] = check_graph(model, path)
-        if gate is not None and model_dtype(backbone) != "float32":
+        if gate is not None and model_dtype(model) != "float32":
             checked["parity_gate"] = result = gate(model, path)
             progress(precision.summary(result))
         export_dir.copy_present(tokenizer_dir, TOKENIZER_FILES, tmp)

@@ -124,14 +124,11 @@ def graph_hidden(session, readout: str, rows: Sequence[np.ndarray], shared: bool
     graph that takes a prompt head per pass (`feeds`)."""
     out = []
     for r in rows:
-        if shared:
-            (hidden,) = session.run(["hidden"], feeds(r, shared=True))
-            out.append(np.asarray(hidden[0], dtype=np.float64))
-        elif readout == "all":
+        if readout == "all":
             (states,) = session.run(["hidden_states"], {"input_ids": r})
             out.append(np.asarray(states[0, -1], dtype=np.float64))
         else:
-            (hidden,) = session.run(["hidden"], {"input_ids": r, "positions": np.array([r.shape[1] - 1])})
+            (hidden,) = session.run(["hidden"], feeds(r, shared))
             out.append(np.asarray(hidden[0], dtype=np.float64))
     return out
 
@@ -186,7 +183,7 @@ def run(
 
     shared = isinstance(module, SharedHead)
     backbone = module.backbone if shared else module
-    dtype, gdn_in = qexport.model_dtype(backbone), qexport.gdn_dtype(module)
+    dtype, gdn_in = qexport.model_dtype(module), qexport.gdn_dtype(module)
     reason = unavailable(dtype, kernel)
     if reason:
         return not_run(reason, mode)

@@ -170,11 +170,12 @@ class SharedHeadAdapter(LastTokenAdapter):
     def pack(self, works: Sequence[Rows], static: bool = False, parts: Sequence[Sequence[int]] | None = None) -> Packed:
         packed = super().pack(works, static, parts)
         head = self.pass_head(works)[None]
-        for feeds in packed.parts or [packed.feeds]:
+        runs_of = packed.parts or [packed.feeds]
+        for feeds in runs_of:
             feeds["head_ids"] = head
         # The head runs once a part: tokens the pass runs, real ones (the requests' usage counts
         # it once a candidate, as every candidate reads it).
-        runs = head.shape[1] * len(packed.parts or [packed.feeds])
+        runs = head.shape[1] * len(runs_of)
         packed.real_tokens += runs
         packed.padded_tokens += runs
         packed.meta["head_tokens"] = head.shape[1]
